@@ -44,6 +44,14 @@ fi
     nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_120 -Xptxas -v -c "$f" -o /dev/null 2>&1 |
       grep -E "Compiling entry|registers|spill|error" | sed -e "s|^|$(basename "$f"): |"
   done >"$OUT/ptxas_sm120.txt"
+  # Which tensor-core instructions the FP8 GEMM became: native QMMA expected on sm_120; sm_90 has no
+  # FP8 mma.sync, so there it must be HMMA (after conversions); HGMMA (wgmma) must appear nowhere.
+  if command -v cuobjdump >/dev/null; then
+    for a in 120 90; do
+      nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -cubin -arch=sm_$a kernels/gemm/fp8_gemm.cu -o /tmp/fp8_gemm_sm$a.cubin &&
+        echo "sm_$a: $(cuobjdump -sass /tmp/fp8_gemm_sm$a.cubin | grep -oE '(HGMMA|QGMMA|QMMA|HMMA|F2FP|I2F|F2F)[.A-Z0-9_]*' | sort | uniq -c | tr -s ' \n' ' ')"
+    done >"$OUT/sass_summary.txt" 2>&1
+  fi
 ) &
 ptxas_pid=$!
 
@@ -71,6 +79,8 @@ awk '/Compiling entry/ { match($0, /function .*/); name = substr($0, RSTART + 10
      /Used [0-9]+ registers/ { regs = $0; sub(/.*Used/, "Used", regs); printf "%-90s %s | %s\n", name, regs, spill }' \
   "$OUT/ptxas_sm120.txt"
 
+echo "== SASS tensor-core instructions in fp8_gemm.cu (count per opcode)"
+cat "$OUT/sass_summary.txt" 2>/dev/null
 echo "== summary"
 grep -E "test cases:|assertions:" "$OUT/tests.txt" 2>/dev/null | tail -n 2
 echo "tests rc=$tests_rc bench rc=$bench_rc"

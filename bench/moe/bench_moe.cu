@@ -60,6 +60,40 @@ __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float sigma
   }
 }
 
+// Register-only mma.sync throughput: the ceiling for the SM120-portable tensor-core path on this GPU.
+// FP8 (m16n8k32 e4m3) and bf16 (m16n8k16), 8 independent accumulators per warp.
+template <bool kFp8>
+__global__ void mma_peak_kernel(float* out, int iters, uint32_t seed) {
+  float acc[8][4] = {};
+  uint32_t a0 = seed ^ threadIdx.x, a1 = a0 * 3, a2 = a0 * 5, a3 = a0 * 7, b0 = a0 * 11, b1 = a0 * 13;
+  if (kFp8) {  // keep the bytes finite e4m3 (no NaN codes)
+    a0 &= 0x3f3f3f3f; a1 &= 0x3f3f3f3f; a2 &= 0x3f3f3f3f; a3 &= 0x3f3f3f3f; b0 &= 0x3f3f3f3f; b1 &= 0x3f3f3f3f;
+  } else {
+    a0 &= 0x3f7f3f7f; a1 &= 0x3f7f3f7f; a2 &= 0x3f7f3f7f; a3 &= 0x3f7f3f7f; b0 &= 0x3f7f3f7f; b1 &= 0x3f7f3f7f;
+  }
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (kFp8) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+      } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      }
+    }
+  }
+  float s = 0;
+  for (int j = 0; j < 8; ++j) s += acc[j][0] + acc[j][1] + acc[j][2] + acc[j][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
 float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.f : v[v.size() / 2];
@@ -176,8 +210,20 @@ LtResult lt_gemm(cublasLtHandle_t lt, const char* name, cudaDataType_t in_type, 
   return r;
 }
 
+template <bool kFp8>
+double mma_peak(int sms, cudaStream_t s) {
+  float* out = nullptr;
+  const int blocks = sms * 4, threads = 256, iters = 4096;
+  CK(cudaMalloc(&out, sizeof(float) * blocks * threads));
+  const float ms = time_ms([&] { mma_peak_kernel<kFp8><<<blocks, threads, 0, s>>>(out, iters, 7); }, 2, 10, s);
+  CK(cudaGetLastError());
+  CK(cudaFree(out));
+  const double flops = 2.0 * 16 * 8 * (kFp8 ? 32 : 16) * 8.0 * iters * (blocks * threads / 32);
+  return flops / (ms * 1e-3) / 1e12;
+}
+
 // Our dense FP8 GEMM (prefill kernel) on an m x n x k problem: the kernel's own rate beside cuBLASLt.
-double ours_dense_rate(int m, int n, int kk, cudaStream_t s) {
+double ours_dense_rate(int m, int n, int kk, int tile_rows, int mma, cudaStream_t s) {
   uint8_t *a = nullptr, *w = nullptr;
   float *as = nullptr, *wsc = nullptr;
   __nv_bfloat16* c = nullptr;
@@ -209,6 +255,8 @@ double ours_dense_rate(int m, int n, int kk, cudaStream_t s) {
   p.ldc = n;
   p.max_rows = m;
   p.path = k::Fp8GemmPath::prefill;
+  p.prefill_tile_rows = tile_rows;
+  p.prefill_mma = mma;
   const float ms = time_ms([&] { CK(k::fp8_gemm(p, s)); }, 3, 20, s);
   CK(cudaFree(a));
   CK(cudaFree(w));
@@ -221,6 +269,9 @@ double ours_dense_rate(int m, int n, int kk, cudaStream_t s) {
 }
 
 struct MoeResult {
+  std::string label;
+  int path = 0, tile_rows = 0, mma = 0;
+  bool pdl = true;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
@@ -299,8 +350,23 @@ int main(int argc, char** argv) {
   lts.push_back(lt_gemm(lt, "cublaslt_fp8_tensor_scale_moe_shape", CUDA_R_8F_E4M3, 0, 4096, 36864, 6144, s, lt_ws, lt_ws_bytes));
   for (const auto& r : lts)
     std::printf("%-40s %5dx%5dx%5d  %8.1f TFLOP/s  %s\n", r.name.c_str(), r.m, r.n, r.k, r.tflops, r.status.c_str());
-  const double ours_dense = ours_dense_rate(8192, 8192, 8192, s);
-  std::printf("%-40s %5dx%5dx%5d  %8.1f TFLOP/s\n", "ours_fp8_prefill_kernel_dense", 8192, 8192, 8192, ours_dense);
+  // Our prefill kernel, each shape (64/128-row tiles) x tensor-core instruction (1 native FP8 mma,
+  // 2 f16 mma after in-register conversion).
+  struct Dense {
+    int bm, mma;
+    double tflops;
+  };
+  std::vector<Dense> dense = {{64, 1, 0}, {64, 2, 0}, {128, 1, 0}, {128, 2, 0}};
+  for (auto& d : dense) {
+    d.tflops = ours_dense_rate(8192, 8192, 8192, d.bm, d.mma, s);
+    std::printf("ours_fp8_prefill bm%-3d %-9s 8192x8192x8192  %8.1f TFLOP/s\n", d.bm, d.mma == 1 ? "fp8-mma" : "f16-mma",
+                d.tflops);
+  }
+  double ours_dense = 0;
+  for (const auto& d : dense) ours_dense = std::max(ours_dense, d.tflops);
+  const double mma_fp8 = mma_peak<true>(prop.multiProcessorCount, s);
+  const double mma_bf16 = mma_peak<false>(prop.multiProcessorCount, s);
+  std::printf("mma.sync register-only peak: fp8 m16n8k32 %.1f TFLOP/s, bf16 m16n8k16 %.1f TFLOP/s\n", mma_fp8, mma_bf16);
   CK(cudaFree(lt_ws));
   cublasLtDestroy(lt);
 
@@ -349,9 +415,39 @@ int main(int argc, char** argv) {
   std::vector<MoeResult> results;
   cudaEvent_t ev[8];
   for (auto& e : ev) CK(cudaEventCreate(&e));
+  struct Config {
+    int tokens, path, tile_rows, mma;
+    bool pdl;
+    std::string label;
+    int depth = 0;
+  };
+  std::vector<Config> configs;
+  for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
+  // Alternatives measured in the same run: without programmatic dependent launch, and the other GEMM
+  // paths / tile shapes / mma instructions where the choice matters.
+  for (int T : token_counts) configs.push_back({T, 0, 0, 0, false, "no-pdl"});
   for (int T : token_counts) {
+    if (T == 1 || T == 8 || T == 64) configs.push_back({T, 0, 0, 0, true, "depth3", 3});
+    if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
+    if (T == 512) {
+      configs.push_back({T, 1, 0, 0, true, "decode"});
+      configs.push_back({T, 2, 128, 0, true, "prefill128"});
+    }
+    if (T == 4096) {
+      configs.push_back({T, 2, 128, 0, true, "prefill128"});
+      configs.push_back({T, 2, 64, 1, true, "p64-fp8mma"});
+      configs.push_back({T, 2, 128, 1, true, "p128-fp8mma"});
+    }
+  }
+  for (const Config& cfg : configs) {
+    const int T = cfg.tokens;
     MoeResult r;
     r.tokens = T;
+    r.label = cfg.label;
+    r.path = cfg.path;
+    r.tile_rows = cfg.tile_rows;
+    r.mma = cfg.mma;
+    r.pdl = cfg.pdl;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -380,6 +476,11 @@ int main(int argc, char** argv) {
     p.out = out;
     p.topk_ids_out = ids;
     p.topk_weights_out = wts;
+    p.path = cfg.path;
+    p.prefill_tile_rows = cfg.tile_rows;
+    p.prefill_mma = cfg.mma;
+    p.pdl = cfg.pdl;
+    p.decode_depth = cfg.depth;
     r.ms_stream = time_ms([&] { CK(k::moe_forward(p, ws, ws_bytes, s)); }, 3, 20, s);
     // Distinct experts actually read.
     std::vector<int> hid(size_t(T) * K);
@@ -445,21 +546,28 @@ int main(int argc, char** argv) {
         std::fprintf(f, "    {\"name\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"tflops\": %.2f, \"status\": \"%s\"}%s\n",
                      lts[i].name.c_str(), lts[i].m, lts[i].n, lts[i].k, lts[i].tflops, lts[i].status.c_str(),
                      i + 1 < lts.size() ? "," : "");
-      std::fprintf(f, "  ],\n  \"ours_fp8_prefill_dense_8192_tflops\": %.2f,\n", ours_dense);
+      std::fprintf(f, "  ],\n  \"ours_fp8_prefill_dense_8192_tflops\": {");
+      for (size_t i = 0; i < dense.size(); ++i)
+        std::fprintf(f, "%s\"bm%d_%s\": %.2f", i ? ", " : "", dense[i].bm, dense[i].mma == 1 ? "fp8mma" : "f16mma",
+                     dense[i].tflops);
+      std::fprintf(f, "},\n");
+      std::fprintf(f, "  \"mma_sync_peak_tflops\": {\"fp8_m16n8k32\": %.2f, \"bf16_m16n8k16\": %.2f},\n", mma_fp8, mma_bf16);
       std::fprintf(f, "  \"moe\": {\"hidden\": %d, \"inter\": %d, \"experts\": %d, \"top_k\": %d, \"shared\": 1, "
                       "\"expert_bytes\": %.0f},\n  \"results\": [\n", H, I, E, K, expert_bytes);
       for (size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
         std::fprintf(f,
-                     "    {\"tokens\": %d, \"experts_read\": %d, \"weight_bytes\": %.0f, \"flops\": %.0f, "
+                     "    {\"config\": \"%s\", \"tokens\": %d, \"experts_read\": %d, \"weight_bytes\": %.0f, \"flops\": %.0f, "
                      "\"ms_stream\": %.4f, \"ms_graph\": %.4f, \"stage_ms\": {\"route\": %.4f, \"permute\": %.4f, "
                      "\"quantize\": %.4f, \"gate_up\": %.4f, \"swiglu\": %.4f, \"down\": %.4f, \"combine\": %.4f}, "
                      "\"weight_gbps\": %.1f, \"tflops\": %.2f, \"gemm_only_gbps\": %.1f, \"gemm_only_tflops\": %.2f, "
-                     "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f}%s\n",
-                     r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
+                     "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f, \"rate_ratio_vs_cublaslt_bf16\": %.3f, "
+                     "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d}%s\n",
+                     r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
                      r.tflops, r.gemm_gbps, r.gemm_tflops, r.gbps / copy_gbps,
-                     dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, i + 1 < results.size() ? "," : "");
+                     dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
+                     r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, i + 1 < results.size() ? "," : "");
       }
       std::fprintf(f, "  ]\n}\n");
       std::fclose(f);
@@ -469,12 +577,14 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\nGLM-5 MoE layer on %s (copy %.0f GB/s; cuBLASLt bf16 %.0f, fp8 %.0f, fp8 block-128 %.0f TFLOP/s;"
-              " ours dense fp8 %.0f)\n", prop.name, copy_gbps, lt_bf16, lt_fp8, lt_fp8_block, ours_dense);
-  std::printf("%6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %7s %7s\n", "T", "experts", "MB read", "ms strm", "ms graph",
+              " ours dense fp8 best %.0f; mma.sync peak fp8 %.0f bf16 %.0f)\n", prop.name, copy_gbps,
+              lt_bf16, lt_fp8, lt_fp8_block, ours_dense, mma_fp8, mma_bf16);
+  std::printf("%-10s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm", "ms graph",
               "gate_up", "down", "other", "GB/s", "TFLOP/s", "bw/cpy", "rate/lt");
+  (void)0;
   for (const auto& r : results) {
     const float other = r.stage_ms[0] + r.stage_ms[1] + r.stage_ms[2] + r.stage_ms[4] + r.stage_ms[6];
-    std::printf("%6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.0f %8.1f %7.3f %7.3f\n", r.tokens, r.distinct_experts,
+    std::printf("%-10s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.0f %8.1f %7.3f %7.3f\n", r.label.c_str(), r.tokens, r.distinct_experts,
                 r.weight_bytes / 1e6, r.ms_stream, r.ms_graph, r.stage_ms[3], r.stage_ms[5], other, r.gbps, r.tflops,
                 r.gbps / copy_gbps, dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0);
   }

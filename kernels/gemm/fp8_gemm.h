@@ -25,7 +25,7 @@
 namespace glm5rt::kernels {
 
 constexpr int kFp8Block = 128;          // weight block and activation group size (K and N)
-constexpr int kFp8PrefillTileRows = 128;  // rows per tile of the prefill kernel (tile_prefix granularity)
+constexpr int kFp8PrefillTileRows = 64;  // default rows per prefill tile (64 or 128; tile_prefix granularity)
 
 enum class Fp8GemmPath { automatic, decode, prefill };
 
@@ -56,8 +56,16 @@ struct Fp8GemmParams {
   int max_rows = 0;                  // host-known upper bound on all rows (sizes the grid)
   const int* group_offsets = nullptr;  // device [num_groups + 1]
   // Needed with group_offsets (both produced by moe_permute): compact list of non-empty groups
-  // (active_groups[0 .. *num_active)) for the decode kernel, and the prefix of ceil(rows_g / 128) tiles
-  // [num_groups + 1] for the prefill kernel.
+  // (active_groups[0 .. *num_active)) for the decode kernel, and the prefix of ceil(rows_g / tile rows)
+  // tiles [num_groups + 1] for the prefill kernel (computed with the same prefill_tile_rows).
+  int prefill_tile_rows = 0;  // 64 or 128; 0 means kFp8PrefillTileRows
+  // Prefill tensor-core instruction: 0 automatic (f16 mma after an in-register e4m3 -> f16 conversion on
+  // compute capability 9.0, which lacks native FP8 mma.sync; native FP8 mma elsewhere), 1 native FP8 mma,
+  // 2 f16 mma after conversion.
+  int prefill_mma = 0;
+  bool pdl = false;  // programmatic dependent launch (sm_90+; see launch.cuh)
+  // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0 means 2).
+  int decode_depth = 0;
   const int* active_groups = nullptr;
   const int* num_active = nullptr;
   const int* tile_prefix = nullptr;
@@ -74,6 +82,6 @@ cudaError_t fp8_gemm(const Fp8GemmParams& p, cudaStream_t stream);
 // Per-token-group quantisation: x bf16 [rows, k] (row stride ldx) -> q e4m3 [rows, k] (stride ldq) and
 // scale [rows, k/128] (stride ld_scale); scale = max(amax, 1e-10) / 448, q = rn_satfinite(x / scale).
 cudaError_t fp8_quantize_groups(const __nv_bfloat16* x, int ldx, int rows, int k, uint8_t* q, int ldq,
-                                float* scale, int ld_scale, cudaStream_t stream);
+                                float* scale, int ld_scale, cudaStream_t stream, bool pdl = false);
 
 }  // namespace glm5rt::kernels

@@ -5,18 +5,34 @@
 // applied to the f32 partial sums once per 128-wide K block). Tokens (rows of A) are the mma's N = 8.
 //
 // Within one m16n8k32 the order of K does not matter as long as A and B agree. Lane (g = lane/4,
-// c = lane%4) holds bytes [32c, 32c+32) of its weight rows g and g+8 for the current K block; mma j (0..3)
-// takes words 2j and 2j+1 as the "k 4c..4c+3" and "k 16+4c..16+4c+3" registers, and the lane loads the
-// same bytes of its token for B, so both sides use one permutation of K.
+// c = lane%4) holds bytes [16c, 16c+16) and [64+16c, 64+16c+16) of its weight rows g and g+8 for the
+// current K block (so each load instruction covers whole 32-byte sectors: lanes c = 0..3 read 64
+// contiguous bytes of a row); mma j (0..3) takes words 2j and 2j+1 of those 32 bytes as the
+// "k 4c..4c+3" and "k 16+4c..16+4c+3" registers, and the lane loads the same bytes of its token for B,
+// so both sides use one permutation of K.
 #pragma once
 
 #include "kernels/gemm/fp8_common.cuh"
 #include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
 
 namespace glm5rt::kernels::detail {
 
-constexpr int kDecodeWarps = 8;  // 8 warps x 16 rows = 128 weight rows per block = one scale row-block
+// 4 warps x 16 rows = 64 weight rows per block (inside one 128-row scale block). Small blocks and a
+// register cap let up to 8 blocks share an SM, so a decode-sized problem (a few hundred blocks) runs
+// as one wave over all 132 SMs instead of a full wave plus a tail.
+constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
+constexpr int kDecodeRows = kDecodeWarps * 16;
+// Blocks per SM the register cap aims at. sm_90 has no native FP8 mma.sync (the compiler expands it to
+// conversions + f16 mma), which needs more registers: a smaller target there avoids spills.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+template <int NT, int DEPTH>
+constexpr int decode_min_blocks() { return NT == 1 ? (DEPTH == 2 ? 7 : 5) : NT == 2 ? 4 : 3; }
+#else
+template <int NT, int DEPTH>
+constexpr int decode_min_blocks() { return NT == 1 ? (DEPTH == 2 ? 8 : 6) : NT == 2 ? 6 : 4; }
+#endif
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -24,8 +40,10 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 
 // NT: token tiles of 8 per pass (rows of A held at once); DEPTH: K blocks of weights in flight per lane.
 template <int NT, int DEPTH>
-__global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_kernel(const Fp8GemmParams p) {
+__global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>())
+    fp8_gemm_decode_kernel(const Fp8GemmParams p) {
 #if GLM5RT_HAS_FP8_MMA
+  pdl_wait_and_release();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int g = 0, row_begin = 0, rows = p.max_rows;
   if (p.group_offsets) {
@@ -35,7 +53,7 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_kernel(const F
     rows = p.group_offsets[g + 1] - row_begin;
   }
   if (rows <= 0) return;
-  const int n_block = blockIdx.x * kFp8Block;
+  const int n_block = blockIdx.x * kDecodeRows;
   const int part = n_block / p.part_rows;
   const int n_in_part = n_block - part * p.part_rows;
   const int part_valid_rows = min(p.part_rows, p.n - part * p.part_rows);
@@ -49,35 +67,24 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_kernel(const F
   const int gq = lane / 4, c = lane % 4;
   const int r_lo = warp_row + gq, r_hi = r_lo + 8;
   const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
-  const uint8_t* w_lo = W + static_cast<size_t>(ok_lo ? r_lo : warp_row) * p.k + c * 32;
-  const uint8_t* w_hi = W + static_cast<size_t>(ok_hi ? r_hi : warp_row) * p.k + c * 32;
+  // One 64-bit base and two 32-bit offsets (rows past the end read row warp_row, never stored): fewer
+  // registers, so that more warps fit on an SM.
+  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * p.k + c * 16;
+  const int off_lo = ok_lo ? gq * p.k : 0, off_hi = ok_hi ? (gq + 8) * p.k : 0;
   const int n_lo = part * p.part_rows + r_lo;  // output column of c0/c1 (c2/c3: n_lo + 8)
+  const uint8_t* a_base = p.a + c * 16;
 
   for (int tok0 = 0; tok0 < rows; tok0 += NT * 8) {
-    // Per token tile: this lane's B token (g) and the two scale/output tokens (2c, 2c+1).
-    const uint8_t* b_ptr[NT];
-    const float* s_ptr[NT][2];
-    int out_row[NT][2];
+    // Per token tile: source row of this lane's B token (g) and of the two scale tokens (2c, 2c+1).
+    int b_src[NT], s_src[NT][2];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int tb = tok0 + t * 8 + gq;
-      b_ptr[t] = nullptr;
-      if (tb < rows) {
-        const int r = row_begin + tb;
-        const int src = p.a_row_map ? p.a_row_map[r] : r;
-        b_ptr[t] = p.a + static_cast<size_t>(src) * p.lda + c * 32;
-      }
+      b_src[t] = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int ts = tok0 + t * 8 + 2 * c + e;
-        s_ptr[t][e] = nullptr;
-        out_row[t][e] = -1;
-        if (ts < rows) {
-          const int r = row_begin + ts;
-          const int src = p.a_row_map ? p.a_row_map[r] : r;
-          s_ptr[t][e] = p.a_scale + static_cast<size_t>(src) * p.ld_scale;
-          out_row[t][e] = r;
-        }
+        s_src[t][e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
       }
     }
 
@@ -90,21 +97,21 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_kernel(const F
     // Register ring of DEPTH K blocks: buf[s][0..1] = row lo bytes, buf[s][2..3] = row hi bytes.
     uint4 buf[DEPTH][4];
     auto load = [&](uint4(&dst)[4], int kb) {
-      const size_t off = static_cast<size_t>(kb) * kFp8Block;
-      dst[0] = ldg_stream(w_lo + off);
-      dst[1] = ldg_stream(w_lo + off + 16);
-      dst[2] = ldg_stream(w_hi + off);
-      dst[3] = ldg_stream(w_hi + off + 16);
+      const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+      dst[0] = ldg_stream(w + off_lo);
+      dst[1] = ldg_stream(w + off_lo + 64);
+      dst[2] = ldg_stream(w + off_hi);
+      dst[3] = ldg_stream(w + off_hi + 64);
     };
     auto compute = [&](const uint4(&wv)[4], int kb) {
       const float ws = __ldg(ws_row + kb);
-      const size_t off = static_cast<size_t>(kb) * kFp8Block;
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
-        if (b_ptr[t]) {
-          b0 = __ldg(reinterpret_cast<const uint4*>(b_ptr[t] + off));
-          b1 = __ldg(reinterpret_cast<const uint4*>(b_ptr[t] + off + 16));
+        if (b_src[t] >= 0) {
+          const uint8_t* b = a_base + static_cast<size_t>(b_src[t]) * p.lda + kb * kFp8Block;
+          b0 = __ldg(reinterpret_cast<const uint4*>(b));
+          b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
         }
         float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -116,8 +123,8 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_kernel(const F
           mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1),
                          word_of(bb, w0), word_of(bb, w1));
         }
-        const float s0 = s_ptr[t][0] ? __ldg(s_ptr[t][0] + kb) * ws : 0.f;
-        const float s1 = s_ptr[t][1] ? __ldg(s_ptr[t][1] + kb) * ws : 0.f;
+        const float s0 = s_src[t][0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[t][0]) * p.ld_scale + kb) * ws : 0.f;
+        const float s1 = s_src[t][1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[t][1]) * p.ld_scale + kb) * ws : 0.f;
         acc[t][0] = fmaf(d[0], s0, acc[t][0]);
         acc[t][1] = fmaf(d[1], s1, acc[t][1]);
         acc[t][2] = fmaf(d[2], s0, acc[t][2]);
@@ -141,8 +148,9 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_kernel(const F
     for (int t = 0; t < NT; ++t)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        if (out_row[t][e] < 0) continue;
-        __nv_bfloat16* dst = p.c + static_cast<size_t>(out_row[t][e]) * p.ldc;
+        const int ts = tok0 + t * 8 + 2 * c + e;
+        if (ts >= rows) continue;
+        __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
         if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[t][e]);
         if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[t][2 + e]);
       }

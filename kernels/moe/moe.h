@@ -31,6 +31,7 @@ struct RouterParams {
   float* logits = nullptr;                // out/workspace [tokens, num_experts] float32
   int* topk_ids = nullptr;                // out [tokens, top_k]
   float* topk_weights = nullptr;          // out [tokens, top_k]
+  bool pdl = false;                       // programmatic dependent launch (kernels/gemm/launch.cuh)
 };
 
 // GLM5.md step 9, with router_math.h's summation order and sigmoid: logits in float32, s = sigmoid,
@@ -51,22 +52,24 @@ struct PermuteParams {
   int* group_offsets = nullptr;   // out [G + 1], G = E + with_shared
   int* active_groups = nullptr;   // out [G] non-empty groups, ascending
   int* num_active = nullptr;      // out [1]
-  int* tile_prefix = nullptr;     // out [G + 1] prefix of ceil(rows_g / kFp8PrefillTileRows)
+  int* tile_prefix = nullptr;     // out [G + 1] prefix of ceil(rows_g / tile_rows)
+  int tile_rows = 64;             // the prefill GEMM's tile rows (Fp8GemmParams::prefill_tile_rows)
   int* row_token = nullptr;       // out [tokens * top_k + tokens]: permuted row -> token
   int* slot_row = nullptr;        // out [tokens * top_k]: (token, k) -> permuted row, -1 if dropped
+  bool pdl = false;
 };
 cudaError_t moe_permute(const PermuteParams& p, cudaStream_t stream);
 
 // h = silu(gate) * up from the gate_up GEMM's bf16 rows [rows, 2 * inter] (gate | up), quantised per
 // 128-group to e4m3 [rows, inter] with scales [rows, inter / 128].
 cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
-                                cudaStream_t stream);
+                                cudaStream_t stream, bool pdl = false);
 
 // out[t] = sum_k w[t,k] * y[slot_row[t,k]] (+ y[*shared_row_begin + t] when shared_row_begin, a device
 // pointer, e.g. &group_offsets[E], is given), float32 sums in k order, bf16 result [tokens, hidden].
 cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                         const float* topk_weights, const int* shared_row_begin, __nv_bfloat16* out,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool pdl = false);
 
 // The whole MoE block. Expert weights as the checkpoint stores them (FP8 e4m3 + float32 scale_inv):
 // device arrays of pointers; expert E (index num_experts) is the shared expert.
@@ -92,6 +95,13 @@ struct MoeParams {
   // Optional outputs for inspection (null: kept in the workspace only).
   int* topk_ids_out = nullptr;
   float* topk_weights_out = nullptr;
+  // Tuning overrides (benchmarks): GEMM path and prefill tile rows (0: defaults).
+  int path = 0;  // 0 automatic, 1 decode, 2 prefill
+  int prefill_tile_rows = 0;
+  int prefill_mma = 0;  // Fp8GemmParams::prefill_mma
+  int decode_depth = 0;  // Fp8GemmParams::decode_depth
+  // Programmatic dependent launch between the block's kernels (on GPUs with compute capability 9.0+).
+  bool pdl = true;
   // Optional (benchmarks): 7 events recorded after route, permute, quantise, gate_up GEMM, SwiGLU,
   // down GEMM and combine; each must be a valid event. Recording works inside graph capture too.
   cudaEvent_t* stage_events = nullptr;

@@ -2,6 +2,7 @@
 // (the down projection's input), and the weighted combine of the expert outputs back to token order.
 #include "kernels/gemm/fp8_common.cuh"
 #include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
 
 namespace glm5rt::kernels {
@@ -10,6 +11,7 @@ namespace {
 // One warp per (row, 128-group): lane owns 4 consecutive intermediate values.
 __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up, int rows, int inter,
                                        uint8_t* __restrict__ q, float* __restrict__ scale) {
+  detail::pdl_wait_and_release();
   const int groups = inter / kFp8Block;
   const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<long long>(rows) * groups) return;
@@ -41,10 +43,13 @@ __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up
 __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, int top_k,
                                const int* __restrict__ slot_row, const float* __restrict__ topk_weights,
                                const int* __restrict__ shared_row_begin, __nv_bfloat16* __restrict__ out) {
-  const int t = blockIdx.x;
+  detail::pdl_wait_and_release();
+  const int t = blockIdx.y;
   const int shared_row0 = shared_row_begin ? *shared_row_begin : -1;
-  for (int col = threadIdx.x * 8; col < hidden; col += blockDim.x * 8) {
+  const int col = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (col < hidden) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
     for (int k = 0; k < top_k; ++k) {
       const int row = slot_row[static_cast<size_t>(t) * top_k + k];
       if (row < 0) continue;
@@ -79,25 +84,29 @@ __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, 
 }  // namespace
 
 cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool pdl) {
   if (rows < 0 || inter <= 0 || inter % kFp8Block != 0) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!gate_up || !q || !scale) return cudaErrorInvalidValue;
   const long long items = static_cast<long long>(rows) * (inter / kFp8Block);
   const long long blocks = (items + 7) / 8;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-  swiglu_quantize_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(gate_up, rows, inter, q, scale);
-  return cudaGetLastError();
+  return detail::launch(swiglu_quantize_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, pdl,
+                        gate_up, rows, inter, q, scale);
 }
 
 cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                         const float* topk_weights, const int* shared_row_begin, __nv_bfloat16* out,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool pdl) {
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0 || top_k < 1) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   if (!y || !slot_row || !topk_weights || !out) return cudaErrorInvalidValue;
-  combine_kernel<<<tokens, 256, 0, stream>>>(y, hidden, top_k, slot_row, topk_weights, shared_row_begin, out);
-  return cudaGetLastError();
+  if (tokens > 65535) return cudaErrorInvalidValue;
+  // One thread per 8 columns of one token: at decode sizes the whole output is a handful of blocks
+  // spread over SMs instead of one block per token looping.
+  const dim3 grid((hidden / 8 + 127) / 128, tokens);
+  return detail::launch(combine_kernel, grid, dim3(128), 0, stream, pdl, y, hidden, top_k, slot_row, topk_weights,
+                        shared_row_begin, out);
 }
 
 }  // namespace glm5rt::kernels

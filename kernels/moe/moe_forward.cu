@@ -2,6 +2,7 @@
 // route -> permute -> quantise x -> gate_up grouped GEMM -> SwiGLU + quantise -> down grouped GEMM ->
 // combine. The shared expert is one more group holding every token.
 #include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
 
 namespace glm5rt::kernels {
@@ -70,7 +71,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const int G = E + (p.with_shared ? 1 : 0);
   const int R = T * K + (p.with_shared ? T : 0);
 
+  const bool pdl = p.pdl && detail::pdl_supported();
   RouterParams rp;
+  rp.pdl = pdl;
   rp.tokens = T;
   rp.hidden = H;
   rp.num_experts = E;
@@ -90,6 +93,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   if (cudaError_t e = mark(0); e != cudaSuccess) return e;
 
   PermuteParams pp;
+  pp.pdl = pdl;
   pp.tokens = T;
   pp.top_k = K;
   pp.num_experts = E;
@@ -101,12 +105,14 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   pp.tile_prefix = static_cast<int*>(at(l.tiles));
   pp.row_token = static_cast<int*>(at(l.row_token));
   pp.slot_row = static_cast<int*>(at(l.slot_row));
+  const int tile_rows = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
+  pp.tile_rows = tile_rows;
   if (cudaError_t e = moe_permute(pp, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(1); e != cudaSuccess) return e;
 
   uint8_t* xq = static_cast<uint8_t*>(at(l.xq));
   float* xs = static_cast<float*>(at(l.xs));
-  if (cudaError_t e = fp8_quantize_groups(p.x, H, T, H, xq, H, xs, H / kFp8Block, stream); e != cudaSuccess)
+  if (cudaError_t e = fp8_quantize_groups(p.x, H, T, H, xq, H, xs, H / kFp8Block, stream, pdl); e != cudaSuccess)
     return e;
   if (cudaError_t e = mark(2); e != cudaSuccess) return e;
 
@@ -137,12 +143,17 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.tile_prefix = pp.tile_prefix;
   g1.max_active = max_active;
   g1.expected_rows_per_group = expected;
+  g1.prefill_tile_rows = tile_rows;
+  g1.prefill_mma = p.prefill_mma;
+  g1.decode_depth = p.decode_depth;
+  g1.pdl = pdl;
+  g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(3); e != cudaSuccess) return e;
 
   uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
   float* hs = static_cast<float*>(at(l.hs));
-  if (cudaError_t e = moe_swiglu_quantize(g1.c, R, I, hq, hs, stream); e != cudaSuccess) return e;
+  if (cudaError_t e = moe_swiglu_quantize(g1.c, R, I, hq, hs, stream, pdl); e != cudaSuccess) return e;
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
@@ -163,7 +174,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
 
   if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts, p.with_shared ? pp.group_offsets + E : nullptr,
-                                  p.out, stream);
+                                  p.out, stream, pdl);
       e != cudaSuccess)
     return e;
   return mark(6);

@@ -4,6 +4,7 @@
 // downstream depends on it: every row's GEMM result is independent of its neighbours, and the combine
 // reads rows through slot_row in k order.
 #include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
 
 namespace glm5rt::kernels {
@@ -35,6 +36,7 @@ __device__ void warp_scan(int n, F f, int* out) {
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) permute_kernel(const PermuteParams p) {
+  detail::pdl_wait_and_release();
   __shared__ int cnt[kMaxGroups];
   __shared__ int offs[kMaxGroups + 1];
   __shared__ int tiles[kMaxGroups + 1];
@@ -50,7 +52,7 @@ __global__ void __launch_bounds__(kPermuteThreads) permute_kernel(const PermuteP
   __syncthreads();
   if (threadIdx.x < 32) {
     warp_scan(G, [&](int g) { return cnt[g]; }, offs);
-    warp_scan(G, [&](int g) { return (cnt[g] + kFp8PrefillTileRows - 1) / kFp8PrefillTileRows; }, tiles);
+    warp_scan(G, [&](int g) { return (cnt[g] + p.tile_rows - 1) / p.tile_rows; }, tiles);
     warp_scan(G, [&](int g) { return cnt[g] > 0 ? 1 : 0; }, act);
   }
   __syncthreads();
@@ -80,13 +82,12 @@ __global__ void __launch_bounds__(kPermuteThreads) permute_kernel(const PermuteP
 }  // namespace
 
 cudaError_t moe_permute(const PermuteParams& p, cudaStream_t stream) {
-  if (p.tokens < 0 || p.top_k < 1 || p.num_experts < 1 || p.num_experts > kRouterMaxExperts)
+  if (p.tokens < 0 || p.top_k < 1 || p.num_experts < 1 || p.num_experts > kRouterMaxExperts || p.tile_rows < 1)
     return cudaErrorInvalidValue;
   if (!p.topk_ids || !p.group_offsets || !p.active_groups || !p.num_active || !p.tile_prefix || !p.row_token ||
       !p.slot_row)
     return cudaErrorInvalidValue;
-  permute_kernel<<<1, kPermuteThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return detail::launch(permute_kernel, dim3(1), dim3(kPermuteThreads), 0, stream, p.pdl, p);
 }
 
 }  // namespace glm5rt::kernels

@@ -2,6 +2,7 @@
 // selection by one warp per token with deterministic ties (lower expert id wins).
 #include <climits>
 
+#include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
 #include "kernels/moe/router_math.h"
 
@@ -13,6 +14,7 @@ constexpr int kLogitWarps = 8;
 // Block: 8 warps; warp w computes experts (blockIdx.y * 8 + w) * EPW + i for TOK tokens.
 template <int TOK, int EPW>
 __global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(const RouterParams p) {
+  detail::pdl_wait_and_release();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int e0 = (blockIdx.y * kLogitWarps + warp) * EPW;
   const int t0 = blockIdx.x * TOK;
@@ -23,6 +25,9 @@ __global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(const R
 #pragma unroll
     for (int t = 0; t < TOK; ++t) acc[i][t] = 0.f;
   const int chunks = p.hidden / 8;
+  // Unrolled so that several 16-byte loads per lane are in flight (the order of the fma chain per lane is
+  // unchanged: unrolling does not reassociate).
+#pragma unroll 6
   for (int ch = lane; ch < chunks; ch += 32) {
     float xf[TOK][8];
 #pragma unroll
@@ -82,6 +87,7 @@ constexpr int kSelectWarps = 8;
 constexpr int kPerLane = kRouterMaxExperts / 32;
 
 __global__ void __launch_bounds__(kSelectWarps * 32) router_select_kernel(const RouterParams p) {
+  detail::pdl_wait_and_release();
   __shared__ float c_sh[kSelectWarps][kRouterMaxExperts];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x * kSelectWarps + warp;
@@ -188,15 +194,18 @@ cudaError_t moe_route(const RouterParams& p, cudaStream_t stream) {
   if (p.tokens <= 16) {
     constexpr int TOK = 4, EPW = 1;
     const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kLogitWarps * EPW - 1) / (kLogitWarps * EPW));
-    router_logits_kernel<TOK, EPW><<<grid, kLogitWarps * 32, 0, stream>>>(p);
+    if (cudaError_t e = detail::launch(router_logits_kernel<TOK, EPW>, grid, dim3(kLogitWarps * 32), 0, stream, p.pdl, p);
+        e != cudaSuccess)
+      return e;
   } else {
     constexpr int TOK = 8, EPW = 4;
     const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kLogitWarps * EPW - 1) / (kLogitWarps * EPW));
-    router_logits_kernel<TOK, EPW><<<grid, kLogitWarps * 32, 0, stream>>>(p);
+    if (cudaError_t e = detail::launch(router_logits_kernel<TOK, EPW>, grid, dim3(kLogitWarps * 32), 0, stream, p.pdl, p);
+        e != cudaSuccess)
+      return e;
   }
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  router_select_kernel<<<(p.tokens + kSelectWarps - 1) / kSelectWarps, kSelectWarps * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return detail::launch(router_select_kernel, dim3((p.tokens + kSelectWarps - 1) / kSelectWarps),
+                        dim3(kSelectWarps * 32), 0, stream, p.pdl, p);
 }
 
 }  // namespace glm5rt::kernels

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <string>
 
 #include "kernels/gemm/fp8_gemm.h"
 #include "tests/gpu/fp8_reference.hpp"
@@ -33,6 +34,9 @@ struct GroupedCase {
   std::vector<int> counts;  // rows per group
   bool row_map;
   k::Fp8GemmPath path;
+  int tile_rows = 64;  // prefill tile rows (64 or 128)
+  int mma = 0;         // Fp8GemmParams::prefill_mma
+  int depth = 0;       // Fp8GemmParams::decode_depth
 };
 
 // Runs one (possibly grouped) GEMM against the CPU reference.
@@ -42,7 +46,7 @@ void run_case(const GroupedCase& tc) {
   std::vector<int> offsets(G + 1, 0), tiles(G + 1, 0), active;
   for (int g = 0; g < G; ++g) {
     offsets[g + 1] = offsets[g] + tc.counts[g];
-    tiles[g + 1] = tiles[g] + (tc.counts[g] + 127) / 128;
+    tiles[g + 1] = tiles[g] + (tc.counts[g] + tc.tile_rows - 1) / tc.tile_rows;
     if (tc.counts[g] > 0) active.push_back(g);
   }
   const int rows = offsets[G];
@@ -115,6 +119,9 @@ void run_case(const GroupedCase& tc) {
     p.max_active = G;
   }
   p.path = tc.path;
+  p.prefill_tile_rows = tc.tile_rows;
+  p.prefill_mma = tc.mma;
+  p.decode_depth = tc.depth;
   CUDA_OK(k::fp8_gemm(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto hc = dc.download();
@@ -133,8 +140,11 @@ void run_case(const GroupedCase& tc) {
   std::vector<float> out(ref.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(hc[i]);
   const auto cmp = compare(out, ref, 8e-3, 2e-3);
-  MESSAGE("n=" << tc.n << " k=" << tc.k << " rows=" << rows << " groups=" << G << " path="
-               << (tc.path == k::Fp8GemmPath::decode ? "decode" : "prefill") << " rel_l2=" << cmp.rel_l2
+  const std::string path = tc.path == k::Fp8GemmPath::decode ? std::string("decode")
+                                                                : "prefill/" + std::to_string(tc.tile_rows) +
+                                                                      "/mma" + std::to_string(tc.mma);
+  MESSAGE("n=" << tc.n << " k=" << tc.k << " rows=" << rows << " groups=" << G << " path=" << path
+               << " rel_l2=" << cmp.rel_l2
                << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad << " non-finite=" << cmp.non_finite);
   CHECK(cmp.non_finite == 0);
   CHECK(cmp.bad == 0);
@@ -173,6 +183,7 @@ TEST_CASE("fp8 quantize_groups matches the CPU rule bit for bit") {
 
 TEST_CASE("fp8 gemm dense, decode path, GLM-5 kv_a shape (partial 128-row block)") {
   run_case({576, 6144, 1, {3}, false, k::Fp8GemmPath::decode});
+  run_case({576, 6144, 1, {5}, false, k::Fp8GemmPath::decode, 64, 0, 3});  // 3 K blocks in flight
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {
@@ -180,19 +191,24 @@ TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shap
 }
 
 TEST_CASE("fp8 gemm dense, prefill path, partial row and column tiles") {
-  run_case({576, 6144, 1, {200}, false, k::Fp8GemmPath::prefill});
+  run_case({576, 6144, 1, {200}, false, k::Fp8GemmPath::prefill, 64});
+  run_case({576, 6144, 1, {200}, false, k::Fp8GemmPath::prefill, 128});
 }
 
 TEST_CASE("fp8 gemm grouped gate|up (two parts), gathered rows, both paths") {
   const std::vector<int> counts = {0, 3, 130, 1, 0, 17};
   run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode});
-  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill});
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 64});
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 128});
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 64, 1});   // native FP8 mma
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 128, 2});  // f16 mma after conversion
 }
 
 TEST_CASE("fp8 gemm grouped down_proj, both paths") {
   const std::vector<int> counts = {9, 0, 129, 2};
   run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode});
-  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::prefill});
+  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::prefill, 64, 2});
+  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::prefill, 128, 1});
 }
 
 TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <string>
 
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/moe/moe.h"
@@ -88,9 +89,9 @@ void check_router(int T, int H, const RouterConfig& cfg, bool ties) {
       const int a = rid[static_cast<size_t>(t) * cfg.top_k + r], b = rid[static_cast<size_t>(t) * cfg.top_k + r + 1];
       if (a % 2 == 0 && b == a + 1) ++adjacent_pairs;
     }
+  const std::string tie_note = ties ? " tied pairs chosen in id order=" + std::to_string(adjacent_pairs) : std::string();
   MESSAGE("router T=" << T << " E=" << E << " groups=" << cfg.n_group << "/" << cfg.topk_group
-                      << " id mismatches=" << id_mismatch << " weight mismatches=" << w_mismatch
-                      << (ties ? " tied pairs chosen in id order=" : "") << (ties ? std::to_string(adjacent_pairs) : ""));
+                      << " id mismatches=" << id_mismatch << " weight mismatches=" << w_mismatch << tie_note);
   CHECK(id_mismatch == 0);
   CHECK(w_mismatch == 0);
   if (ties) CHECK(adjacent_pairs > 0);
@@ -162,7 +163,7 @@ std::vector<float> expert_float(const float* x, const HostFp8Weight& g, const Ho
   return y;
 }
 
-void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference) {
+void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, int path = 0, int tile_rows = 0) {
   auto rng = fresh_rng();
   const int H = 6144, I = 2048, E = cfg.num_experts, K = cfg.top_k;
   ExpertPool ep{H, I, pool, {}, {}, {}, {}, {}};
@@ -234,11 +235,27 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference) {
   p.out = reinterpret_cast<__nv_bfloat16*>(dout.ptr);
   p.topk_ids_out = dids.ptr;
   p.topk_weights_out = dwts.ptr;
+  p.path = path;
+  p.prefill_tile_rows = tile_rows;
   CUDA_OK(k::moe_forward(p, ws.ptr, ws_bytes, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto out_bits = dout.download();
   const auto gid = dids.download();
   const auto gw = dwts.download();
+  {  // Without programmatic dependent launch, on a stream of its own: the same bits (the permutation's
+     // in-group order may differ between runs; no result depends on it).
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreate(&st));
+    p.pdl = false;
+    dout.poison();
+    CUDA_OK(k::moe_forward(p, ws.ptr, ws_bytes, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    CUDA_OK(cudaStreamDestroy(st));
+    const auto again = dout.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
+    CHECK(differ == 0);
+  }
 
   std::vector<double> ref(static_cast<size_t>(T) * H), ref_float(static_cast<size_t>(T) * H);
   std::vector<int> id_bad(T, 0);
@@ -281,6 +298,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(out_bits[i]);
   const auto cmp = compare(out, ref, 3e-2, 1e-2);
   MESSAGE("moe T=" << T << " E=" << E << " top" << K << " groups=" << cfg.n_group << "/" << cfg.topk_group
+                   << " path=" << path << " tile_rows=" << tile_rows
                    << " router mismatches=" << router_bad << " rel_l2 vs FP8 mirror=" << cmp.rel_l2
                    << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad << " non-finite=" << cmp.non_finite);
   CHECK(router_bad == 0);
@@ -342,7 +360,7 @@ TEST_CASE("permutation places every (token, k) once, groups contiguous, shared e
   CHECK(tp[0] == 0);
   for (int g = 0; g < G; ++g) {
     bad += o[g + 1] - o[g] != cnt[g];
-    bad += tp[g + 1] - tp[g] != (cnt[g] + 127) / 128;
+    bad += tp[g + 1] - tp[g] != (cnt[g] + p.tile_rows - 1) / p.tile_rows;
     if (cnt[g] > 0) bad += a[expect_active++] != g;
   }
   CHECK(n[0] == expect_active);
@@ -374,5 +392,7 @@ TEST_CASE("MoE block, prefill path (200 tokens, 16 experts in 4 groups, top-4 + 
   cfg.n_group = 4;
   cfg.topk_group = 2;
   cfg.scale = 2.5f;
-  check_moe(200, cfg, 16, false);
+  check_moe(200, cfg, 16, false, 2, 128);  // prefill, 128-row tiles
+  check_moe(150, cfg, 16, false, 2, 64);   // prefill, 64-row tiles
+  check_moe(40, cfg, 16, false, 1, 0);     // decode with several 8-token passes per group
 }
