@@ -296,7 +296,13 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
   for (int b : id_bad) router_bad += b;
   std::vector<float> out(ref.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(out_bits[i]);
-  const auto cmp = compare(out, ref, 3e-2, 1e-2);
+  // Per element: the mirror cannot reproduce the GPU's f32 summation order, so a gate/up value near a
+  // bf16 rounding boundary can round the other way and move h across an e4m3 rounding boundary (one
+  // e4m3 step is 6-12% of h); with these heavy-tailed random weights one such flip moves an output by up
+  // to a few percent of rms. Two CPU mirrors differing only in summation order already differ by 1.6% of
+  // rms (12 tokens); the GPU run of 2026-11-30 showed up to 2.3% on 22 of 1.2M elements with a 1e-2 bound.
+  // Hence 5e-2 * rms; the norm-wise bound below (rel_l2 < 1e-2; measured 1.7e-3) stays tight.
+  const auto cmp = compare(out, ref, 3e-2, 5e-2);
   MESSAGE("moe T=" << T << " E=" << E << " top" << K << " groups=" << cfg.n_group << "/" << cfg.topk_group
                    << " path=" << path << " tile_rows=" << tile_rows
                    << " router mismatches=" << router_bad << " rel_l2 vs FP8 mirror=" << cmp.rel_l2
