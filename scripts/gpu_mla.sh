@@ -37,15 +37,15 @@ cmake --build "$BUILD" -j"$JOBS" --target glm5rt_gpu_tests glm5rt_bench_sparse_m
 sm120_pid=$!
 
 # 3. GPU tests (correctness against the float32 CPU reference).
-timeout 60 "$BUILD/tests/glm5rt_gpu_tests" -tc="sparse MLA*" >"$OUT/tests.txt" 2>&1
+timeout 45 "$BUILD/tests/glm5rt_gpu_tests" -tc="sparse MLA*" >"$OUT/tests.txt" 2>&1
 test_rc=$?
 tail -45 "$OUT/tests.txt"
 echo "gpu tests exit code: $test_rc"
 [ "$test_rc" = 0 ] || status=1
 
 # 4. Benchmark (ours), then the Triton baseline and the ceilings.
-timeout 60 "$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla" --json "$OUT/ours.json" || status=1
-PYTHONUNBUFFERED=1 timeout 75 python3 bench/sparse_mla/triton_baseline.py --json "$OUT/triton.json" || status=1
+timeout 50 "$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla" --json "$OUT/ours.json" || status=1
+PYTHONUNBUFFERED=1 timeout 65 python3 bench/sparse_mla/triton_baseline.py --json "$OUT/triton.json" || status=1
 
 # 5. sm_120 checks: registers / shared memory / spills, and the instruction mix (no HGMMA / wgmma).
 wait "$sm120_pid"

@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
     int T, H;
     MlaCacheFormat f;
     int splits;
+    int heads_per_cta;  // 0 = automatic
     double us;
   };
   std::vector<Sweep> sweeps;
@@ -179,6 +180,36 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
+
+  // Rewritten after every case so that a run cut short still leaves its numbers.
+  auto write_json = [&]() -> bool {
+  FILE* f = std::fopen(json_path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+    return false;
+  }
+  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"copy_tbps\": %.4f,\n  \"topk\": %d,\n  \"pool_tokens_per_sequence\": %d,\n",
+               prop.name, prop.multiProcessorCount, copy_tbps, topk, pool);
+  std::fprintf(f, "  \"results\": [\n");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    std::fprintf(f,
+                 "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
+                 "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f}%s\n",
+                 r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
+  for (size_t i = 0; i < sweeps.size(); ++i) {
+    const Sweep& s = sweeps[i];
+    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"graph_us\": %.3f}%s\n",
+                 s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.us,
+                 i + 1 < sweeps.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+    return true;
+  };
 
   for (const Case& c : cases) {
     const bool decode = !std::strcmp(c.phase, "decode");
@@ -300,8 +331,18 @@ int main(int argc, char** argv) {
       for (int s : sweep_splits) {
         if (s > (topk + 31) / 32) continue;
         double e;
-        sweeps.push_back({c.T, c.H, c.fmt, s, time_config(s, &e)});
+        sweeps.push_back({c.T, c.H, c.fmt, s, 0, time_config(s, &e)});
       }
+    }
+    // Head-group size for H = 64: 2 CTAs of 32 heads (1 CTA per SM, 8 warps) against 4 of 16 (2 per SM).
+    if (c.H == 64 && c.T >= 8 && c.T <= 1024 && !quick) {
+      for (int hc : {16, 8}) {
+        p.heads_per_cta = hc;
+        double e;
+        const double us = time_config(0, &e);
+        sweeps.push_back({c.T, c.H, c.fmt, glm5rt::kernels::sparse_mla_num_splits(p), hc, us});
+      }
+      p.heads_per_cta = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
     const double bytes = rec_bytes + c.T * c.H * (576.0 * 2 + 512 * 2 + 4) + c.T * topk * 4.0;
@@ -313,6 +354,7 @@ int main(int argc, char** argv) {
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
                 results.back().tflops, results.back().tbps);
     std::fflush(stdout);
+    write_json();
     CK(cudaFree(d_idx));
     CK(cudaFree(d_q));
     CK(cudaFree(d_out));
@@ -320,33 +362,11 @@ int main(int argc, char** argv) {
     if (d_ws) CK(cudaFree(d_ws));
   }
 
-  FILE* f = std::fopen(json_path.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-    return 1;
-  }
-  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"copy_tbps\": %.4f,\n  \"topk\": %d,\n  \"pool_tokens_per_sequence\": %d,\n",
-               prop.name, prop.multiProcessorCount, copy_tbps, topk, pool);
-  std::fprintf(f, "  \"results\": [\n");
-  for (size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    std::fprintf(f,
-                 "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
-                 "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f}%s\n",
-                 r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, i + 1 < results.size() ? "," : "");
-  }
-  std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
-  for (size_t i = 0; i < sweeps.size(); ++i) {
-    const Sweep& s = sweeps[i];
-    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"graph_us\": %.3f}%s\n", s.T, s.H,
-                 s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.us, i + 1 < sweeps.size() ? "," : "");
-  }
-  std::fprintf(f, "  ]\n}\n");
-  std::fclose(f);
+  if (!write_json()) return 1;
   std::printf("split sweep (graph us per call):\n");
   for (const Sweep& s : sweeps)
-    std::printf("  T=%d H=%d %s splits=%d: %.2f us\n", s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.us);
+    std::printf("  T=%d H=%d %s splits=%d heads/cta=%d: %.2f us\n", s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8",
+                s.splits, s.heads_per_cta, s.us);
   std::printf("wrote %s\n", json_path.c_str());
   CK(cudaFree(cache_bf16));
   CK(cudaFree(cache_fp8));

@@ -239,8 +239,8 @@ def main():
               f"{r['tflops']:6.1f} TFLOP/s", flush=True)
         del tables, qs
         torch.cuda.empty_cache()
-    with open(args.json, "w") as f:
-        json.dump(res, f, indent=1)
+        with open(args.json, "w") as f:  # after every case: a run cut short keeps what it measured
+            json.dump(res, f, indent=1)
     print(f"wrote {args.json}")
 
 

@@ -11,12 +11,19 @@
 namespace glm5rt::kernels {
 namespace {
 
-using sparse_mla_detail::heads_per_cta;
+using sparse_mla_detail::kMaxSplitEntries;
 using sparse_mla_detail::kTileTokens;
 
-constexpr int kMaxSplits = 128;
+constexpr int kMaxSplits = 128;  // the combine kernel's block size
 
 bool valid_heads(int h) { return h == 8 || h == 16 || h == 32 || h == 64 || h == 128; }
+
+int heads_per_cta(const SparseMlaParams& p) {
+  if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
+    return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
+  if (p.heads_per_cta != 0) return 0;
+  return sparse_mla_detail::heads_per_cta(p.num_heads);
+}
 
 int sm_count(const SparseMlaParams& p) {
   if (p.num_sms > 0) return p.num_sms;
@@ -26,27 +33,34 @@ int sm_count(const SparseMlaParams& p) {
   return n > 0 ? n : 1;
 }
 
-// Splits so that small T still fills the GPU. Cost model in units of one 32-token tile per CTA:
-// waves * (tiles per split + 1 for the Q load and epilogue) + a small charge for the combine kernel.
+// Splits so that small T still fills the GPU. A CTA is latency-bound (about one gather round trip per
+// 32-token tile), so the model is in microseconds: waves * (tiles per split * 1 us + 2 us of Q / index
+// loads and epilogue) + for s > 1 the combine kernel (2 us + writing and reading the fp32 partials).
+// Fitted to the split sweep of the first H200 run (docs/PERFORMANCE.md).
 int plan_splits(const SparseMlaParams& p) {
   const int ntiles = (p.topk + kTileTokens - 1) / kTileTokens;
-  if (p.num_splits > 0) {
-    const int want = p.num_splits < ntiles ? p.num_splits : ntiles;
+  const int max_tps = kMaxSplitEntries / kTileTokens;  // a split's indices must fit in shared memory
+  const int min_s = (ntiles + max_tps - 1) / max_tps;
+  auto effective = [&](int want) {
+    want = want > ntiles ? ntiles : want;
+    want = want > kMaxSplits ? kMaxSplits : want;
+    want = want < min_s ? min_s : want;
     const int tps = (ntiles + want - 1) / want;
     return (ntiles + tps - 1) / tps;
-  }
-  const int hc = heads_per_cta(p.num_heads);
+  };
+  if (p.num_splits > 0) return effective(p.num_splits);
+  const int hc = heads_per_cta(p);
   const int64_t slots = static_cast<int64_t>(sm_count(p)) * (hc >= 32 ? 1 : 2);
   const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
-  int best = 1;
+  int best = effective(1);
   double best_cost = 1e300;
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
-  for (int s = 1; s <= max_s; ++s) {
+  for (int s = min_s; s <= max_s; ++s) {
+    if (effective(s) != s) continue;  // same work as a smaller s
     const int tps = (ntiles + s - 1) / s;
-    const int eff = (ntiles + tps - 1) / tps;
-    if (eff != s) continue;  // same work as a smaller s
     const double waves = std::ceil(static_cast<double>(base * s) / static_cast<double>(slots));
-    const double cost = waves * (tps + 1.0) + (s > 1 ? 2.0 : 0.0);
+    const double partial_bytes = 2.0 * s * static_cast<double>(p.num_tokens) * p.num_heads * kMlaLatentDim * 4;
+    const double cost = waves * (tps * 1.0 + 2.0) + (s > 1 ? 2.0 + partial_bytes / 3e6 : 0.0);
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
       best = s;
@@ -55,27 +69,45 @@ int plan_splits(const SparseMlaParams& p) {
   return best;
 }
 
-__global__ void __launch_bounds__(128) sparse_mla_combine(const float* __restrict__ part_o,
-                                                          const float* __restrict__ part_lse, int nsplit,
-                                                          int64_t rows, __nv_bfloat16* __restrict__ out,
-                                                          float* __restrict__ lse) {
+// One block of 128 threads per (t, h) row: the split LSEs are loaded in parallel (one per thread) and turned
+// into weights in shared memory, then each thread sums 4 output dims over the splits with independent loads.
+// Empty splits have weight 0 and wrote zeros, so no branch is needed in the sum.
+__global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __restrict__ part_o,
+                                                                 const float* __restrict__ part_lse, int nsplit,
+                                                                 int64_t rows, __nv_bfloat16* __restrict__ out,
+                                                                 float* __restrict__ lse) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float red[kMaxSplits / 32];
   const int64_t row = blockIdx.x;  // t * H + h
-  const int d = threadIdx.x * 4;
-  float m = -INFINITY;
-  for (int s = 0; s < nsplit; ++s) m = fmaxf(m, part_lse[s * rows + row]);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
+  float m = ls;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  const float m_use = m == -INFINITY ? 0.f : m;
+  const float w = ls == -INFINITY ? 0.f : exp2f(ls - m_use);
+  w_s[tid] = w;
+  float wsum = w;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
+  __syncthreads();  // w_s complete; red[] reads above are done
+  if (lane == 0) red[warp] = wsum;
+  __syncthreads();
+  wsum = (red[0] + red[1]) + (red[2] + red[3]);
+  const int d = tid * 4;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f;
-  if (m != -INFINITY) {
+  if (wsum > 0.f) {
+#pragma unroll 8
     for (int s = 0; s < nsplit; ++s) {
-      const float ls = part_lse[s * rows + row];
-      if (ls == -INFINITY) continue;  // an empty split wrote zeros; skip it entirely
-      const float w = exp2f(ls - m);
-      wsum += w;
+      const float ws = w_s[s];
       const float4 x = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaLatentDim + d);
-      o.x += w * x.x;
-      o.y += w * x.y;
-      o.z += w * x.z;
-      o.w += w * x.w;
+      o.x += ws * x.x;
+      o.y += ws * x.y;
+      o.z += ws * x.z;
+      o.w += ws * x.w;
     }
     const float inv = 1.f / wsum;
     o.x *= inv;
@@ -88,7 +120,7 @@ __global__ void __launch_bounds__(128) sparse_mla_combine(const float* __restric
   packed.x = *reinterpret_cast<uint32_t*>(&lo);
   packed.y = *reinterpret_cast<uint32_t*>(&hi);
   *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
-  if (threadIdx.x == 0) lse[row] = m == -INFINITY ? -INFINITY : (m + log2f(wsum)) * 0.69314718055994531f;
+  if (tid == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -96,7 +128,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 int sparse_mla_num_splits(const SparseMlaParams& p) {
-  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1) return 1;
+  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || heads_per_cta(p) == 0) return 1;
   return plan_splits(p);
 }
 
@@ -109,8 +141,8 @@ size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
 
 cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
-  if (p.num_tokens < 0 || p.topk < 1 || !valid_heads(p.num_heads) || p.num_slots < 1 ||
-      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale))
+  if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
+      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -135,19 +167,20 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.nsplit = nsplit;
   const int ntiles = (p.topk + kTileTokens - 1) / kTileTokens;
   a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
+  if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
   a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   if (nsplit > 1) {
     a.part_o = static_cast<float*>(workspace);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
   }
-  const int hc = heads_per_cta(p.num_heads);
+  const int hc = heads_per_cta(p);
   cudaError_t err = p.format == MlaCacheFormat::kBf16 ? sparse_mla_detail::launch_bf16(hc, a, stream)
                                                       : sparse_mla_detail::launch_fp8(hc, a, stream);
   if (err != cudaSuccess || nsplit == 1) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
-  sparse_mla_combine<<<static_cast<unsigned>(out_rows), 128, 0, stream>>>(
+  sparse_mla_combine<<<static_cast<unsigned>(out_rows), kMaxSplits, 0, stream>>>(
       a.part_o, a.part_lse, nsplit, out_rows, a.out, a.lse);
   return cudaGetLastError();
 }

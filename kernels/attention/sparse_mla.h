@@ -52,6 +52,7 @@ struct SparseMlaParams {
   float softmax_scale = 0.f;
   int num_splits = 0;               // top-k splits per row: 0 = choose from the shape and the SM count
   int num_sms = 0;                  // 0 = ask the current device
+  int heads_per_cta = 0;            // 0 = automatic; else 8, 16 or 32 dividing H (tuning / benchmarks)
 };
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.

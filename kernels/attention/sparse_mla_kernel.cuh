@@ -43,6 +43,9 @@ struct KernelArgs {
 };
 
 inline constexpr int kTileTokens = 32;
+// A split's indices are staged in shared memory once, at the start (so the gathers never wait on an index
+// load); the plan keeps tiles_per_split * 32 <= kMaxSplitEntries.
+inline constexpr int kMaxSplitEntries = 2048;
 
 // Heads per CTA for a model head count: 8 and 16 natively, 32 for 32/64/128 (several head groups per token
 // read the same rows one after another, so the second read is an L2 hit).
@@ -80,7 +83,8 @@ struct Cfg {
   static constexpr int kOffMFinal = kOffAlpha + HC * 4;
   static constexpr int kOffInvL = kOffMFinal + HC * 4;
   static constexpr int kOffLse = kOffInvL + HC * 4;
-  static constexpr int kSmemBytes = kOffLse + HC * 4;
+  static constexpr int kOffIdx = kOffLse + HC * 4;
+  static constexpr int kSmemBytes = kOffIdx + kMaxSplitEntries * 4;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffP % 16 == 0 && kTileBytes % 16 == 0 && kRawTileBytes % 16 == 0, "16-byte alignment");
 };
@@ -130,8 +134,22 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
     }
   }
 
-  // Gathers one tile: row r of the tile is the record of slot row_idx[tile * 32 + r]; unused entries are
-  // zero-filled so that V stays finite (P is 0 there, and 0 * NaN would poison O).
+  // The split's indices -> shared memory, cleaned: -1 for unused entries, entries past the row's length and
+  // slots outside the pool. (Issued after the Q loads, so both are in flight together.)
+  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+  {
+    const int first = tile_begin * C::kBT;
+#pragma unroll 4
+    for (int i = tid; i < n * C::kBT; i += C::kThreads) {
+      const int pos = first + i;
+      const int v = pos < len ? __ldg(row_idx + pos) : -1;
+      s_idx[i] = (v >= 0 && v < a.num_slots) ? v : -1;
+    }
+  }
+  __syncthreads();
+
+  // Gathers local tile `tile` of the split: row r is the record of slot s_idx[tile * 32 + r]; unused entries
+  // are zero-filled so that V stays finite (P is 0 there, and 0 * NaN would poison O).
   auto issue = [&](int tile, int stage) {
     const int base = tile * C::kBT;
     constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
@@ -141,9 +159,8 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
 #pragma unroll 4
     for (int c = tid; c < C::kBT * kChunks; c += C::kThreads) {
       const int r = c / kChunks, col = c - r * kChunks;
-      const int pos = base + r;
-      const int idx = pos < len ? __ldg(row_idx + pos) : -1;
-      const bool ok = idx >= 0 && idx < a.num_slots;
+      const int idx = s_idx[base + r];
+      const bool ok = idx >= 0;
       const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
       cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
     }
@@ -189,12 +206,12 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
     for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
   const int d0 = warp * C::kDimsPerWarp;
 
-  if (n > 0) issue(tile_begin, 0);
+  if (n > 0) issue(0, 0);
   cp_async_commit();
   for (int it = 0; it < n; ++it) {
     cp_async_wait_all();
     __syncthreads();  // tile `it` visible to all; everyone is done with tile it-1 and its stage
-    if (it + 1 < n) issue(tile_begin + it + 1, (it + 1) & 1);
+    if (it + 1 < n) issue(it + 1, (it + 1) & 1);
     cp_async_commit();
     const uint8_t* tile;
     if constexpr (FP8) {
@@ -205,13 +222,10 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
       tile = smem + (it & 1) * C::kTileBytes;
     }
     const uint32_t tile_addr = smem_addr(tile);
-    const int pos0 = (tile_begin + it) * C::kBT + tok0;
 
     float c[4];
     if (g1) {
-      const int i0 = pos0 < len ? __ldg(row_idx + pos0) : -1;
-      const int i1 = pos0 + 8 < len ? __ldg(row_idx + pos0 + 8) : -1;
-      const bool v0 = i0 >= 0 && i0 < a.num_slots, v1 = i1 >= 0 && i1 < a.num_slots;
+      const bool v0 = s_idx[it * C::kBT + tok0] >= 0, v1 = s_idx[it * C::kBT + tok0 + 8] >= 0;
       // Four independent accumulator chains keep several MMAs in flight per warp.
       float s[4][4];
 #pragma unroll

@@ -10,7 +10,9 @@
 // records are dequantized to bf16, one more rounding of the record):
 //   per (t, h) row: relative L2 error of out <= 2e-2, every element |o - r| <= 2e-2 * max|r_row| + 1e-4;
 //   whole output: relative L2 error <= 1e-2;
-//   lse: |lse - ref| <= 5e-3 + 1e-4 |ref|.
+//   lse: |lse - ref| <= 5e-3 + 1e-4 |ref| (bf16 records); 1e-2 + 1e-4 |ref| for FP8 records, whose
+//   dequantized values are rounded to bf16 for the MMA (the reference keeps them in fp32), which moves
+//   every score by a few 1e-3.
 //   A row with no valid entry must give exactly zero output and lse = -inf. NaN never passes.
 #include <doctest/doctest.h>
 
@@ -84,6 +86,7 @@ struct Problem {
   int64_t num_slots = 4096;
   float scale = 0.0625f;
   int splits = 0;
+  int heads_per_cta = 0;
   bool use_lengths = false;
   std::vector<RowKind> kinds;  // cycled over rows; empty = all full
 };
@@ -227,7 +230,7 @@ Reference reference(const Problem& pb, const HostData& d) {
 std::string describe(const Problem& pb) {
   return "T=" + std::to_string(pb.T) + " H=" + std::to_string(pb.H) + " topk=" + std::to_string(pb.topk) +
          (pb.fmt == MlaCacheFormat::kBf16 ? " bf16" : " fp8") + " splits=" + std::to_string(pb.splits) +
-         (pb.use_lengths ? " lengths" : "");
+         " heads/cta=" + std::to_string(pb.heads_per_cta) + (pb.use_lengths ? " lengths" : "");
 }
 
 // Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
@@ -257,6 +260,7 @@ void run_and_check(const Problem& pb) {
   p.topk = pb.topk;
   p.softmax_scale = pb.scale;
   p.num_splits = pb.splits;
+  p.heads_per_cta = pb.heads_per_cta;
   const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
   const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
   CHECK((nsplit > 1) == (ws_bytes > 0));
@@ -307,7 +311,8 @@ void run_and_check(const Problem& pb) {
         const double rel = std::sqrt(e2 / std::max(r2, 1e-30));
         worst_row = std::max(worst_row, finite ? rel : 1e30);
         const double lerr = std::fabs(static_cast<double>(lb[row]) - ref.lse[row]);
-        const bool lse_ok = std::isfinite(lb[row]) && lerr <= 5e-3 + 1e-4 * std::fabs(ref.lse[row]);
+        const double lse_tol = pb.fmt == MlaCacheFormat::kBf16 ? 5e-3 : 1e-2;
+        const bool lse_ok = std::isfinite(lb[row]) && lerr <= lse_tol + 1e-4 * std::fabs(ref.lse[row]);
         worst_lse = std::max(worst_lse, std::isfinite(lb[row]) ? lerr : 1e30);
         if (!finite || !(rel <= 2e-2) || !elem_ok || !lse_ok) {
           ++bad;
@@ -381,6 +386,23 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
   }
 }
 
+TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same rows)") {
+  for (int hc : {8, 16, 32}) {
+    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      Problem pb;
+      pb.T = 3;
+      pb.H = 64;
+      pb.topk = 200;
+      pb.fmt = fmt;
+      pb.heads_per_cta = hc;
+      pb.splits = hc == 16 ? 1 : 0;
+      pb.use_lengths = true;
+      pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad};
+      run_and_check(pb);
+    }
+  }
+}
+
 TEST_CASE("sparse MLA: many query tokens (prefill-like grid)") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
     Problem pb;
@@ -433,6 +455,9 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.num_splits = 8;
   REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) > 0);
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 16, nullptr) == cudaErrorInvalidValue);  // too small
+  p.heads_per_cta = 24;  // not a supported group size
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.heads_per_cta = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned
   CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
   CHECK(cudaGetLastError() == cudaSuccess);
