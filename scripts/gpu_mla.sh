@@ -15,7 +15,8 @@ exec > >(tee -a "$OUT/log") 2>&1
 ARCHS=${ARCHS:-90}
 BUILD=${BUILD:-$ROOT/build-kernels-gpu}
 JOBS=${JOBS:-$(nproc)}
-COMMIT=$(git rev-parse HEAD 2>/dev/null || cat "$ROOT/GIT_COMMIT" 2>/dev/null || echo unknown)
+# A copy sent to the device has no .git of its own; the sender writes the commit into GIT_COMMIT.
+if [ -f "$ROOT/GIT_COMMIT" ]; then COMMIT=$(cat "$ROOT/GIT_COMMIT"); else COMMIT=$(git -C "$ROOT" rev-parse --verify -q HEAD || echo unknown); fi
 status=0
 
 date -u

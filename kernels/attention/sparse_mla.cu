@@ -35,8 +35,9 @@ int sm_count(const SparseMlaParams& p) {
 
 // Splits so that small T still fills the GPU. A CTA is latency-bound (about one gather round trip per
 // 32-token tile), so the model is in microseconds: waves * (tiles per split * 1 us + 2 us of Q / index
-// loads and epilogue) + for s > 1 the combine kernel (2 us + writing and reading the fp32 partials).
-// Fitted to the split sweep of the first H200 run (docs/PERFORMANCE.md).
+// loads and epilogue) + for s > 1 the combine kernel (2 us + 0.03 us per split + writing and reading the
+// fp32 partials at 3 TB/s). Fitted to the split sweeps of the H200 runs (docs/PERFORMANCE.md): it picks
+// the measured best split count for every swept decode shape.
 int plan_splits(const SparseMlaParams& p) {
   const int ntiles = (p.topk + kTileTokens - 1) / kTileTokens;
   const int max_tps = kMaxSplitEntries / kTileTokens;  // a split's indices must fit in shared memory
@@ -55,12 +56,14 @@ int plan_splits(const SparseMlaParams& p) {
   int best = effective(1);
   double best_cost = 1e300;
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
-  for (int s = min_s; s <= max_s; ++s) {
-    if (effective(s) != s) continue;  // same work as a smaller s
+  // Powers of two only: the grid the sweeps measured (and enough resolution for the model).
+  for (int want = 1; want <= max_s; want *= 2) {
+    const int s = effective(want);
+    if (s != want && want != 1) continue;  // clamped: the same work as another candidate
     const int tps = (ntiles + s - 1) / s;
     const double waves = std::ceil(static_cast<double>(base * s) / static_cast<double>(slots));
     const double partial_bytes = 2.0 * s * static_cast<double>(p.num_tokens) * p.num_heads * kMlaLatentDim * 4;
-    const double cost = waves * (tps * 1.0 + 2.0) + (s > 1 ? 2.0 + partial_bytes / 3e6 : 0.0);
+    const double cost = waves * (tps * 1.0 + 2.0) + (s > 1 ? 2.0 + 0.03 * s + partial_bytes / 3e6 : 0.0);
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
       best = s;
