@@ -135,11 +135,12 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir, const std::
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->dir_ = dir;
   const std::string gen_path = dir + "/generation_config.json";
+  const std::string config_text = read_text(dir + "/config.json");
+  const std::string gen_text = file_exists(gen_path) ? read_text(gen_path) : std::string();
   try {
-    ck->config_ = parse_model_config(read_text(dir + "/config.json"),
-                                     file_exists(gen_path) ? read_text(gen_path) : std::string());
+    ck->config_ = parse_model_config(config_text, gen_text);
   } catch (const Error& e) {
-    // Name the directory: "config.json: ..." alone does not say which checkpoint.
+    // The parser's messages start with "config.json: ..."; prefix the directory to say which checkpoint.
     throw Error(e.status(), dir + "/" + e.what());
   }
 
