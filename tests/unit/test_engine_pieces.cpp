@@ -124,7 +124,7 @@ TEST_CASE("sampler: greedy ties, seeded reproducibility, top-k / top-p / min-p /
   CHECK_THROWS_AS(sample_token(l.data(), 5, bad, {}, rng), Error);
 }
 
-TEST_CASE("rng: reseed repeats the stream, uniform stays in [0, 1)") {
+TEST_CASE("rng: reseed repeats the stream, uniform stays below 1") {
   Rng r(99);
   const uint64_t first = r.next();
   r.reseed(99);
