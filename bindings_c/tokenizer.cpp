@@ -5,6 +5,7 @@
 
 #include "bindings_c/handles.hpp"
 #include "bindings_c/shim.hpp"
+#include "engine/model.hpp"
 #include "tokenizer/chat_format.hpp"
 #include "tokenizer/detok_stream.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -52,10 +53,11 @@ GLM5RT_API glm5rt_status glm5rt_tokenizer_from_model(const glm5rt_model* model, 
   return guard(__func__, [&] {
     require_arg(model, "model");
     require_arg(out_tokenizer, "out_tokenizer");
-    // The Model class (lib/engine/model.hpp) is not on this branch yet: load with
-    // glm5rt_tokenizer_load(dir) instead.
-    fail(Status::unsupported,
-         "not available in this build yet (the model does not carry its tokenizer); use glm5rt_tokenizer_load(dir)");
+    require(model->impl != nullptr, Status::invalid_argument, "model handle is empty");
+    auto tok = model->impl->tokenizer();
+    require(tok != nullptr, Status::not_found, "the model directory ", model->impl->dir(), " has no tokenizer.json");
+    // The tokenizer object is shared: it lives as long as any handle (model or tokenizer) uses it.
+    *out_tokenizer = new glm5rt_tokenizer{std::move(tok)};
   });
 }
 

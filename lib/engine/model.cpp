@@ -1,7 +1,10 @@
 // Model loading: checkpoint first (the long part, with progress), then the backend choice.
 #include "engine/model.hpp"
 
+#include <filesystem>
+
 #include "runtime/error.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace glm5rt {
 
@@ -28,6 +31,9 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   m->options_ = options;
   m->backend_kind_ = backend;
   m->checkpoint_ = Checkpoint::open(dir, options.progress);
+  // The tokenizer is optional (a checkpoint may ship without one); when present it must load: a broken
+  // or unsupported tokenizer.json fails the model load rather than surfacing later.
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
   return m;
 }
 

@@ -14,6 +14,8 @@
 
 namespace glm5rt {
 
+class Tokenizer;
+
 struct ModelOptions {
   int32_t backend = GLM5RT_BACKEND_AUTO;  // GLM5RT_BACKEND_*
   int32_t device_index = 0;               // CUDA ordinal
@@ -32,6 +34,8 @@ class Model {
   const std::string& dir() const { return dir_; }
   int32_t backend_kind() const { return backend_kind_; }  // GLM5RT_BACKEND_CPU or _CUDA: the one in use
   const ModelOptions& options() const { return options_; }
+  // The tokenizer of <dir>/tokenizer.json, or null when the directory has none.
+  const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
 
  private:
   Model() = default;
@@ -40,7 +44,7 @@ class Model {
   int32_t backend_kind_ = GLM5RT_BACKEND_CPU;
   std::unique_ptr<Checkpoint> checkpoint_;
   // [Engine] adds the backend (std::unique_ptr<Backend>) here, created in load() after the checkpoint.
-  // [Tokenizer] adds the tokenizer (std::shared_ptr<const Tokenizer>, from <dir>/tokenizer.json) here.
+  std::shared_ptr<const Tokenizer> tokenizer_;  // null without tokenizer.json
 };
 
 }  // namespace glm5rt

@@ -118,8 +118,8 @@ struct Regex::Impl {
 
 Regex::Regex(std::string_view pattern, bool literal) : source_(pattern), impl_(std::make_unique<Impl>()) {
   const std::string compiled = literal ? std::string(pattern) : translate_oniguruma_pattern(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL refuses UCP (it has no classes to affect), so a literal gets UTF only.
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options, &err,
