@@ -91,7 +91,7 @@ Bpe::Bpe(const json& model) {
 }
 
 std::optional<int32_t> Bpe::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(std::string(token));
+  auto it = vocab_.find(token);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
@@ -110,11 +110,9 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
     }
   }
   const bool cacheable = word.size() <= kCacheMaxWordBytes;
-  std::string key;
   if (cacheable) {
-    key.assign(word);
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(key);
+    auto it = cache_.find(word);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -125,7 +123,7 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (cache_.size() >= kCacheCapacity) cache_.clear();  // simple bound; refills with current words
-    cache_.emplace(std::move(key), std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(before), out.end()));
+    cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(before), out.end()));
   }
 }
 

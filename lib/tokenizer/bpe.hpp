@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,12 @@
 #include <nlohmann/json.hpp>
 
 namespace glm5rt {
+
+// Hash for heterogeneous lookup: find(std::string_view) without building a std::string per lookup.
+struct StringViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
 
 class Bpe {
  public:
@@ -46,7 +53,7 @@ class Bpe {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<std::string, int32_t, StringViewHash, std::equal_to<>> vocab_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> id_present_;
   std::unordered_map<uint64_t, Merge> merges_;
@@ -61,7 +68,7 @@ class Bpe {
   static constexpr size_t kCacheMaxWordBytes = 256;
   static constexpr size_t kCacheCapacity = 1 << 16;
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringViewHash, std::equal_to<>> cache_;
 };
 
 }  // namespace glm5rt

@@ -152,11 +152,17 @@ class ByteLevel final : public PreTokenizer {
       else if (!p.text.empty()) split.push_back(std::move(p));
     }
     const auto& tb = byte_level::table();
+    std::string mapped;
     for (auto& p : split) {
-      std::string mapped;
-      mapped.reserve(p.text.size() * 2);
-      for (unsigned char c : p.text) mapped += tb.byte_to_utf8[c];
-      p.text = std::move(mapped);
+      // Every stand-in character is 1 or 2 bytes of UTF-8 (U+0021..U+0143).
+      mapped.resize(p.text.size() * 2);
+      size_t n = 0;
+      for (unsigned char c : p.text) {
+        const std::string& u = tb.byte_to_utf8[c];
+        mapped[n++] = u[0];
+        if (u.size() > 1) mapped[n++] = u[1];
+      }
+      p.text.assign(mapped.data(), n);
     }
     pieces.swap(split);
   }
