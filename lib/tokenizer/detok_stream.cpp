@@ -17,22 +17,32 @@ DetokStream::Step DetokStream::step(int32_t id) const {
   Step s;
   s.ids = ids_;
   s.ids.push_back(id);
+  s.emitted = emitted_;
   const std::string text = tok_->decode(s.ids, skip_special_);
+  if (tok_->is_byte_fallback_piece(id)) return s;  // the byte group is still open
   // Hold back a trailing run of U+FFFD: lossy decoding ends an incomplete character with one, and more
   // tokens may complete it. Everything before that run cannot change any more.
   size_t stable = text.size();
   const std::string_view rep = utf8::kReplacement;
   while (stable >= emitted_ + rep.size() && text.compare(stable - rep.size(), rep.size(), rep) == 0)
     stable -= rep.size();
-  s.emitted = emitted_;
   if (stable > emitted_) {
     s.text = text.substr(emitted_, stable - emitted_);
     s.emitted = stable;
   }
   if (s.emitted == text.size() && s.ids.size() > 1) {
-    // Nothing held back: keep only the last id as context for the next step.
-    s.ids.erase(s.ids.begin(), s.ids.end() - 1);
-    s.emitted = tok_->decode(s.ids, skip_special_).size();
+    // Nothing held back: shrink the window to the shortest context that decodes on its own to the end
+    // of the text (at most kMaxContext ids; if none does, keep the window).
+    constexpr size_t kMaxContext = 8;
+    for (size_t k = 1; k <= kMaxContext && k < s.ids.size(); ++k) {
+      const std::vector<int32_t> ctx(s.ids.end() - static_cast<ptrdiff_t>(k), s.ids.end());
+      const std::string d = tok_->decode(ctx, skip_special_);
+      if (!d.empty() && d.size() <= text.size() && text.compare(text.size() - d.size(), d.size(), d) == 0) {
+        s.ids = ctx;
+        s.emitted = d.size();
+        break;
+      }
+    }
   }
   return s;
 }

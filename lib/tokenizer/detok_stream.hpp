@@ -4,9 +4,12 @@
 // and the final flush equals Tokenizer::decode of the same ids.
 //
 // How: the stream decodes a small window of ids (context + new) and emits what lies beyond the text
-// already emitted. When nothing is held back the window shrinks to the last id, which stays as context
-// so that decoders that treat the first token specially (Metaspace) see the same neighbourhood as a
-// full decode; costs stay O(window) per token instead of O(all tokens).
+// already emitted. Held back as well: everything while the last token is a ByteFallback byte token (its
+// group of bytes may still turn from U+FFFDs into a character, or from a character into U+FFFDs). When
+// nothing is held back the window shrinks to a short context: the fewest last ids whose own decode is
+// non-empty and ends the window's text, so that decoders that treat the first token specially
+// (Metaspace, Strip) or join neighbours (ByteFallback) continue exactly as in a full decode. Costs stay
+// O(window) per token instead of O(all tokens).
 #pragma once
 
 #include <cstdint>

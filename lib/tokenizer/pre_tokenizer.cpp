@@ -228,7 +228,12 @@ class Metaspace final : public PreTokenizer {
 
 class Whitespace final : public PreTokenizer {
  public:
-  Whitespace() : regex_(R"(\w+|[^\w\s]+)", false) {}
+  // HF compiles this one pattern, \w+|[^\w\s]+, with Rust's regex crate (not Oniguruma), whose \w is
+  // Alphabetic | Mark | Nd | Pc | Join_Control (UTS #18): spelled out so the Oniguruma rewrite of \w
+  // does not apply.
+  Whitespace()
+      : regex_(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}\s]+)",
+               false) {}
   void apply(std::vector<Piece>& pieces) const override {
     std::vector<Piece> out;
     for (const auto& p : pieces) split_piece(p, regex_spans(regex_, p.text), Behavior::removed, true, out);

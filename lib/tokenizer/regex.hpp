@@ -5,7 +5,8 @@
 //   \s \S  Oniguruma: the Unicode White_Space property. PCRE2 UCP adds U+180E (and relies on \p{Z}), so
 //          \s is spelled out as the White_Space list.
 //   \d \D  Oniguruma: \p{Nd}. PCRE2 UCP: the same, spelled out for clarity.
-//   \w \W  Oniguruma: Letter | Mark | Nd | Pc. PCRE2 UCP: \p{L} | \p{N} | '_', so \w is spelled out.
+//   \w \W  Oniguruma: Alphabetic | Mark | Nd | Pc (+ ² ³ ¹ ¼ ½ ¾). PCRE2 UCP: \p{L} | \p{N} | '_', so \w
+//          is spelled out.
 //   \h \H  Oniguruma: a hexadecimal digit (PCRE2: horizontal space), spelled out as [0-9a-fA-F].
 // Inside a character class \S, \D, \W cannot be spelled out (no nested negation); they keep PCRE2's
 // meaning, which differs only for the characters listed above.

@@ -43,9 +43,27 @@ void collect_eos_ids(const json& j, std::vector<int32_t>& out) {
       if (v.is_number_integer()) out.push_back(v.get<int32_t>());
 }
 
+// Whether a decoder (or a Sequence inside it) is ByteFallback.
+bool has_byte_fallback(const json& decoder) {
+  if (!decoder.is_object()) return false;
+  if (decoder.value("type", "") == "ByteFallback") return true;
+  if (auto it = decoder.find("decoders"); it != decoder.end() && it->is_array())
+    for (const auto& d : *it)
+      if (has_byte_fallback(d)) return true;
+  return false;
+}
+
 }  // namespace
 
 Tokenizer::~Tokenizer() = default;
+
+bool Tokenizer::is_byte_fallback_piece(int32_t id) const {
+  if (!decoder_byte_fallback_) return false;
+  // Added tokens go through the decoder too (a tokenizer may list its byte tokens as added tokens).
+  const AddedToken* a = added_.by_id(id);
+  const std::string* t = a ? &a->content : model_->id_to_token(id);
+  return t && t->size() == 6 && t->compare(0, 3, "<0x") == 0 && (*t)[5] == '>';
+}
 
 std::shared_ptr<const Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::vector<int32_t> eos_ids,
                                                      std::string_view eos_token) {
@@ -74,6 +92,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_json(std::string_view tokenizer
   t->model_ = std::make_unique<Bpe>(model);
   t->post_processor_ = make_post_processor(get("post_processor"));
   t->decoder_ = make_decoder(get("decoder"));
+  t->decoder_byte_fallback_ = has_byte_fallback(get("decoder"));
   t->added_.build(parse_added_tokens(get("added_tokens")), t->normalizer_.get());
   t->vocab_size_ = std::max(t->model_->size(), t->added_.max_id() + 1);
 

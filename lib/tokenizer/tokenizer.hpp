@@ -56,6 +56,11 @@ class Tokenizer {
   // Any token (added or in the vocab) by its exact string.
   std::optional<int32_t> token_to_id(std::string_view token) const;
 
+  // True when the decoder chain has ByteFallback and `id` is one of its "<0xXX>" byte tokens: such
+  // tokens join their neighbours into one UTF-8 sequence, so a stream must not emit text while the last
+  // token is one of them.
+  bool is_byte_fallback_piece(int32_t id) const;
+
   int32_t vocab_size() const { return vocab_size_; }
   bool is_eos(int32_t id) const;
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
@@ -72,6 +77,7 @@ class Tokenizer {
   AddedVocab added_;
   int32_t vocab_size_ = 0;
   std::vector<int32_t> eos_ids_;
+  bool decoder_byte_fallback_ = false;
 };
 
 }  // namespace glm5rt

@@ -108,7 +108,7 @@ char32_t decode(std::string_view s, size_t& i) {
     return b;
   }
   int width = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-  char32_t cp = b & (0x7F >> (width + 1));
+  char32_t cp = b & (0x7F >> width);  // payload bits of the lead byte: 5, 4 or 3
   for (int k = 1; k < width; ++k) cp = (cp << 6) | (static_cast<uint8_t>(s[i + k]) & 0x3F);
   i += width;
   return cp;

@@ -328,25 +328,44 @@ TEST_CASE("random byte strings: valid ones round-trip, invalid ones are refused,
 }
 
 TEST_CASE("random ids: decode gives valid UTF-8, streaming equals full decode, pieces are whole characters") {
-  auto tok = glm_style();
   auto rng = fresh_rng();
-  for (int iter = 0; iter < 300; ++iter) {
-    std::vector<int32_t> ids(rng() % 40);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % tok->vocab_size());
-    const std::string full = tok->decode(ids, false);
-    CHECK(utf8::is_valid(full));
-    glm5rt::DetokStream stream(tok);
-    std::string streamed;
-    for (int32_t id : ids) {
-      const std::string piece = stream.push(id);
-      CHECK(utf8::is_valid(piece));
-      streamed += piece;
+  // Byte-level BPE, and two HF-made component tokenizers whose decoders are stateful across tokens
+  // (ByteFallback groups, Strip / Metaspace on the first token).
+  const std::string comp = std::string(GLM5RT_TEST_DATA) + "/tokenizer_components/";
+  for (const std::string dir : {kGlmStyleDir, comp + "sentencepiece-like", comp + "metaspace-digits"}) {
+    auto tok = Tokenizer::load_dir(dir);
+    CAPTURE(dir);
+    for (int iter = 0; iter < 300; ++iter) {
+      std::vector<int32_t> ids(rng() % 40);
+      for (auto& id : ids) id = static_cast<int32_t>(rng() % tok->vocab_size());
+      const std::string full = tok->decode(ids, false);
+      CHECK(utf8::is_valid(full));
+      glm5rt::DetokStream stream(tok);
+      std::string streamed;
+      for (int32_t id : ids) {
+        const std::string piece = stream.push(id);
+        CHECK(utf8::is_valid(piece));
+        streamed += piece;
+      }
+      streamed += stream.flush();
+      CHECK(streamed == full);
     }
-    streamed += stream.flush();
-    CHECK(streamed == full);
+    expect_error([&] { tok->decode(std::vector<int32_t>{-1}, false); }, Status::invalid_argument, "-1");
+    expect_error([&] { tok->decode(std::vector<int32_t>{tok->vocab_size()}, false); }, Status::invalid_argument, "outside");
   }
-  expect_error([&] { tok->decode(std::vector<int32_t>{-1}, false); }, Status::invalid_argument, "-1");
-  expect_error([&] { tok->decode(std::vector<int32_t>{tok->vocab_size()}, false); }, Status::invalid_argument, "outside");
+}
+
+TEST_CASE("utf8::decode and utf8::append round-trip every scalar value") {
+  std::string s;
+  for (char32_t cp = 0; cp <= 0x10FFFF; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    s.clear();
+    utf8::append(s, cp);
+    REQUIRE(utf8::valid_sequence_length(s, 0) == s.size());
+    size_t i = 0;
+    REQUIRE(utf8::decode(s, i) == cp);
+    REQUIRE(i == s.size());
+  }
 }
 
 TEST_CASE("streaming holds back an incomplete character until it completes") {
