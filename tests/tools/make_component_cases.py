@@ -7,8 +7,8 @@ decoded text for each text:
    "decoded" (decode(ids)), "decoded_skip" (decode(ids, skip_special_tokens=True))}
 
 Run: python3 -m venv /tmp/v && /tmp/v/bin/pip install tokenizers==0.23.3 && /tmp/v/bin/python THIS_FILE
-(the repo copy was made with tokenizers 0.23.3). The BPE vocabularies are trained here on the fixture texts,
-deterministically."""
+(the repo copy was made with tokenizers 0.23.3). The BPE vocabularies are trained here on the fixture texts;
+HF's trainer breaks ties in hash order, so a rerun may give different (equally valid) files."""
 import json
 import os
 import sys
@@ -125,7 +125,30 @@ VARIANTS = {
 }
 
 
+def regex_classes():
+    """Code points (1..0x2FFFF, no surrogates) that HF's Split regex (Oniguruma) matches with \\s, \\w, \\d,
+    \\h, as [first, last] ranges: the reference for our PCRE2 rewrite of those escapes."""
+    cps = [c for c in range(1, 0x30000) if not (0xD800 <= c <= 0xDFFF)]
+    text = "".join(chr(c) for c in cps)
+    out = {}
+    for esc in ["\\s", "\\w", "\\d", "\\h", "\\p{L}", "\\p{N}"]:
+        split = pre_tokenizers.Split(Regex(esc), behavior="removed", invert=True)
+        members = sorted({ord(ch) for piece, _ in split.pre_tokenize_str(text) for ch in piece})
+        ranges = []
+        for c in members:
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+        out[esc] = ranges
+    with open(os.path.join(OUT, "regex_classes.json"), "w") as f:
+        json.dump(out, f)
+
+
 def main():
+    regex_classes()
+    if "--classes-only" in sys.argv:
+        return 0
     corpus = texts()
     for name, make in VARIANTS.items():
         tok = make(corpus)
