@@ -82,7 +82,7 @@ struct Case {
 struct Result {
   Case c;
   int rows = 0, rotations = 0;
-  double total_us = 0, scores_us = 0, topk_us = 0, bytes = 0, floor_us = 0, flops = 0;
+  double total_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
 };
 
 template <class F>
@@ -116,13 +116,23 @@ double time_graph_us(cudaStream_t stream, int calls, F&& enqueue) {
   return times[times.size() / 2];
 }
 
+__global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) dst[i] = __ldcs(src + i);
+}
+
+// Device-copy ceiling: a streaming copy kernel (a memcpy node in a graph may run on a copy engine,
+// which is slower than what the SMs can pull).
 double copy_bandwidth_gbps(cudaStream_t stream) {
   const size_t bytes = size_t(1) << 30;
   void *src, *dst;
   CHECK_CUDA(cudaMalloc(&src, bytes));
   CHECK_CUDA(cudaMalloc(&dst, bytes));
   fill_e4m3<<<1024, 256, 0, stream>>>(static_cast<uint8_t*>(src), bytes, 7);
-  const double us = time_graph_us(stream, 4, [&](int) { CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); });
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double us = time_graph_us(stream, 4, [&](int) {
+    copy_kernel<<<sms * 8, 512, 0, stream>>>(static_cast<const float4*>(src), static_cast<float4*>(dst), bytes / 16);
+  });
   cudaFree(src);
   cudaFree(dst);
   return 2.0 * bytes / (us * 1e-6) / 1e9;  // bytes read + written
@@ -181,6 +191,9 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   CHECK_CUDA(cudaMalloc(&scores, size_t(T) * stride * 4));
   int32_t* out;
   CHECK_CUDA(cudaMalloc(&out, size_t(T) * k * 4));
+  const size_t ws_bytes = ki::indexer_topk_workspace_bytes(T);
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
   CHECK_CUDA(cudaStreamSynchronize(stream));
   CHECK_CUDA(cudaGetLastError());
 
@@ -209,15 +222,31 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
     tp.scores = scores;
     tp.score_stride = stride;
     tp.out_slots = out;
+    tp.workspace = ws;
+    tp.workspace_bytes = ws_bytes;
     return tp;
   };
   Result res;
   res.c = c;
   res.rows = T;
   res.rotations = rot;
-  res.total_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer(params(r), k, out, nullptr, stream)); });
+  res.total_us = time_graph_us(stream, rot, [&](int r) {
+    CHECK_CUDA(ki::launch_indexer(params(r), k, out, nullptr, ws, ws_bytes, stream));
+  });
   res.scores_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_scores(params(r), stream)); });
+  // Top-k alone, with the automatic choice and with each path forced (the scores of the last rotation).
   res.topk_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_topk(topk_params(r), stream)); });
+  res.topk_row_us = time_graph_us(stream, rot, [&](int r) {
+    auto tp = topk_params(r);
+    tp.split = 0;
+    CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+  });
+  if (!prefill)
+    res.topk_split_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 1;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+    });
   double visible = 0;
   for (int t = 0; t < T; ++t) visible += h_len[t];
   res.bytes = key_bytes + double(T) * (q_row + ki::kHeads * 4.0 * (qbytes == 1 ? 2 : 1) + k * 4.0);
@@ -232,6 +261,7 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   cudaFree(w);
   cudaFree(scores);
   cudaFree(out);
+  cudaFree(ws);
   return res;
 }
 
@@ -282,8 +312,8 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     results.push_back(run_case(c, bw, stream, rng));
     const Result& r = results.back();
-    std::printf("%-28s total %9.2f us  scores %9.2f  topk %9.2f  floor %8.2f  x%.2f\n", c.name.c_str(), r.total_us, r.scores_us,
-                r.topk_us, r.floor_us, r.total_us / r.floor_us);
+    std::printf("%-28s total %9.2f us  scores %9.2f  topk %9.2f (row %9.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
+                r.total_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
     std::fflush(stdout);
   }
 
@@ -303,10 +333,11 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     std::fprintf(f,
                  "    {\"name\": \"%s\", \"format\": \"%s\", \"kind\": \"%s\", \"batch\": %d, \"rows\": %d, \"context\": %d, "
-                 "\"rotations\": %d, \"total_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"bytes\": %.0f, "
+                 "\"rotations\": %d, \"total_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
+                 "\"topk_split_us\": %.3f, \"bytes\": %.0f, "
                  "\"floor_us\": %.3f, \"ratio_to_floor\": %.3f, \"score_tflops\": %.2f}%s\n",
                  r.c.name.c_str(), r.c.fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16", r.c.prefill_rows ? "prefill" : "decode",
-                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_us, r.scores_us, r.topk_us, r.bytes, r.floor_us,
+                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
                  r.total_us / r.floor_us, r.flops / (r.scores_us * 1e-6) / 1e12, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");

@@ -57,6 +57,10 @@ struct ScoreParams {
   const void* key_cache = nullptr;   // 16-byte aligned
   float* scores = nullptr;           // out [T][score_stride]; entries j < row_len[t] are written
   int64_t score_stride = 0;          // >= max_row_len, multiple of 4, scores 16-byte aligned
+  // Set by launch_indexer only (leave null): the split top-k's histogram of the scores' top 11 bits,
+  // counted while the scores are written, so that top-k needs no histogram pass of its own.
+  uint32_t* topk_histogram = nullptr;
+  int64_t topk_histogram_stride = 0;
 };
 
 struct TopkParams {
@@ -66,15 +70,25 @@ struct TopkParams {
   int64_t score_stride = 0;          // multiple of 4, scores 16-byte aligned
   int32_t* out_slots = nullptr;      // out [T][k]
   float* out_scores = nullptr;       // optional out [T][k] (-inf in padded entries)
+  // Decode rows are long and few: the split path spreads each row over many blocks (histogram, filter,
+  // then one block per row for the last digits). It needs indexer_topk_workspace_bytes(T) of device
+  // memory; without it the one-block-per-row path runs. split: -1 choose, 0 one block per row, 1 split.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int split = -1;
 };
+
+// Device workspace the split top-k path needs for T rows (about 45 KB per row).
+size_t indexer_topk_workspace_bytes(int num_rows);
 
 // Scores only (writes params.scores).
 cudaError_t launch_indexer_scores(const ScoreParams& params, cudaStream_t stream);
 // Top-k only, from a scores buffer.
 cudaError_t launch_indexer_topk(const TopkParams& params, cudaStream_t stream);
-// Both, through the caller's scores workspace (params.scores, [T][score_stride] floats).
+// Both, through the caller's scores buffer (params.scores, [T][score_stride] floats) and top-k workspace
+// (indexer_topk_workspace_bytes(T) bytes, or null for the one-block-per-row top-k).
 cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
-                           cudaStream_t stream);
+                           void* topk_workspace, size_t topk_workspace_bytes, cudaStream_t stream);
 
 // Bytes of scores workspace launch_indexer needs, and the stride to pass with it.
 inline int64_t indexer_score_stride(int max_row_len) { return (static_cast<int64_t>(max_row_len) + 3) / 4 * 4; }

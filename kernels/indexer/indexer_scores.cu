@@ -94,14 +94,15 @@ __device__ __forceinline__ int q_chunk_offset(int h, int j) {
   return h * Format<F>::kHeadBytes + ((j ^ ((h & 1) << 2)) * 16);
 }
 
-// kWarps warps, each owning 32 consecutive keys (two 16-key MMA tiles) of a kWarps*32-key chunk;
+// kWarps warps, each owning kSub * 32 consecutive keys (kSub tiles of 32 = two 16-key MMA tiles) of a
+// chunk; all of a warp's key loads are issued before its first MMA, so kSub sets the bytes in flight.
 // kRows consecutive query rows per block share the key fragments (kRows > 1 for prefill chunks).
-template <KeyFormat F, int kWarps, int kRows>
+template <KeyFormat F, int kWarps, int kRows, int kSub>
 __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const ScoreParams p, const int num_chunks) {
   using Fmt = Format<F>;
   constexpr int kRowQBytes = kHeads * Fmt::kHeadBytes;
   constexpr int kChunks = Fmt::kHeadBytes / 16;
-  constexpr int kKeysPerChunk = kWarps * 32;
+  constexpr int kKeysPerChunk = kWarps * 32 * kSub;
   __shared__ __align__(16) uint8_t q_smem[kRows * kRowQBytes];
   __shared__ float w_smem[kRows][kHeads];
   __shared__ int row_len_s[kRows], row_seq_s[kRows], row_bound_s[kRows];
@@ -153,95 +154,106 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
 
   for (int chunk = blockIdx.x; chunk < num_chunks; chunk += gridDim.x) {
     if (chunk * kKeysPerChunk >= group_max_len) break;  // chunks only grow: nothing left for this block
-    const int key0 = chunk * kKeysPerChunk + warp * 32;
+    const int warp_key0 = chunk * kKeysPerChunk + warp * 32 * kSub;
     int loaded_seq = -1;
-    uint4 a[2][Fmt::kChunksPerThread][2];
-    float ks[2][2];
+    uint4 a[kSub][2][Fmt::kChunksPerThread][2];
+    float ks[kSub][2][2];
     for (int r = 0; r < kRows; ++r) {
       const int len = row_len_s[r];
-      if (key0 >= len) continue;  // warp-uniform: causal rows that see none of this warp's keys
+      if (warp_key0 >= len) continue;  // warp-uniform: causal rows that see none of this warp's keys
       const int seq = row_seq_s[r];
       if (seq != loaded_seq) {
         loaded_seq = seq;
         const int bound = row_bound_s[r];
         const int32_t* table = rows.block_tables + static_cast<int64_t>(seq) * rows.block_table_stride;
 #pragma unroll
-        for (int m = 0; m < 2; ++m)
+        for (int st = 0; st < kSub; ++st)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int key = key0 + m * 16 + half * 8 + g;
+          for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+            const int key = warp_key0 + st * 32 + m * 16 + half * 8 + g;
             if (key < bound) {
               const int page = __ldg(table + key / page_size), off = key % page_size;
               const uint8_t* rec;
               if constexpr (F == KeyFormat::kBf16) {
                 rec = cache + (static_cast<int64_t>(page) * page_size + off) * kBf16RecordBytes;
-                ks[m][half] = 1.f;
+                ks[st][m][half] = 1.f;
               } else {
                 const uint8_t* page_base = cache + static_cast<int64_t>(page) * page_size * kFp8RecordBytes;
                 rec = page_base + off * kHeadDim;
-                ks[m][half] = __ldg(reinterpret_cast<const float*>(page_base + page_size * kHeadDim) + off);
+                ks[st][m][half] = __ldg(reinterpret_cast<const float*>(page_base + page_size * kHeadDim) + off);
               }
 #pragma unroll
               for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp)
-                a[m][pp][half] = __ldg(reinterpret_cast<const uint4*>(rec) + 4 * pp + c);
+                a[st][m][pp][half] = __ldg(reinterpret_cast<const uint4*>(rec) + 4 * pp + c);
             } else {
-              ks[m][half] = 0.f;
+              ks[st][m][half] = 0.f;
 #pragma unroll
-              for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp) a[m][pp][half] = make_uint4(0, 0, 0, 0);
+              for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp) a[st][m][pp][half] = make_uint4(0, 0, 0, 0);
             }
           }
       }
 
-      float acc[2][4][4];
 #pragma unroll
-      for (int m = 0; m < 2; ++m)
+      for (int st = 0; st < kSub; ++st) {
+        const int key0 = warp_key0 + st * 32;
+        if (key0 >= len) break;  // warp-uniform
+        float acc[2][4][4];
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int m = 0; m < 2; ++m)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.f;
-      const uint8_t* qrow = q_smem + r * kRowQBytes;
+          for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-      for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp)
+            for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.f;
+        const uint8_t* qrow = q_smem + r * kRowQBytes;
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const uint4 b = *reinterpret_cast<const uint4*>(qrow + q_chunk_offset<F>(nt * 8 + g, 4 * pp + c));
-#pragma unroll
-          for (int m = 0; m < 2; ++m) {
-            const uint4& lo = a[m][pp][0];  // key g of tile m
-            const uint4& hi = a[m][pp][1];  // key g + 8
-            mma_step<F>(acc[m][nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
-            mma_step<F>(acc[m][nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
-          }
-        }
-
-      // acc[m][nt] = {key g: heads 2c, 2c+1 ; key g+8: heads 2c, 2c+1} of head block nt.
-      float res[2][2];
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float s = 0.f;
+        for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp)
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
-            const int h = nt * 8 + 2 * c;
-            s += w_smem[r][h] * fmaxf(acc[m][nt][2 * half] * ks[m][half], 0.f);
-            s += w_smem[r][h + 1] * fmaxf(acc[m][nt][2 * half + 1] * ks[m][half], 0.f);
+            const uint4 b = *reinterpret_cast<const uint4*>(qrow + q_chunk_offset<F>(nt * 8 + g, 4 * pp + c));
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+              const uint4& lo = a[st][m][pp][0];  // key g of tile m
+              const uint4& hi = a[st][m][pp][1];  // key g + 8
+              mma_step<F>(acc[m][nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+              mma_step<F>(acc[m][nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+            }
           }
-          s += __shfl_xor_sync(0xffffffffu, s, 1);
-          s += __shfl_xor_sync(0xffffffffu, s, 2);
-          res[m][half] = s;
+
+        // acc[m][nt] = {key g: heads 2c, 2c+1 ; key g+8: heads 2c, 2c+1} of head block nt.
+        float res[2][2];
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            float s = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+              const int h = nt * 8 + 2 * c;
+              s += w_smem[r][h] * fmaxf(acc[m][nt][2 * half] * ks[st][m][half], 0.f);
+              s += w_smem[r][h + 1] * fmaxf(acc[m][nt][2 * half + 1] * ks[st][m][half], 0.f);
+            }
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            res[m][half] = s;
+          }
+        // Lane (g, c) stores key 16 (c >> 1) + 8 (c & 1) + g: the warp's 32 stores are one 128-byte line.
+        const float out = c == 0 ? res[0][0] : c == 1 ? res[0][1] : c == 2 ? res[1][0] : res[1][1];
+        const int key = key0 + 16 * (c >> 1) + 8 * (c & 1) + g;
+        if (key < len) {
+          p.scores[static_cast<int64_t>(row0 + r) * p.score_stride + key] = out;
+          if (p.topk_histogram)  // fire-and-forget reduction into the split top-k's histogram
+            atomicAdd(p.topk_histogram + static_cast<int64_t>(row0 + r) * p.topk_histogram_stride + (detail::order_key(out) >> 21), 1u);
         }
-      // Lane (g, c) stores key 16 (c >> 1) + 8 (c & 1) + g: the warp's 32 stores are one 128-byte line.
-      const float out = c == 0 ? res[0][0] : c == 1 ? res[0][1] : c == 2 ? res[1][0] : res[1][1];
-      const int key = key0 + 16 * (c >> 1) + 8 * (c & 1) + g;
-      if (key < len) p.scores[static_cast<int64_t>(row0 + r) * p.score_stride + key] = out;
+      }  // sub-tiles
     }
   }
 }
 
-template <KeyFormat F, int kWarps, int kRows>
+template <KeyFormat F, int kWarps, int kRows, int kSub>
 cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream) {
-  constexpr int kKeysPerChunk = kWarps * 32;
+  constexpr int kKeysPerChunk = kWarps * 32 * kSub;
   const int num_chunks = (p.rows.max_row_len + kKeysPerChunk - 1) / kKeysPerChunk;
   const int grid_y = (p.rows.num_rows + kRows - 1) / kRows;
   if (num_chunks == 0 || grid_y == 0) return cudaSuccess;
@@ -252,13 +264,13 @@ cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream) {
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess)
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, indexer_scores_kernel<F, kWarps, kRows>, kWarps * 32, 0);
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, indexer_scores_kernel<F, kWarps, kRows, kSub>, kWarps * 32, 0);
     if (err != cudaSuccess) return err;
     const int target = 2 * max(resident, 1) * sms;
     grid_x = min(num_chunks, max(1, (target + grid_y - 1) / grid_y));
   }
   if (grid_y > 65535) return cudaErrorInvalidValue;
-  indexer_scores_kernel<F, kWarps, kRows><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks);
+  indexer_scores_kernel<F, kWarps, kRows, kSub><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks);
   return cudaGetLastError();
 }
 
@@ -277,12 +289,15 @@ cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
     // Page bases must stay 16-byte aligned for the vector loads: page_size * 132 % 16 == 0.
     if (!p.q_scale || (static_cast<int64_t>(rows.page_size) * kFp8RecordBytes) % 16 != 0) return cudaErrorInvalidValue;
     // Prefill chunks stage 8 rows of e4m3 q per block (32 KB); decode one row.
-    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kFp8, 8, 8>(p, stream)
-                                : launch_scores<KeyFormat::kFp8, 4, 1>(p, stream);
+    if (rows.num_rows >= 256) return launch_scores<KeyFormat::kFp8, 8, 8, 1>(p, stream);
+    // Long decode rows: each warp loads 64 e4m3 keys (8 KB) before computing, for more bytes in flight;
+    // short ones keep 32 keys per warp for more blocks.
+    if (static_cast<int64_t>(rows.num_rows) * rows.max_row_len >= 65536) return launch_scores<KeyFormat::kFp8, 4, 1, 2>(p, stream);
+    return launch_scores<KeyFormat::kFp8, 4, 1, 1>(p, stream);
   }
   if (p.format == KeyFormat::kBf16)
-    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4>(p, stream)
-                                : launch_scores<KeyFormat::kBf16, 4, 1>(p, stream);
+    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4, 1>(p, stream)
+                                : launch_scores<KeyFormat::kBf16, 4, 1, 1>(p, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -79,7 +79,7 @@ struct Tables {
 };
 
 // Runs launch_indexer_topk on host score rows and checks each row's set against the exact reference.
-void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng) {
+void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int split) {
   const int T = static_cast<int>(rows_scores.size());
   std::vector<int32_t> lens(T), seqs(T);
   int max_len = 0;
@@ -112,6 +112,11 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
   p.score_stride = stride;
   p.out_slots = d_out.ptr;
   p.out_scores = d_out_scores.ptr;
+  DeviceBuffer<uint8_t> workspace(ki::indexer_topk_workspace_bytes(T));
+  workspace.fill_bytes(0x5C);  // garbage: the split path must initialise what it uses
+  p.workspace = workspace.ptr;
+  p.workspace_bytes = workspace.count;
+  p.split = split;
   CUDA_OK(ki::launch_indexer_topk(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto out = d_out.download();
@@ -140,11 +145,17 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
       }();
       scores_ok &= pos >= 0 && !std::isnan(sc) && ki::detail::order_key(sc) == ki::detail::order_key(rows_scores[t][pos]);
     }
-    INFO("row " << t << " len " << lens[t] << " k " << k);
+    INFO("row " << t << " len " << lens[t] << " k " << k << (split ? " (split path)" : " (one block per row)"));
     CHECK(padding == std::max(0, k - lens[t]));
     CHECK(got == want);
     CHECK(scores_ok);
   }
+}
+
+// Both top-k paths: one block per row, and the split (histogram, filter, finish) path.
+void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng) {
+  check_topk_rows_path(rows_scores, k, rng, 0);
+  check_topk_rows_path(rows_scores, k, rng, 1);
 }
 
 }  // namespace
@@ -188,6 +199,16 @@ TEST_CASE("indexer top-k equals the CPU reference exactly on identical float32 s
     }
     check_topk_rows(rows, 2048, rng);
   }
+  SUBCASE("many rows of mixed lengths and distributions") {
+    std::vector<std::vector<float>> rows;
+    std::uniform_int_distribution<int> length(1, 40000);
+    for (int t = 0; t < 80; ++t) {
+      std::vector<float> r(length(rng));
+      for (auto& v : r) v = t % 3 == 0 ? static_cast<float>(small(rng)) : t % 3 == 1 ? normal(rng) : 5.f + 1e-4f * normal(rng);
+      rows.push_back(r);
+    }
+    check_topk_rows(rows, 2048, rng);
+  }
   SUBCASE("other k: 1, 100, 4096") {
     std::vector<std::vector<float>> rows;
     for (int n : {1, 4095, 4097, 30000}) rows.push_back(random_row(n));
@@ -212,6 +233,9 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   p.k = 0;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   p.k = ki::kMaxTopK + 1;
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.k = 16;
+  p.split = 1;  // the split path without a workspace
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   ki::ScoreParams sp;
   sp.rows.num_rows = 1;
@@ -287,6 +311,11 @@ TEST_CASE("indexer scores match the double reference on the same quantized input
       const double rel = check_scores(p, tol);
       REPORT(fmt_name(fmt) << " decode scores rel L2 error " << rel);
     }
+    SUBCASE("long decode rows (the 64-keys-per-warp FP8 variant)") {
+      const Problem p = make_problem(fmt, {20000, 50000}, {0, 1}, {20000, 50000}, rng);
+      const double rel = check_scores(p, tol);
+      REPORT(fmt_name(fmt) << " long decode scores rel L2 error " << rel);
+    }
     SUBCASE("prefill chunk, causal, two sequences sharing row groups") {
       std::vector<int32_t> seqs, lens;
       for (int i = 0; i < 150; ++i) seqs.push_back(0), lens.push_back(200 + i + 1);   // rows at positions 200..349
@@ -309,9 +338,22 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
     DeviceBuffer<float> out_scores(static_cast<size_t>(p.rows()) * k);
     out.fill_bytes(0x7B);
     out_scores.fill_bytes(0xFF);
-    CUDA_OK(ki::launch_indexer(d.params(p), k, out.ptr, out_scores.ptr, nullptr));
+    DeviceBuffer<uint8_t> workspace(ki::indexer_topk_workspace_bytes(p.rows()));
+    workspace.fill_bytes(0x5C);
+    CUDA_OK(ki::launch_indexer(d.params(p), k, out.ptr, out_scores.ptr, workspace.ptr, workspace.count, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     const auto slots = out.download();
+    // The same call without a top-k workspace runs the one-block-per-row top-k: same sets.
+    DeviceBuffer<int32_t> out_rows(static_cast<size_t>(p.rows()) * k);
+    out_rows.fill_bytes(0x7B);
+    CUDA_OK(ki::launch_indexer(d.params(p), k, out_rows.ptr, nullptr, nullptr, 0, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto slots_rows = out_rows.download();
+    for (int t = 0; t < p.rows(); ++t) {
+      std::multiset<int32_t> a(slots.begin() + t * k, slots.begin() + (t + 1) * k);
+      std::multiset<int32_t> b(slots_rows.begin() + t * k, slots_rows.begin() + (t + 1) * k);
+      CHECK_MESSAGE(a == b, "row " << t << ": split and one-block-per-row top-k differ");
+    }
     const auto gpu_scores = d.scores.download();
     const auto got_scores = out_scores.download();
     for (int t = 0; t < p.rows(); ++t) {
