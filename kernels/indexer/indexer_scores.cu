@@ -152,6 +152,10 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
   const uint8_t* cache = static_cast<const uint8_t*>(p.key_cache);
   const int page_size = rows.page_size;
 
+  // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
+  // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
+  int next_page[kSub][2][2];
+  bool have_next_page = false;
   for (int chunk = blockIdx.x; chunk < num_chunks; chunk += gridDim.x) {
     if (chunk * kKeysPerChunk >= group_max_len) break;  // chunks only grow: nothing left for this block
     const int warp_key0 = chunk * kKeysPerChunk + warp * 32 * kSub;
@@ -174,7 +178,8 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
             for (int half = 0; half < 2; ++half) {
             const int key = warp_key0 + st * 32 + m * 16 + half * 8 + g;
             if (key < bound) {
-              const int page = __ldg(table + key / page_size), off = key % page_size;
+              const int page = (kRows == 1 && have_next_page) ? next_page[st][m][half] : __ldg(table + key / page_size);
+              const int off = key % page_size;
               const uint8_t* rec;
               if constexpr (F == KeyFormat::kBf16) {
                 rec = cache + (static_cast<int64_t>(page) * page_size + off) * kBf16RecordBytes;
@@ -193,6 +198,19 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
               for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp) a[st][m][pp][half] = make_uint4(0, 0, 0, 0);
             }
           }
+        if (kRows == 1) {
+          const int next_key0 = warp_key0 + gridDim.x * kKeysPerChunk;
+#pragma unroll
+          for (int st = 0; st < kSub; ++st)
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const int key = next_key0 + st * 32 + m * 16 + half * 8 + g;
+                next_page[st][m][half] = key < bound ? __ldg(table + key / page_size) : 0;
+              }
+          have_next_page = true;
+        }
       }
 
 #pragma unroll
@@ -289,11 +307,10 @@ cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
     // Page bases must stay 16-byte aligned for the vector loads: page_size * 132 % 16 == 0.
     if (!p.q_scale || (static_cast<int64_t>(rows.page_size) * kFp8RecordBytes) % 16 != 0) return cudaErrorInvalidValue;
     // Prefill chunks stage 8 rows of e4m3 q per block (32 KB); decode one row.
-    if (rows.num_rows >= 256) return launch_scores<KeyFormat::kFp8, 8, 8, 1>(p, stream);
-    // Long decode rows: each warp loads 64 e4m3 keys (8 KB) before computing, for more bytes in flight;
-    // short ones keep 32 keys per warp for more blocks.
-    if (static_cast<int64_t>(rows.num_rows) * rows.max_row_len >= 65536) return launch_scores<KeyFormat::kFp8, 4, 1, 2>(p, stream);
-    return launch_scores<KeyFormat::kFp8, 4, 1, 1>(p, stream);
+    // kSub = 2 (64 keys in flight per warp) needs 255 registers and spills on sm_90, where ptxas
+    // emulates the e4m3 MMA; one 32-key tile per warp plus the page-id prefetch is used everywhere.
+    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kFp8, 8, 8, 1>(p, stream)
+                                : launch_scores<KeyFormat::kFp8, 4, 1, 1>(p, stream);
   }
   if (p.format == KeyFormat::kBf16)
     return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4, 1>(p, stream)

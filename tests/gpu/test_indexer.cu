@@ -311,10 +311,21 @@ TEST_CASE("indexer scores match the double reference on the same quantized input
       const double rel = check_scores(p, tol);
       REPORT(fmt_name(fmt) << " decode scores rel L2 error " << rel);
     }
-    SUBCASE("long decode rows (the 64-keys-per-warp FP8 variant)") {
+    SUBCASE("long decode rows, and 64 rows whose blocks walk several chunks (page-id prefetch)") {
       const Problem p = make_problem(fmt, {20000, 50000}, {0, 1}, {20000, 50000}, rng);
       const double rel = check_scores(p, tol);
       REPORT(fmt_name(fmt) << " long decode scores rel L2 error " << rel);
+      std::vector<int> keys;
+      std::vector<int32_t> seqs, lens;
+      std::uniform_int_distribution<int> length(1500, 4000);
+      for (int t = 0; t < 64; ++t) {
+        keys.push_back(length(rng));
+        seqs.push_back(t);
+        lens.push_back(keys.back());
+      }
+      const Problem many = make_problem(fmt, keys, seqs, lens, rng, 32);
+      const double rel_many = check_scores(many, tol);
+      REPORT(fmt_name(fmt) << " 64-row decode scores rel L2 error " << rel_many);
     }
     SUBCASE("prefill chunk, causal, two sequences sharing row groups") {
       std::vector<int32_t> seqs, lens;
