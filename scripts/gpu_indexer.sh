@@ -54,6 +54,12 @@ if [ -x build-kernels/bench/indexer/bench_indexer ]; then
     --command "OUT=\$OUT scripts/gpu_indexer.sh (bench_indexer, CUDA graphs, median of 15 replays)" || failed+=(bench)
 fi
 
+step "compute-sanitizer memcheck (top-k, both paths, one subcase)"
+if [ -x build-kernels/tests/glm5rt_gpu_tests ] && command -v compute-sanitizer >/dev/null; then
+  timeout 30 compute-sanitizer --tool memcheck --error-exitcode 3 build-kernels/tests/glm5rt_gpu_tests \
+    -tc='*top-k equals*' -sc='*random rows*' 2>&1 | tail -4 || failed+=(memcheck)
+fi
+
 step "ptxas resource report (registers, spills, shared memory)"
 wait "$ptxas_pid"
 cat "$OUT/ptxas.txt"
