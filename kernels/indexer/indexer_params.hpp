@@ -57,10 +57,6 @@ struct ScoreParams {
   const void* key_cache = nullptr;   // 16-byte aligned
   float* scores = nullptr;           // out [T][score_stride]; entries j < row_len[t] are written
   int64_t score_stride = 0;          // >= max_row_len, multiple of 4, scores 16-byte aligned
-  // Set by launch_indexer only (leave null): the split top-k's histogram of the scores' top 11 bits,
-  // counted while the scores are written, so that top-k needs no histogram pass of its own.
-  uint32_t* topk_histogram = nullptr;
-  int64_t topk_histogram_stride = 0;
 };
 
 struct TopkParams {

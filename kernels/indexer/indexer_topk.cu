@@ -10,6 +10,8 @@
 //  still needed; then every candidate >= that bin's lower bound is emitted.
 // Split (few long rows: decode): pass 1 and pass 2 run as two grid-wide kernels over 2048-key chunks
 // (global histogram, global candidate list), then one block per row finishes the candidates.
+// Chosen for at most 64 rows longer than 16384 keys (H200: 13 us flat from 32K to 200K keys, against
+// 21 / 57 / 81 us for one block per row at 32K / 128K / 200K; one block per row wins at 8K: 10 vs 14).
 // When the candidates do not fit (heavily tied or very concentrated rows) the later digits re-read the
 // row instead: slower, same result. Keys are distinct, so at the latest the last digit decides.
 // Emission writes positions first and converts them to slots in a separate loop, so that no block-table
@@ -462,19 +464,16 @@ cudaError_t clear_split_header(const TopkParams& p, cudaStream_t stream) {
   return cudaMemsetAsync(p.workspace, 0, size_t(p.rows.num_rows) * kHeaderWords * 4, stream);
 }
 
-// histogram_done: the scores kernel already counted the top digits into the workspace header.
-cudaError_t launch_topk_impl(const TopkParams& p, bool histogram_done, cudaStream_t stream) {
+cudaError_t launch_topk_impl(const TopkParams& p, cudaStream_t stream) {
   if (!use_split(p)) {
     topk_row_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
     return cudaGetLastError();
   }
-  if (!histogram_done) {
-    const cudaError_t err = clear_split_header(p, stream);
-    if (err != cudaSuccess) return err;
-  }
+  const cudaError_t err = clear_split_header(p, stream);
+  if (err != cudaSuccess) return err;
   const dim3 grid((p.rows.max_row_len + kSplitChunk - 1) / kSplitChunk, p.rows.num_rows);
   if (grid.x > 0) {
-    if (!histogram_done) topk_split_hist_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
+    topk_split_hist_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
     topk_split_filter_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
   }
   topk_split_finish_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
@@ -486,7 +485,7 @@ cudaError_t launch_topk_impl(const TopkParams& p, bool histogram_done, cudaStrea
 cudaError_t launch_indexer_topk(const TopkParams& p, cudaStream_t stream) {
   const cudaError_t err = check_topk(p);
   if (err != cudaSuccess || p.rows.num_rows == 0) return err;
-  return launch_topk_impl(p, false, stream);
+  return launch_topk_impl(p, stream);
 }
 
 cudaError_t launch_indexer(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,
@@ -500,21 +499,11 @@ cudaError_t launch_indexer(const ScoreParams& sp, int k, int32_t* out_slots, flo
   tp.out_scores = out_scores;
   tp.workspace = topk_workspace;
   tp.workspace_bytes = topk_workspace_bytes;
-  cudaError_t err = check_topk(tp);
+  cudaError_t err = check_topk(tp);  // before anything is queued
   if (err != cudaSuccess) return err;
-  if (sp.rows.num_rows == 0) return launch_indexer_scores(sp, stream);
-  ScoreParams fused = sp;
-  const bool split = use_split(tp);
-  if (split) {
-    // The scores kernel counts the split top-k's first histogram as it writes (saves a pass and a launch).
-    err = clear_split_header(tp, stream);
-    if (err != cudaSuccess) return err;
-    fused.topk_histogram = static_cast<uint32_t*>(topk_workspace);
-    fused.topk_histogram_stride = kHeaderWords;
-  }
-  err = launch_indexer_scores(fused, stream);
-  if (err != cudaSuccess) return err;
-  return launch_topk_impl(tp, split, stream);
+  err = launch_indexer_scores(sp, stream);
+  if (err != cudaSuccess || sp.rows.num_rows == 0) return err;
+  return launch_topk_impl(tp, stream);
 }
 
 }  // namespace glm5rt::kernels::indexer

@@ -305,7 +305,9 @@ const char* fmt_name(KeyFormat f) { return f == KeyFormat::kBf16 ? "bf16" : "fp8
 TEST_CASE("indexer scores match the double reference on the same quantized inputs") {
   auto rng = fresh_rng("scores");
   for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
-    const double tol = fmt == KeyFormat::kBf16 ? 5e-5 : 2e-3;  // FP8 MMA accumulates with fewer bits
+    // H200 (sm_90): 1.5e-7 (bf16) and 9e-8 (FP8) measured. FP8 keeps headroom for native e4m3 MMAs
+    // (SM120), whose accumulation precision was not measured here.
+    const double tol = fmt == KeyFormat::kBf16 ? 1e-5 : 1e-3;
     SUBCASE("decode rows of several sequences and lengths") {
       const Problem p = make_problem(fmt, {1, 63, 64, 1000, 5000}, {0, 1, 2, 3, 4, 4}, {1, 63, 64, 1000, 5000, 4321}, rng);
       const double rel = check_scores(p, tol);
