@@ -13,7 +13,9 @@
 // SM120 rules; they need sm_89+):
 //   decode:  few rows per group. Memory-bound: weights stream from global memory straight into mma
 //            operand registers (16-byte loads, no shared memory), rows as the mma's N dimension.
-//   prefill: many rows per group. 128x128x128 tiles, 3-stage cp.async pipeline, ldmatrix, swizzled smem.
+//   prefill: many rows per group. 64x128 (4-stage) or 128x128 (3-stage) tiles with K blocks of 128,
+//            cp.async pipeline, ldmatrix, swizzled smem; FP8 mma, or on sm_90 (no FP8 mma.sync) f16 mma
+//            after an exact in-register e4m3 -> f16 conversion.
 #pragma once
 
 #include <cuda_bf16.h>
