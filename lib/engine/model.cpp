@@ -1,6 +1,7 @@
 // Model loading: checkpoint first (the long part, with progress), then the backend choice.
 #include "engine/model.hpp"
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "runtime/error.hpp"
 
 namespace glm5rt {
@@ -27,7 +28,13 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   m->dir_ = dir;
   m->options_ = options;
   m->backend_kind_ = backend;
-  m->checkpoint_ = Checkpoint::open(dir, options.progress);
+  // The checkpoint takes the first half of the progress range, decoding weights for the backend the rest.
+  auto half = [&](float lo) -> std::function<bool(float)> {
+    if (!options.progress) return {};
+    return [lo, &options](float f) { return options.progress(lo + 0.5f * f); };
+  };
+  m->checkpoint_ = Checkpoint::open(dir, half(0.0f));
+  m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
   return m;
 }
 
