@@ -84,6 +84,11 @@ def main():
     freq["index_skip_topk_offset"] = 1
     freq["eos_token_id"] = 5
     write("model_config", "freq", json.dumps(freq).encode())
+    nested = dict(base)
+    nested["rope_parameters"] = {"deepseek_sparse_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                                                               "original_max_position_embeddings": 1024}}
+    nested["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    write("model_config", "nested-rope-fp8", json.dumps(nested).encode())
 
 
 if __name__ == "__main__":
