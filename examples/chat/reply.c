@@ -70,7 +70,8 @@ glm5rt_status sync_session(glm5rt_session* session, const int32_t* tokens, size_
     return glm5rt_session_append(session, tokens + keep, n - keep, NULL);
 }
 
-/* Streams one token's text to out; grows the buffer when the piece does not fit. */
+/* Streams one token's text to out; grows the buffer when the piece does not fit (never a size query,
+ * which would consume the token). */
 static glm5rt_status stream_token(glm5rt_detok_stream* stream, int32_t id, text* buf, FILE* out) {
     size_t len = 0;
     glm5rt_status st;
@@ -87,13 +88,17 @@ static glm5rt_status stream_token(glm5rt_detok_stream* stream, int32_t id, text*
     return st;
 }
 
+/* Writes what the stream holds back. Never a size query: that would already flush (and reset). */
 static glm5rt_status stream_flush(glm5rt_detok_stream* stream, text* buf, FILE* out) {
     size_t len = 0;
-    glm5rt_status st = glm5rt_detok_stream_flush(stream, NULL, 0, &len);
-    if (st != GLM5RT_OK || len == 0) return st;
-    if (text_reserve(buf, len) != 0) return GLM5RT_ERR_OUT_OF_MEMORY;
+    glm5rt_status st;
+    if (text_reserve(buf, 256) != 0) return GLM5RT_ERR_OUT_OF_MEMORY;
     st = glm5rt_detok_stream_flush(stream, buf->data, buf->cap, &len);
-    if (st == GLM5RT_OK) fwrite(buf->data, 1, len, out);
+    if (st == GLM5RT_ERR_BUFFER_TOO_SMALL) {
+        if (text_reserve(buf, len) != 0) return GLM5RT_ERR_OUT_OF_MEMORY;
+        st = glm5rt_detok_stream_flush(stream, buf->data, buf->cap, &len);
+    }
+    if (st == GLM5RT_OK && len) fwrite(buf->data, 1, len, out);
     fflush(out);
     return st;
 }
