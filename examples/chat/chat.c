@@ -52,10 +52,12 @@ typedef struct progress_state {
     int tty;
 } progress_state;
 
-/* Draws a bar on stderr, only for loads long enough to notice and only on a terminal. */
+/* Draws a bar on stderr, only for loads long enough to notice and only on a terminal. Ctrl-C during
+ * the load cancels it. */
 static int32_t on_progress(float fraction, void* user_data) {
     progress_state* p = (progress_state*)user_data;
     int width = 40, filled, i;
+    if (g_interrupted) return 0;
     if (!p->tty || (!p->drawn && now_seconds() - p->start < 0.5)) return 1;
     if (fraction < 0.0f) fraction = 0.0f;
     if (fraction > 1.0f) fraction = 1.0f;
@@ -301,6 +303,7 @@ int main(int argc, char** argv) {
         return parsed > 0 ? 0 : 2;
     }
     if (c.opts.verbose) glm5rt_set_log_level(GLM5RT_LOG_INFO);
+    install_sigint();
 
     glm5rt_model_default_params(&mp);
     mp.backend = c.opts.backend;
@@ -355,7 +358,6 @@ int main(int argc, char** argv) {
         if (isatty(STDIN_FILENO) && c.opts.n_prompts == 0)
             fprintf(stderr, "type a message, /help for commands, Ctrl-D to leave\n");
     }
-    install_sigint();
     rc = run(&c) == 0 ? 0 : 1;
 
 out:
