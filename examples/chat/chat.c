@@ -244,7 +244,7 @@ static int user_turn(chat* c, const char* message, size_t len, const reply_setti
         report("reply", st);
         return -1;
     }
-    if (!c->opts.quiet && st != GLM5RT_ERR_CANCELLED) print_stats(c, &stats);
+    if (!c->opts.quiet && stats.prompt_done) print_stats(c, &stats);
     return 0;
 }
 

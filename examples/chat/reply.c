@@ -155,6 +155,7 @@ glm5rt_status chat_reply(glm5rt_session* session, const glm5rt_tokenizer* tok, c
     stats->prompt_seconds = now_seconds() - t0;
     if (st == GLM5RT_ERR_CANCELLED) stats->cancelled = 1;
     if (st != GLM5RT_OK) goto done;
+    stats->prompt_done = 1;
 
     gen = (int32_t*)malloc((size_t)settings->max_new * sizeof *gen);
     if (!gen) {

@@ -20,6 +20,7 @@ typedef struct reply_stats {
     size_t prompt_tokens;    /* tokens of the rendered conversation */
     size_t reused_tokens;    /* of those, already in the session's cache */
     double prompt_seconds;   /* time to compute the others */
+    int prompt_done;         /* 1: the session holds the prompt (generation ran) */
     size_t new_tokens;       /* tokens generated (the end-of-turn token included) */
     double generate_seconds;
     int hit_eos;             /* 1: stopped at an end-of-generation token */

@@ -2,7 +2,8 @@
 # The consumers of the *installed* library, run the way users run them (CTest: abi:consumers):
 #   1. glm5rt-chat from the install prefix, scripted through stdin: a two-turn conversation on the demo
 #      model (the first reply is reference.json's greedy answer; the second prompt contains the first
-#      turn), /save, /reset, /load and a third turn that reuses the loaded conversation, and Ctrl-C;
+#      turn), /save, /reset, /load and a third turn that reuses the loaded conversation; --prompt; and
+#      Ctrl-C at the prompt (no exit) and during a reply (cancelled, the next turn answers normally);
 #   2. Rust: the hand-written bindings' struct layouts against the C compiler's, `cargo test --offline`,
 #      and the `generate` example (its greedy output is the reference answer);
 #   3. Go: `go vet`, `go test` and the cmd/stream example (the same answer).
@@ -58,22 +59,32 @@ assert p3 - n3 >= p2, f"turn 3 did not reuse the loaded conversation: {p3 - n3} 
 print(f"turns: prompt/new/reply/session = {stats}")
 PY
 
-echo "== glm5rt-chat --prompt (one-shot) and Ctrl-C at the prompt"
+echo "== glm5rt-chat --prompt (one-shot)"
 "$chat" --quiet --prompt "$question" "$model" >"$work/oneshot.out" </dev/null
 cmp -s "$work/oneshot.out" "$work/answer.txt" || { cat "$work/oneshot.out"; fail "one-shot reply differs"; }
+
+echo "== glm5rt-chat and Ctrl-C: at the prompt (a hint), during a long reply (cancelled), then a normal turn"
+# A ~6000-token message: its prefill takes seconds on the CPU backend, so the signal lands inside it.
+long=$(python3 -c "print(' '.join('the quick brown fox jumps over the lazy dog %d;' % i for i in range(460)))")
 mkfifo "$work/in"
-"$chat" "$model" <"$work/in" >"$work/sig.out" 2>"$work/sig.err" &
+"$chat" --backend cpu "$model" <"$work/in" >"$work/sig.out" 2>"$work/sig.err" &
 pid=$!
 exec 3>"$work/in"
 for _ in $(seq 600); do grep -q greedy "$work/sig.err" && break; sleep 0.1; done   # loaded: banner printed
 grep -q greedy "$work/sig.err" || fail "glm5rt-chat did not start: $(cat "$work/sig.err")"
 sleep 0.3; kill -INT "$pid"; sleep 0.5     # waiting at the prompt: a hint, no exit
 kill -0 "$pid" 2>/dev/null || fail "Ctrl-C at the prompt ended glm5rt-chat"
-printf '%s\n' "$question" >&3
+printf '%s\n' "$long" >&3
+sleep 0.5; kill -INT "$pid"; sleep 0.5     # inside the long reply's prefill (or generation)
+kill -0 "$pid" 2>/dev/null || fail "Ctrl-C during a reply ended glm5rt-chat"
+printf '%s\n' /reset "$question" >&3
 exec 3>&-
-wait "$pid" || fail "glm5rt-chat failed after a Ctrl-C"
-grep -q "Ctrl-C cancels a reply" "$work/sig.err" || fail "no Ctrl-C hint"
-cmp -s "$work/sig.out" "$work/answer.txt" || { cat "$work/sig.out" "$work/sig.err"; fail "reply after Ctrl-C differs"; }
+wait "$pid" || { cat "$work/sig.err"; fail "glm5rt-chat failed after Ctrl-C"; }
+cat "$work/sig.err"
+grep -q "Ctrl-C cancels a reply" "$work/sig.err" || fail "no hint after Ctrl-C at the prompt"
+grep -q "^\[cancelled\]" "$work/sig.err" || fail "Ctrl-C did not cancel the long reply"
+tail -c "$(wc -c <"$work/answer.txt")" "$work/sig.out" | cmp -s - "$work/answer.txt" \
+  || { cat "$work/sig.out"; fail "the reply after a cancelled one differs from the reference"; }
 echo "chat checks passed"
 
 if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH=$HOME/.cargo/bin:$PATH; fi
