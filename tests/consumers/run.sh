@@ -13,7 +13,9 @@
 set -euo pipefail
 build=$(cd "$1" && pwd); src=$(cd "$2" && pwd); cc=${3:-cc}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(ls -d "$prefix"/lib*/ | head -n1); libdir=${libdir%/}
