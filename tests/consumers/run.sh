@@ -16,7 +16,10 @@ work=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-prefix=$work/prefix
+# A fixed prefix inside the build tree, emptied first: go caches the flags pkg-config gave for a
+# package without noticing that they point into a directory that no longer exists.
+prefix=$build/consumers/prefix
+rm -rf "$prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(ls -d "$prefix"/lib*/ | head -n1); libdir=${libdir%/}
 export PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -110,6 +113,7 @@ fi
 if command -v go >/dev/null; then
   echo "== Go ($(go version))"
   export GOFLAGS=-mod=mod GOPROXY=off
+  export CGO_LDFLAGS="-Wl,-rpath,$libdir"   # also part of go's cache key
   cd "$src/examples/go"
   go vet ./...
   go test -count=1 ./...
