@@ -14,7 +14,7 @@ set -euo pipefail
 build=$(cd "$1" && pwd); src=$(cd "$2" && pwd); cc=${3:-cc}
 work=$(mktemp -d)
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
+cleanup() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi; rm -rf "$work"; }
 trap cleanup EXIT
 # A fixed prefix inside the build tree, emptied first: go caches the flags pkg-config gave for a
 # package without noticing that they point into a directory that no longer exists.
