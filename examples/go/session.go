@@ -241,6 +241,8 @@ type Generation struct {
 // Generate samples up to maxNew tokens from the session's current logits (append a prompt first),
 // calling emit with the text each token completes, until an end-of-generation token. Cancelling ctx
 // stops the running step (the error is then ErrCancelled); an error from emit stops generation too.
+// (A cancellation that arrives just as a step returns can still leave the library's cancel request
+// pending for the session's next call, which then fails with ErrCancelled: the flag is per call.)
 func (s *Session) Generate(ctx context.Context, tok *Tokenizer, sampler *Sampler, maxNew int,
 	emit func(text string) error) (Generation, error) {
 	gen := Generation{Stop: StopError}
@@ -249,20 +251,43 @@ func (s *Session) Generate(ctx context.Context, tok *Tokenizer, sampler *Sampler
 		return gen, err
 	}
 	defer stream.Close()
+	if err := ctx.Err(); err != nil {
+		return gen, &Error{Status: StatusCancelled, Message: err.Error()}
+	}
+	// The watcher cancels only while a step runs: a cancel request outside a call would stay pending
+	// and fail the session's next call (the ABI clears the flag when a call returns).
+	var mu sync.Mutex
+	stepping, stopped := false, false
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		select {
 		case <-ctx.Done():
-			s.Cancel()
+			mu.Lock()
+			stopped = true
+			if stepping {
+				s.Cancel()
+			}
+			mu.Unlock()
 		case <-done:
 		}
 	}()
-	if err := ctx.Err(); err != nil {
-		return gen, &Error{Status: StatusCancelled, Message: err.Error()}
+	step := func() (int32, error) {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return 0, &Error{Status: StatusCancelled, Message: ctx.Err().Error()}
+		}
+		stepping = true
+		mu.Unlock()
+		t, err := s.Step(sampler)
+		mu.Lock()
+		stepping = false
+		mu.Unlock()
+		return t, err
 	}
 	for len(gen.Tokens) < maxNew {
-		t, err := s.Step(sampler)
+		t, err := step()
 		if err != nil {
 			return gen, err
 		}
