@@ -147,7 +147,10 @@ func TestLogCallbackReceivesWholeLines(t *testing.T) {
 	if logHandle != 0 {
 		t.Fatal("the Go sink's handle was not released")
 	}
-	t.Logf("%d log lines while loading at DEBUG", len(lines))
+	if len(lines) == 0 {
+		t.Fatal("no log line reached the Go callback while loading at DEBUG")
+	}
+	t.Logf("%d log lines while loading at DEBUG: %q", len(lines), lines[0])
 }
 
 func TestChatFormatRendersTheReferencePrompt(t *testing.T) {

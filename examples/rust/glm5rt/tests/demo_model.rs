@@ -178,3 +178,48 @@ fn the_model_is_shared_by_threads() {
         assert_eq!(h.join().unwrap(), answer);
     }
 }
+
+#[test]
+fn progress_reports_cancels_and_carries_panics() {
+    use glm5rt::ModelParams;
+    let mut fractions = Vec::new();
+    let model = Model::load_with_progress(common::demo_dir(), &ModelParams::new(), |f| {
+        fractions.push(f);
+        true
+    })
+    .unwrap();
+    drop(model);
+    assert!(!fractions.is_empty(), "the progress callback was never called");
+    assert!(fractions.windows(2).all(|w| w[0] <= w[1]) && fractions.iter().all(|f| (0.0..=1.0).contains(f)));
+    let err = Model::load_with_progress(common::demo_dir(), &ModelParams::new(), |_| false)
+        .err()
+        .unwrap();
+    assert_eq!(err.status(), Status::Cancelled);
+    // a panic in the callback cancels the load and resumes on the Rust side, not through C++ frames
+    let caught = std::panic::catch_unwind(|| {
+        let _ = Model::load_with_progress(common::demo_dir(), &ModelParams::new(), |_| panic!("boom"));
+    });
+    assert_eq!(*caught.unwrap_err().downcast::<&str>().unwrap(), "boom");
+}
+
+#[test]
+fn log_lines_reach_the_callback_whole() {
+    use glm5rt::{set_log_callback, set_log_level, LogLevel};
+    use std::sync::Mutex;
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&lines);
+    set_log_level(LogLevel::Debug);
+    set_log_callback(Some(Box::new(move |_level, line: &str| {
+        sink.lock().unwrap().push(line.to_string())
+    })));
+    let loaded = Model::load(common::demo_dir());
+    set_log_callback(None);
+    set_log_level(LogLevel::Warn);
+    loaded.unwrap();
+    let lines = lines.lock().unwrap();
+    assert!(
+        !lines.is_empty(),
+        "no log line reached the callback while loading at DEBUG"
+    );
+    assert!(lines.iter().all(|l| !l.contains('\n')));
+}
