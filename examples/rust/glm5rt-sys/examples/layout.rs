@@ -1,12 +1,19 @@
 //! Prints the size and field offsets of every struct of the hand-written bindings, one `name value`
 //! per line. tests/consumers/layout.c prints the same lines from the C header; the two must be equal.
 use glm5rt_sys::*;
-use std::mem::{offset_of, size_of};
+use std::mem::{size_of, MaybeUninit};
+use std::ptr::addr_of;
 
+// Field offsets through raw pointers into an uninitialised value (std's offset_of! needs Rust 1.77;
+// Debian 12 ships 1.63).
 macro_rules! layout {
     ($t:ident { $($f:ident),* }) => {
         println!("{} {}", stringify!($t), size_of::<$t>());
-        $(println!("{}.{} {}", stringify!($t), stringify!($f), offset_of!($t, $f));)*
+        let v = MaybeUninit::<$t>::uninit();
+        let base = v.as_ptr();
+        // SAFETY: addr_of! computes field addresses without reading the uninitialised memory.
+        $(println!("{}.{} {}", stringify!($t), stringify!($f),
+                   unsafe { addr_of!((*base).$f) } as usize - base as usize);)*
     };
 }
 

@@ -5,9 +5,8 @@
 //! Layout agreement with the header is tested by `tests/consumers/run.sh`, which compares
 //! `cargo run --example layout` with the sizes and offsets a C compiler reports.
 #![allow(non_camel_case_types)]
-#![no_std]
 
-use core::ffi::{c_char, c_void};
+use std::os::raw::{c_char, c_void};
 
 // ----------------------------------------------------------------------------------- versions
 pub const GLM5RT_VERSION_MAJOR: i32 = 0;
@@ -65,7 +64,7 @@ macro_rules! opaque {
         #[repr(C)]
         pub struct $name {
             _data: [u8; 0],
-            _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+            _marker: std::marker::PhantomData<(*mut u8, std::marker::PhantomPinned)>,
         }
     };
 }
