@@ -1,0 +1,50 @@
+// A loaded model: the checkpoint (config + mapped weights) and, as the engine grows, the backend that
+// runs it and the tokenizer. Immutable after load(), so any number of threads may share it; sessions and
+// tokenizers hold a shared_ptr to it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "glm5rt/glm5rt.h"
+#include "model/checkpoint.hpp"
+#include "model/config.hpp"
+
+#include "backend/backend.hpp"
+
+namespace glm5rt {
+
+struct ModelOptions {
+  int32_t backend = GLM5RT_BACKEND_AUTO;  // GLM5RT_BACKEND_*
+  int32_t device_index = 0;               // CUDA ordinal
+  int32_t n_threads = 0;                  // CPU threads, 0 = all
+  std::function<bool(float)> progress;    // fraction in [0, 1]; false cancels (Status::cancelled)
+};
+
+class Model {
+ public:
+  // Loads the checkpoint in `dir` and picks the backend. Errors: io, format, cancelled, out_of_memory,
+  // no_device (CUDA requested: this build has no CUDA backend yet), invalid_argument.
+  static std::shared_ptr<Model> load(const std::string& dir, const ModelOptions& options);
+
+  const ModelConfig& config() const { return checkpoint_->config(); }
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
+  const std::string& dir() const { return dir_; }
+  int32_t backend_kind() const { return backend_kind_; }  // GLM5RT_BACKEND_CPU or _CUDA: the one in use
+  const ModelOptions& options() const { return options_; }
+  // The compute backend (created in load(); shared so that sessions keep it alive).
+  const std::shared_ptr<Backend>& backend() const { return backend_; }
+
+ private:
+  Model() = default;
+  std::string dir_;
+  ModelOptions options_;
+  int32_t backend_kind_ = GLM5RT_BACKEND_CPU;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::shared_ptr<Backend> backend_;  // created in load() after the checkpoint
+  // [Tokenizer] adds the tokenizer (std::shared_ptr<const Tokenizer>, from <dir>/tokenizer.json) here.
+};
+
+}  // namespace glm5rt
