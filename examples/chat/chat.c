@@ -265,7 +265,10 @@ static int run(chat* c) {
     }
     for (;;) {
         int got = read_message(stdin, &msg, interactive);
-        if (got == 0) break;
+        if (got == 0) {
+            if (interactive) fputc('\n', stdout); /* leave the terminal on a fresh line after Ctrl-D */
+            break;
+        }
         if (got < 0) {
             g_interrupted = 0;
             fputs("\n(Ctrl-C cancels a reply; /quit or Ctrl-D leaves)\n", stderr);
