@@ -223,3 +223,29 @@ fn log_lines_reach_the_callback_whole() {
     );
     assert!(lines.iter().all(|l| !l.contains('\n')));
 }
+
+#[test]
+fn batch_step_equals_stepping_alone() {
+    let (model, tok) = load();
+    let prompts = [
+        "[gMASK]<sop><|user|>What does `from_pretrained` do?<|assistant|></think>",
+        "[gMASK]<sop><|user|>What is `forward` for?<|assistant|></think>",
+    ];
+    let fresh = |p: &str| {
+        let mut s = Session::new(&model).unwrap();
+        s.append(&tok.encode(p, true).unwrap()).unwrap();
+        s
+    };
+    let (mut a, mut b) = (fresh(prompts[0]), fresh(prompts[1]));
+    let mut batched = Vec::new();
+    for _ in 0..6 {
+        batched.push(glm5rt::batch_step(&mut [&mut a, &mut b], &Sampler::greedy()).unwrap());
+    }
+    let (mut a1, mut b1) = (fresh(prompts[0]), fresh(prompts[1]));
+    for row in &batched {
+        assert_eq!(row.len(), 2);
+        assert_eq!(row[0], a1.step(&Sampler::greedy()).unwrap());
+        assert_eq!(row[1], b1.step(&Sampler::greedy()).unwrap());
+    }
+    assert_eq!(a.tokens().unwrap(), a1.tokens().unwrap());
+}
