@@ -39,7 +39,8 @@ printf '%s\n' "$answer" >"$work/answer.txt"
 
 echo "== glm5rt-chat (installed), two turns through stdin"
 chat=$prefix/bin/glm5rt-chat
-ldd "$chat" | grep -q "libglm5rt.so.0 => $libdir" || fail "glm5rt-chat does not use the installed library"
+deps=$(ldd "$chat")   # (not piped into grep -q: an early exit would fail the pipeline)
+grep -q "libglm5rt.so.0 => $libdir" <<<"$deps" || fail "glm5rt-chat does not use the installed library: $deps"
 printf '%s\n' "$question" 'What is `forward` for?' "/save $work/chat.snap" /reset "/load $work/chat.snap" \
   'And `save_pretrained`?' /quit | "$chat" "$model" >"$work/chat.out" 2>"$work/chat.err" \
   || { rc=$?; cat "$work/chat.err"; fail "glm5rt-chat exited with $rc"; }
