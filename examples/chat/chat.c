@@ -87,6 +87,7 @@ static int read_message(FILE* in, text* msg, int interactive) {
     size_t cap = 0;
     ssize_t n;
     text_clear(msg);
+    g_interrupted = 0; /* a Ctrl-C that cancelled the last reply is not one at this prompt */
     for (;;) {
         if (interactive) {
             fputs(msg->len ? "... " : "> ", stdout);
