@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev doctest-dev                 # JSON parsing, tests
   python3 python3-numpy                          # test helpers that read .npy dumps
   golang-go                                      # the Go binding and its tests
+  clang libclang-rt-14-dev                       # libFuzzer targets of the parsers (scripts/fuzz.sh)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -334,6 +334,17 @@ TEST_CASE("inconsistent or invalid values name the field") {
     CHECK(parse_model_config(j.dump()).n_routed_experts == 8);
   }
   {
+    // Fuzzer find: all layers dense, n_routed_experts absent, num_experts_per_tok still 2.
+    json j = without("n_routed_experts");
+    j["mlp_layer_types"] = {"dense", "dense", "dense", "dense"};
+    expect_error(j, "num_experts_per_tok = 2 exceeds n_routed_experts = 0");
+    j["num_experts_per_tok"] = 0;
+    j["topk_group"] = 3;
+    expect_error(j, "topk_group = 3 exceeds n_group = 2");
+    j["topk_group"] = 1;
+    CHECK(parse_model_config(j.dump()).n_routed_experts == 0);
+  }
+  {
     json j = without("intermediate_size");  // needed only when a layer is dense
     expect_error(j, "intermediate_size");
     j["mlp_layer_types"] = {"sparse", "sparse", "sparse", "sparse"};
