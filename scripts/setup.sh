@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   libmimalloc-dev libzstd-dev libpcre2-dev       # core: host heap, snapshots, Unicode regex
+  libicu-dev                                     # tokenizer: Unicode normalization (NFC/NFKC)
   nlohmann-json3-dev doctest-dev                 # JSON parsing, tests
   python3 python3-numpy                          # test helpers that read .npy dumps
   golang-go                                      # the Go binding and its tests

@@ -1,8 +1,11 @@
 // Model loading: checkpoint first (the long part, with progress), then the backend choice.
 #include "engine/model.hpp"
 
+#include <filesystem>
+
 #include "backend/cpu/cpu_backend.hpp"
 #include "runtime/error.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace glm5rt {
 
@@ -34,6 +37,9 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
     return [lo, &options](float f) { return options.progress(lo + 0.5f * f); };
   };
   m->checkpoint_ = Checkpoint::open(dir, half(0.0f));
+  // The tokenizer is optional (a checkpoint may ship without one); when present it must load: a broken
+  // or unsupported tokenizer.json fails the model load rather than surfacing later.
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
   m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
   return m;
 }
