@@ -84,6 +84,66 @@ def main():
     freq["index_skip_topk_offset"] = 1
     freq["eos_token_id"] = 5
     write("model_config", "freq", json.dumps(freq).encode())
+    nested = dict(base)
+    nested["rope_parameters"] = {"deepseek_sparse_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                                                               "original_max_position_embeddings": 1024}}
+    nested["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    write("model_config", "nested-rope-fp8", json.dumps(nested).encode())
+    checkpoint_seed()
+
+
+def checkpoint_seed():
+    """A valid model.safetensors for the fixed config of fuzz/checkpoint_fuzzer.cpp (FP8 blocks [4, 4])."""
+    V, D, I, M, E, H, QR, KVR, NOPE, ROPE, VD, IH, ID = 16, 8, 12, 4, 4, 2, 6, 4, 2, 2, 3, 2, 4
+    t = {}
+
+    def lin(name, o, i):
+        t[name] = ("F8_E4M3", [o, i], bytes((k * 7 + 0x30) % 0x7e for k in range(o * i)))
+        so, si = -(-o // 4), -(-i // 4)
+        t[name + "_scale_inv"] = ("F32", [so, si], struct.pack(f"<{so * si}f", *([0.25] * (so * si))))
+
+    def bf16(name, shape):
+        n = 1
+        for d in shape:
+            n *= d
+        t[name] = ("BF16", shape, b"\x80\x3f" * n)
+
+    bf16("model.embed_tokens.weight", [V, D])
+    bf16("lm_head.weight", [V, D])
+    bf16("model.norm.weight", [D])
+    for layer in range(2):
+        p = f"model.layers.{layer}."
+        bf16(p + "input_layernorm.weight", [D])
+        bf16(p + "post_attention_layernorm.weight", [D])
+        a = p + "self_attn."
+        lin(a + "q_a_proj.weight", QR, D)
+        bf16(a + "q_a_layernorm.weight", [QR])
+        lin(a + "q_b_proj.weight", H * (NOPE + ROPE), QR)
+        lin(a + "kv_a_proj_with_mqa.weight", KVR + ROPE, D)
+        bf16(a + "kv_a_layernorm.weight", [KVR])
+        lin(a + "kv_b_proj.weight", H * (NOPE + VD), KVR)
+        lin(a + "o_proj.weight", D, H * VD)
+        if layer == 0:
+            lin(a + "indexer.wq_b.weight", IH * ID, QR)
+            lin(a + "indexer.wk.weight", ID, D)
+            bf16(a + "indexer.k_norm.weight", [ID])
+            bf16(a + "indexer.k_norm.bias", [ID])
+            bf16(a + "indexer.weights_proj.weight", [IH, D])
+            for n in ("gate_proj", "up_proj"):
+                lin(p + f"mlp.{n}.weight", I, D)
+            lin(p + "mlp.down_proj.weight", D, I)
+            continue
+        bf16(p + "mlp.gate.weight", [E, D])
+        t[p + "mlp.gate.e_score_correction_bias"] = ("F32", [E], struct.pack("<4f", 0.1, -0.1, 0.2, 0.0))
+        for e in range(E):
+            lin(p + f"mlp.experts.{e}.gate_proj.weight", M, D)
+            lin(p + f"mlp.experts.{e}.up_proj.weight", M, D)
+            lin(p + f"mlp.experts.{e}.down_proj.weight", D, M)
+        lin(p + "mlp.shared_experts.gate_proj.weight", M, D)
+        lin(p + "mlp.shared_experts.up_proj.weight", M, D)
+        lin(p + "mlp.shared_experts.down_proj.weight", D, M)
+    write("checkpoint", "valid_fp8", st(t, {"format": "pt"}))
+    write("checkpoint", "valid_fp8_odd_offsets", st(t, None, gap=1))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header model_config)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header model_config checkpoint)
 cxx=${CLANGXX:-clang++}
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 mkdir -p "$out"
@@ -27,6 +27,7 @@ mkdir -p "$out"
 declare -A sources=(
   [safetensors_header]="lib/model/safetensors.cpp lib/model/weights.cpp lib/runtime/log.cpp"
   [model_config]="lib/model/config.cpp lib/runtime/log.cpp"
+  [checkpoint]="lib/model/checkpoint.cpp lib/model/config.cpp lib/model/safetensors.cpp lib/model/weights.cpp lib/runtime/log.cpp"
 )
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -fno-omit-frame-pointer -Iinclude -Ilib -I.)

@@ -117,6 +117,15 @@ void parse_rope(const json& cfg, ModelConfig& c) {
   }
   const std::string where = std::string("config.json: ") + rp_name;
   require(rp.is_object(), Status::format, where, " must be an object, got ", rp.dump());
+  // transformers also accepts parameters keyed by layer type ({"deepseek_sparse_attention": {...}}); every
+  // GLM-5 layer has the same type, so one set (or several identical ones) is unwrapped.
+  if (!rp.empty() && std::all_of(rp.begin(), rp.end(), [](const json& v) { return v.is_object(); })) {
+    for (auto it = rp.begin(); it != rp.end(); ++it)
+      require(*it == *rp.begin(), Status::format, where, ": per-layer-type parameters differ ('", it.key(),
+              "' vs '", rp.begin().key(), "'): not supported");
+    json inner = *rp.begin();
+    rp = std::move(inner);
+  }
   Fields top(cfg, "config.json");
   Fields f(rp, where);
 

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/text_file.hpp"
 #include "runtime/error.hpp"
 
 namespace glm5rt {
@@ -225,20 +226,6 @@ MappedFile::~MappedFile() {
 
 namespace {
 
-bool file_exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(static_cast<bool>(in), Status::io, "cannot open '", path, "': ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  require(!in.bad(), Status::io, "cannot read '", path, "'");
-  return ss.str();
-}
-
 // A shard name from weight_map must be a plain file name inside the checkpoint directory.
 void check_shard_name(const std::string& f, const std::string& label) {
   require(!f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." &&
@@ -273,8 +260,8 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir, const std::funct
   const std::string index_path = dir + "/model.safetensors.index.json";
   const std::string single_path = dir + "/model.safetensors";
   SafetensorsSet s;
-  if (!file_exists(index_path)) {
-    require(file_exists(single_path), Status::io, "no model.safetensors or model.safetensors.index.json in '", dir,
+  if (!path_exists(index_path)) {
+    require(path_exists(single_path), Status::io, "no model.safetensors or model.safetensors.index.json in '", dir,
             "'");
     s.add_file(MappedFile::open(single_path));
     if (progress && !progress(1.0f)) fail(Status::cancelled, "loading cancelled by the progress callback");
@@ -305,7 +292,7 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir, const std::funct
   // Fail on a missing shard before mapping any file, naming every one that is absent.
   std::string missing;
   for (const auto& f : shards)
-    if (!file_exists(dir + "/" + f)) missing += (missing.empty() ? "" : ", ") + f;
+    if (!path_exists(dir + "/" + f)) missing += (missing.empty() ? "" : ", ") + f;
   require(missing.empty(), Status::io, index_path, ": shard file(s) missing from '", dir, "': ", missing);
 
   for (size_t i = 0; i < shards.size(); ++i) {

@@ -252,6 +252,12 @@ TEST_CASE("rope: rope_parameters, legacy rope_theta / rope_scaling, yarn default
   expect_error(d, "beta_fast");
   d["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}};
   expect_error(d, "partial_rotary_factor");
+  // Keyed by layer type, as transformers allows.
+  d["rope_parameters"] = {{"deepseek_sparse_attention", {{"rope_type", "default"}, {"rope_theta", 2e6}}}};
+  CHECK(parse_model_config(d.dump()).rope.theta == 2e6);
+  d["rope_parameters"] = {{"a", {{"rope_type", "default"}, {"rope_theta", 2e6}}},
+                          {"b", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+  expect_error(d, "differ");
   d["rope_parameters"] = "yarn";
   expect_error(d, "rope_parameters must be an object");
 }
