@@ -99,6 +99,8 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
     for (size_t i = 0; i < S; ++i) {
       Session& s = *sessions[i];
       if (n_tokens[i] == 0) continue;
+      require(n_tokens[i] <= static_cast<size_t>(s.max_tokens_), Status::cache_full, "appending ", n_tokens[i],
+              " tokens exceeds the session's max_tokens ", s.max_tokens_);
       const int64_t total = s.n_tokens() + static_cast<int64_t>(n_tokens[i]);
       require(total <= s.max_tokens_, Status::cache_full, "the session would hold ", total,
               " tokens, its max_tokens is ", s.max_tokens_);
