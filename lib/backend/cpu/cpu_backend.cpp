@@ -50,6 +50,10 @@ class CpuBackend final : public Backend {
   void forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
                ForwardProbe* probe) override;
 
+  void copy_page(CacheStorage& cache, int32_t src, int32_t dst) const override {
+    dynamic_cast<CpuCache&>(cache).copy_page(src, dst);
+  }
+
   void export_records(const CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, float* out) const override {
     const auto& cc = dynamic_cast<const CpuCache&>(cache);
     const int64_t rec = latent_dim() + config_.index_head_dim;

@@ -4,6 +4,7 @@
 // is allocated when the page is first written, so a large budget costs nothing until it is used.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,11 @@ class CpuCache final : public CacheStorage {
   // Records of (layer, slot) for writing; the page is allocated on first use.
   float* latent_for_write(int64_t layer, int64_t slot) { return page_for_write(slot) + latent_offset(layer, slot); }
   float* index_for_write(int64_t layer, int64_t slot) { return page_for_write(slot) + index_offset(layer, slot); }
+  // Copies a whole page (both pools, all layers).
+  void copy_page(int32_t src, int32_t dst) {
+    const float* from = page(static_cast<int64_t>(src) * page_size_);
+    std::copy(from, from + n_layers_ * page_size_ * (latent_ + index_), page_for_write(static_cast<int64_t>(dst) * page_size_));
+  }
   // Records of (layer, slot) for reading.
   const float* latent(int64_t layer, int64_t slot) const { return page(slot) + latent_offset(layer, slot); }
   const float* index_key(int64_t layer, int64_t slot) const { return page(slot) + index_offset(layer, slot); }
