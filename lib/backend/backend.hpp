@@ -84,6 +84,9 @@ class Backend {
   virtual void forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
                        ForwardProbe* probe) = 0;
 
+  // Copy-on-write of a shared page (Session::fork): every layer's records of page src into page dst.
+  virtual void copy_page(CacheStorage& cache, int32_t src, int32_t dst) const = 0;
+
   // Snapshot support: the records of positions [0, n) of one sequence as float32, per token all
   // layers, per layer [latent (kv_lora_rank + qk_rope_head_dim) | indexer key (index_head_dim)].
   int64_t record_floats_per_token() const;

@@ -12,7 +12,9 @@ PagePool::PagePool(int64_t n_pages) : refcount_(static_cast<size_t>(n_pages), 0)
 }
 
 std::vector<int32_t> PagePool::allocate(int64_t n) {
-  require(n <= n_free(), Status::cache_full, "the cache needs ", n, " more pages but only ", n_free(), " of ",
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t n_free = static_cast<int64_t>(free_.size());
+  require(n <= n_free, Status::cache_full, "the cache needs ", n, " more pages but only ", n_free, " of ",
           n_pages(), " are free");
   std::vector<int32_t> out;
   out.reserve(static_cast<size_t>(n));
@@ -25,9 +27,13 @@ std::vector<int32_t> PagePool::allocate(int64_t n) {
   return out;
 }
 
-void PagePool::retain(int32_t page) { ++refcount_.at(page); }
+void PagePool::retain(int32_t page) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++refcount_.at(page);
+}
 
 void PagePool::release(int32_t page) {
+  std::lock_guard<std::mutex> lock(mutex_);
   int32_t& rc = refcount_.at(page);
   if (rc <= 0) return;  // defensive: double release is a bug upstream, never a crash
   if (--rc == 0) {

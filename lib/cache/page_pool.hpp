@@ -4,9 +4,12 @@
 // indexer keys are addressed by the same slot). Pages are reference counted so that a later fork /
 // prefix-sharing feature can share them; today every page has one owner.
 // The records themselves live in backend memory (CacheStorage), see backend/backend.hpp.
+// A pool is shared by a session and its forks (Session::fork), which may run on different threads: the
+// pool's operations are serialised by a mutex.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace glm5rt {
@@ -16,7 +19,10 @@ class PagePool {
   explicit PagePool(int64_t n_pages);
 
   int64_t n_pages() const { return static_cast<int64_t>(refcount_.size()); }
-  int64_t n_free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t n_free() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(free_.size());
+  }
 
   // Takes n free pages (refcount 1), lowest ids first. Throws Error(cache_full) and takes nothing when
   // fewer than n are free.
@@ -24,9 +30,13 @@ class PagePool {
   void retain(int32_t page);
   // Drops one reference; the page becomes free at zero.
   void release(int32_t page);
-  int32_t refcount(int32_t page) const { return refcount_.at(page); }
+  int32_t refcount(int32_t page) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return refcount_.at(page);
+  }
 
  private:
+  mutable std::mutex mutex_;
   std::vector<int32_t> refcount_;
   std::vector<int32_t> free_;  // kept sorted descending so that back() is the lowest id
 };

@@ -41,7 +41,28 @@ std::shared_ptr<Session> Session::create(std::shared_ptr<const Model> model, con
   return s;
 }
 
-Session::~Session() = default;
+Session::~Session() { release_pages(state_); }
+
+void Session::release_pages(State& st) {
+  if (st.pool)
+    for (int32_t p : st.table.pages) st.pool->release(p);
+  st.table.pages.clear();
+}
+
+std::shared_ptr<Session> Session::fork() const {
+  std::shared_ptr<Session> f(new Session());
+  f->model_ = model_;
+  f->params_ = params_;
+  f->max_tokens_ = max_tokens_;
+  f->state_.pool = state_.pool;
+  f->state_.cache = state_.cache;
+  for (int32_t p : state_.table.pages) state_.pool->retain(p);
+  f->state_.table = state_.table;
+  f->state_.tokens = state_.tokens;
+  f->state_.logits = state_.logits;
+  f->state_.rng = state_.rng;
+  return f;
+}
 
 Backend& Session::backend() const { return *model_->backend(); }
 
@@ -50,7 +71,7 @@ Session::State Session::fresh_state() const {
   int64_t n_pages = (max_tokens_ + ps - 1) / ps;
   if (params_.cache_bytes > 0) n_pages = std::min(n_pages, params_.cache_bytes / backend().cache_page_bytes(ps));
   State st;
-  st.pool = PagePool(n_pages);
+  st.pool = std::make_shared<PagePool>(n_pages);
   st.cache = backend().create_cache(n_pages, ps);
   st.rng = state_.rng;
   return st;
@@ -90,33 +111,47 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
               " (session ", i, ", index ", j, ") is outside the vocabulary [0, ", V, ")");
 
   // 1. Pages first: a full cache fails here, before anything is computed or changed.
-  std::vector<std::vector<int32_t>> new_pages(S);
+  std::vector<std::vector<int32_t>> new_pages(S), tables(S);
+  std::vector<int32_t> unshared(S, -1);  // a shared page replaced by its private copy (copy-on-write)
   auto give_back = [&] {
     for (size_t i = 0; i < S; ++i)
-      for (int32_t p : new_pages[i]) sessions[i]->state_.pool.release(p);
+      for (int32_t p : new_pages[i]) sessions[i]->state_.pool->release(p);
   };
   try {
     for (size_t i = 0; i < S; ++i) {
       Session& s = *sessions[i];
       if (n_tokens[i] == 0) continue;
+      require(n_tokens[i] <= static_cast<size_t>(s.max_tokens_), Status::cache_full, "appending ", n_tokens[i],
+              " tokens exceeds the session's max_tokens ", s.max_tokens_);
       const int64_t total = s.n_tokens() + static_cast<int64_t>(n_tokens[i]);
       require(total <= s.max_tokens_, Status::cache_full, "the session would hold ", total,
               " tokens, its max_tokens is ", s.max_tokens_);
       const int32_t ps = s.params_.page_size;
-      const int64_t need = (total + ps - 1) / ps - static_cast<int64_t>(s.state_.table.pages.size());
-      if (need > 0) new_pages[i] = s.state_.pool.allocate(need);
+      PagePool& pool = *s.state_.pool;
+      tables[i] = s.state_.table.pages;
+      const int64_t n0 = s.n_tokens();
+      if (n0 % ps != 0 && pool.refcount(tables[i][n0 / ps]) > 1) {
+        // The partly filled last page is shared with a fork: write into a private copy of it.
+        const int32_t copy = pool.allocate(1)[0];
+        new_pages[i].push_back(copy);
+        be.copy_page(*s.state_.cache, tables[i][n0 / ps], copy);
+        unshared[i] = tables[i][n0 / ps];
+        tables[i][n0 / ps] = copy;
+      }
+      const int64_t need = (total + ps - 1) / ps - static_cast<int64_t>(tables[i].size());
+      if (need > 0) {
+        auto more = pool.allocate(need);
+        new_pages[i].insert(new_pages[i].end(), more.begin(), more.end());
+        tables[i].insert(tables[i].end(), more.begin(), more.end());
+      }
     }
 
     // 2. Forwards of at most prefill_chunk tokens per session; rows are independent, so chunking and
     // batching do not change any result.
     std::vector<std::vector<float>> staged(S), last(S);
     std::vector<size_t> done(S, 0);
-    std::vector<std::vector<int32_t>> tables(S);
-    for (size_t i = 0; i < S; ++i) {
-      tables[i] = sessions[i]->state_.table.pages;
-      tables[i].insert(tables[i].end(), new_pages[i].begin(), new_pages[i].end());
+    for (size_t i = 0; i < S; ++i)
       if (!all_logits.empty() && all_logits[i]) staged[i].resize(n_tokens[i] * V);
-    }
     auto stop = [&] {
       for (auto* s : sessions)
         if (s->cancel_requested()) return true;
@@ -162,6 +197,7 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
     for (size_t i = 0; i < S; ++i) {
       if (n_tokens[i] == 0) continue;
       State& st = sessions[i]->state_;
+      if (unshared[i] >= 0) st.pool->release(unshared[i]);
       st.table.pages = std::move(tables[i]);
       st.tokens.insert(st.tokens.end(), tokens[i], tokens[i] + n_tokens[i]);
       st.logits = std::move(last[i]);
@@ -200,8 +236,7 @@ std::vector<int32_t> Session::step_batch(const std::vector<Session*>& sessions, 
 }
 
 void Session::reset() {
-  for (int32_t p : state_.table.pages) state_.pool.release(p);
-  state_.table.pages.clear();
+  release_pages(state_);
   state_.tokens.clear();
   state_.logits.clear();
 }
@@ -218,16 +253,32 @@ void Session::truncate(int64_t n_keep) {
   // very same values (a deterministic function of the token and the records before it).
   std::vector<Session*> self{this};
   ClearCancelOnExit clear{self};
-  BatchPlan plan;
-  const int32_t tok = state_.tokens[n_keep - 1];
-  plan.add_sequence(state_.cache.get(), state_.table.pages, params_.page_size, n_keep - 1, &tok, 1);
-  plan.logit_rows = {0};
-  std::vector<float> l(backend().config().vocab_size);
-  backend().forward(plan, l.data(), [this] { return cancel_requested(); }, nullptr);
   const int32_t ps = params_.page_size;
-  const size_t keep_pages = static_cast<size_t>((n_keep + ps - 1) / ps);
-  for (size_t i = keep_pages; i < state_.table.pages.size(); ++i) state_.pool.release(state_.table.pages[i]);
-  state_.table.pages.resize(keep_pages);
+  PagePool& pool = *state_.pool;
+  std::vector<int32_t> table = state_.table.pages;
+  const size_t last = static_cast<size_t>((n_keep - 1) / ps);
+  int32_t copy = -1;
+  if (pool.refcount(table[last]) > 1) {  // copy-on-write: the page is shared with a fork
+    copy = pool.allocate(1)[0];
+    backend().copy_page(*state_.cache, table[last], copy);
+    table[last] = copy;
+  }
+  std::vector<float> l(backend().config().vocab_size);
+  try {
+    BatchPlan plan;
+    const int32_t tok = state_.tokens[n_keep - 1];
+    plan.add_sequence(state_.cache.get(), table, ps, n_keep - 1, &tok, 1);
+    plan.logit_rows = {0};
+    backend().forward(plan, l.data(), [this] { return cancel_requested(); }, nullptr);
+  } catch (...) {
+    if (copy >= 0) pool.release(copy);
+    throw;
+  }
+  if (copy >= 0) pool.release(state_.table.pages[last]);
+  const size_t keep_pages = last + 1;
+  for (size_t i = keep_pages; i < table.size(); ++i) pool.release(table[i]);
+  table.resize(keep_pages);
+  state_.table.pages = std::move(table);
   state_.tokens.resize(static_cast<size_t>(n_keep));
   state_.logits = std::move(l);
 }

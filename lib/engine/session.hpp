@@ -5,6 +5,10 @@
 // computation (a full cache is Status::cache_full), and on an error or a cancel the new pages are given
 // back and tokens/logits/RNG are not touched. Cache records are written once per token and never
 // recomputed (truncate recomputes only the new last position to get its logits).
+//
+// fork() makes a second session that shares the pages of the first (the page pool and the backend cache
+// are shared by the family, and so is the budget); a shared page that one of them must write into (the
+// partly filled last page) is copied first (copy-on-write).
 #pragma once
 
 #include <atomic>
@@ -39,7 +43,12 @@ class Session {
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
   int64_t max_tokens() const { return max_tokens_; }
-  int64_t n_pages_budget() const { return state_.pool.n_pages(); }
+  int64_t n_pages_budget() const { return state_.pool->n_pages(); }
+  const std::vector<int32_t>& block_table() const { return state_.table.pages; }
+  int32_t page_refcount(int32_t page) const { return state_.pool->refcount(page); }
+
+  // A new session with the same tokens, logits and RNG state, sharing this session's pages (no copy).
+  std::shared_ptr<Session> fork() const;
 
   // Appends tokens (in forwards of at most prefill_chunk tokens) and computes the logits of the last
   // position; all_logits (may be null) receives n x vocab floats, written only on success.
@@ -78,8 +87,8 @@ class Session {
 
  private:
   struct State {
-    PagePool pool{0};
-    std::unique_ptr<CacheStorage> cache;
+    std::shared_ptr<PagePool> pool;       // shared with forks
+    std::shared_ptr<CacheStorage> cache;  // shared with forks
     BlockTable table;
     std::vector<int32_t> tokens;
     std::vector<float> logits;  // of the last position; empty when there are no tokens
@@ -88,6 +97,7 @@ class Session {
 
   Session() = default;
   State fresh_state() const;  // an empty cache with this session's budget
+  static void release_pages(State& st);
   Backend& backend() const;
 
   std::shared_ptr<const Model> model_;

@@ -142,9 +142,10 @@ struct SnapshotIo {
     r.get_raw(records.data(), records.size() * sizeof(float));
     require(r.at == payload.size(), Status::format, path, " has trailing bytes");
     const int32_t ps = s.params_.page_size;
-    st.table.pages = st.pool.allocate((static_cast<int64_t>(n) + ps - 1) / ps);
+    st.table.pages = st.pool->allocate((static_cast<int64_t>(n) + ps - 1) / ps);
     if (n > 0) be.import_records(*st.cache, st.table.pages, static_cast<int64_t>(n), records.data());
-    s.state_ = std::move(st);  // commit: nothing above touched the session
+    Session::release_pages(s.state_);  // commit: nothing above touched the session
+    s.state_ = std::move(st);
   }
 };
 

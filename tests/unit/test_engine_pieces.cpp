@@ -50,8 +50,10 @@ TEST_CASE("matmul results do not depend on the thread count or on the other rows
   cpu::matmul(p1, X.data(), rows, W.data(), out, in, y1.data());
   cpu::matmul(p3, X.data(), rows, W.data(), out, in, y3.data());
   CHECK(y1 == y3);
-  cpu::matmul(p3, X.data() + 2 * in, 1, W.data(), out, in, single.data());
-  CHECK(std::equal(single.begin(), single.end(), y1.begin() + 2 * out));
+  for (int64_t r = 0; r < rows; ++r) {  // rows 0-3 take the 4-row path, row 4 the single-row path
+    cpu::matmul(p3, X.data() + r * in, 1, W.data(), out, in, single.data());
+    CHECK(std::equal(single.begin(), single.end(), y1.begin() + r * out));
+  }
   // and they are right
   double worst = 0;
   for (int64_t o = 0; o < out; ++o) {

@@ -50,13 +50,19 @@ class CpuBackend final : public Backend {
   void forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
                ForwardProbe* probe) override;
 
+  void copy_page(CacheStorage& cache, int32_t src, int32_t dst) const override {
+    dynamic_cast<CpuCache&>(cache).copy_page(src, dst);
+  }
+
   void export_records(const CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, float* out) const override {
     const auto& cc = dynamic_cast<const CpuCache&>(cache);
     const int64_t rec = latent_dim() + config_.index_head_dim;
     for (int64_t t = 0; t < n; ++t)
       for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
         const int64_t slot = static_cast<int64_t>(bt[t / cc.page_size()]) * cc.page_size() + t % cc.page_size();
-        std::memcpy(out + (t * config_.num_hidden_layers + l) * rec, cc.record(l, slot), rec * sizeof(float));
+        float* dst = out + (t * config_.num_hidden_layers + l) * rec;
+        std::memcpy(dst, cc.latent(l, slot), latent_dim() * sizeof(float));
+        std::memcpy(dst + latent_dim(), cc.index_key(l, slot), config_.index_head_dim * sizeof(float));
       }
   }
   void import_records(CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, const float* in) const override {
@@ -65,7 +71,9 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
         const int64_t slot = static_cast<int64_t>(bt[t / cc.page_size()]) * cc.page_size() + t % cc.page_size();
-        std::memcpy(cc.record_for_write(l, slot), in + (t * config_.num_hidden_layers + l) * rec, rec * sizeof(float));
+        const float* src = in + (t * config_.num_hidden_layers + l) * rec;
+        std::memcpy(cc.latent_for_write(l, slot), src, latent_dim() * sizeof(float));
+        std::memcpy(cc.index_for_write(l, slot), src + latent_dim(), config_.index_head_dim * sizeof(float));
       }
   }
 
@@ -177,7 +185,7 @@ void CpuBackend::attention(int64_t li, Rows& rows, const float* h, float* out, b
   // Latent records [rms(kv) | rope(k_rot)], written once per token.
   for (int64_t r = 0; r < R; ++r) {
     auto* cache = static_cast<CpuCache*>(plan.seqs[plan.seq_of_row[r]].cache);
-    float* rec = cache->record_for_write(li, plan.slots[r]);
+    float* rec = cache->latent_for_write(li, plan.slots[r]);
     rms_norm(&ckv[r * lat], w.kv_a_norm.data(), kvr, 1e-6f, rec);
     std::memcpy(rec + kvr, &ckv[r * lat + kvr], rope * sizeof(float));
     Rope::apply(rec + kvr, rope, &rows.cos[r * half], &rows.sin[r * half], kMlaRope);
@@ -190,7 +198,7 @@ void CpuBackend::attention(int64_t li, Rows& rows, const float* h, float* out, b
     // The indexer keys of a shared layer are never read; keep the records defined all the same.
     for (int64_t r = 0; r < R; ++r) {
       auto* cache = static_cast<CpuCache*>(plan.seqs[plan.seq_of_row[r]].cache);
-      std::fill_n(cache->record_for_write(li, plan.slots[r]) + lat, c.index_head_dim, 0.0f);
+      std::fill_n(cache->index_for_write(li, plan.slots[r]), c.index_head_dim, 0.0f);
     }
   }
 
@@ -211,7 +219,7 @@ void CpuBackend::attention(int64_t li, Rows& rows, const float* h, float* out, b
       float mx = -std::numeric_limits<float>::infinity();
       for (size_t i = 0; i < sel.size(); ++i) {
         const int64_t t = sel[i];
-        const float* rec = cache->record(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps);
+        const float* rec = cache->latent(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps);
         scores[i] = (dot(q_lat.data(), rec, kvr) + dot(qrot, rec + kvr, rope)) * softmax_scale_;
         mx = std::max(mx, scores[i]);
       }
@@ -223,7 +231,7 @@ void CpuBackend::attention(int64_t li, Rows& rows, const float* h, float* out, b
       std::fill(o_lat.begin(), o_lat.end(), 0.0f);
       for (size_t i = 0; i < sel.size(); ++i) {
         const int64_t t = sel[i];
-        const float* rec = cache->record(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps);
+        const float* rec = cache->latent(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps);
         const float p = scores[i] / sum;
         for (int64_t cc = 0; cc < kvr; ++cc) o_lat[cc] += p * rec[cc];
       }
@@ -240,7 +248,6 @@ void CpuBackend::indexer(int64_t li, Rows& rows, const float* h, const float* qr
   const BatchPlan& plan = *rows.plan;
   const int64_t R = plan.n_rows(), D = c.hidden_size, qlr = c.q_lora_rank;
   const int64_t nh = c.index_n_heads, d = c.index_head_dim, rope = c.qk_rope_head_dim, half = rope / 2;
-  const int64_t lat = c.kv_lora_rank + rope;
 
   std::vector<float> qi(R * nh * d), kraw(R * d), wts(R * nh);
   matmul(pool_, qr, R, w.idx_wq_b.data(), nh * d, qlr, qi.data());
@@ -253,7 +260,7 @@ void CpuBackend::indexer(int64_t li, Rows& rows, const float* h, const float* qr
     for (int64_t hh = 0; hh < nh; ++hh)
       Rope::apply(&qi[(r * nh + hh) * d], rope, &rows.cos[r * half], &rows.sin[r * half], kIndexerRope);
     auto* cache = static_cast<CpuCache*>(plan.seqs[plan.seq_of_row[r]].cache);
-    float* key = cache->record_for_write(li, plan.slots[r]) + lat;
+    float* key = cache->index_for_write(li, plan.slots[r]);
     layer_norm(&kraw[r * d], w.idx_k_norm_w.data(), w.idx_k_norm_b.data(), d, 1e-6f, key);
     Rope::apply(key, rope, &rows.cos[r * half], &rows.sin[r * half], kIndexerRope);
     for (int64_t hh = 0; hh < nh; ++hh) wts[r * nh + hh] *= head_scale;
@@ -268,7 +275,7 @@ void CpuBackend::indexer(int64_t li, Rows& rows, const float* h, const float* qr
       const int64_t p = plan.positions[r];
       scored.resize(p + 1);
       for (int64_t t = 0; t <= p; ++t) {
-        const float* key = cache->record(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps) + lat;
+        const float* key = cache->index_key(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps);
         float s = 0.f;
         for (int64_t hh = 0; hh < nh; ++hh) {
           const float v = dot(&qi[(r * nh + hh) * d], key, d) * dot_scale;

@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_weights.hpp"
 
+#include <unistd.h>
+
 #include "runtime/error.hpp"
 
 namespace glm5rt::cpu {
@@ -45,7 +47,35 @@ int64_t CpuWeights::bytes() const {
   return b;
 }
 
+namespace {
+// Float32 bytes of every tensor the CPU backend decodes.
+int64_t decoded_bytes(const ModelWeights& w) {
+  auto n = [](const TensorView& t) { return t.empty() ? int64_t{0} : t.numel() * 4; };
+  auto mlp = [&](const MlpWeights& m) { return n(m.gate_proj) + n(m.up_proj) + n(m.down_proj); };
+  int64_t b = n(w.embed_tokens) + n(w.final_norm) + n(w.lm_head.empty() ? w.embed_tokens : w.lm_head);
+  for (const auto& L : w.layers) {
+    for (const TensorView* t : {&L.input_layernorm, &L.post_attention_layernorm, &L.q_a_proj, &L.q_a_layernorm,
+                                &L.q_b_proj, &L.kv_a_proj_with_mqa, &L.kv_a_layernorm, &L.kv_b_proj, &L.o_proj,
+                                &L.idx_wq_b, &L.idx_wk, &L.idx_k_norm_weight, &L.idx_k_norm_bias,
+                                &L.idx_weights_proj, &L.router_weight, &L.router_bias})
+      b += n(*t);
+    b += mlp(L.dense) + mlp(L.shared_expert);
+    for (const auto& e : L.experts) b += mlp(e);
+  }
+  return b;
+}
+}  // namespace
+
 CpuWeights decode_weights(const ModelConfig& c, const ModelWeights& w, const std::function<bool(float)>& progress) {
+  // The reference backend holds every weight in float32: refuse clearly (instead of being killed by the
+  // OOM killer half-way) when that cannot fit in the machine's memory.
+  const int64_t need = decoded_bytes(w);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) {
+    const double have = static_cast<double>(pages) * static_cast<double>(page);
+    require(static_cast<double>(need) < 0.9 * have, Status::out_of_memory, "the CPU backend decodes the weights to float32: ",
+            need / 1e9, " GB needed, the machine has ", have / 1e9, " GB of memory");
+  }
   const int64_t D = c.hidden_size, H = c.num_attention_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim;
   const int64_t vh = c.v_head_dim, kvr = c.kv_lora_rank, qlr = c.q_lora_rank;
   require(static_cast<int64_t>(w.layers.size()) == c.num_hidden_layers, Status::format, "the checkpoint has ",
