@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/error.hpp"
@@ -382,4 +383,23 @@ TEST_CASE("streaming holds back an incomplete character until it completes") {
   glm5rt::DetokStream partial(tok);
   CHECK(partial.push(ids[0]).empty());
   CHECK(partial.flush() == tok->decode(std::vector<int32_t>{ids[0]}, false));
+}
+
+TEST_CASE("one tokenizer shared by threads gives the same ids as one thread") {
+  auto tok = glm_style();
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i)
+    texts.push_back("thread text " + std::to_string(i * 7919) + " \xE4\xB8\xAD\xE6\x96\x87 words words " + std::string(i, 'x'));
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(tok->encode(t, true));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < 20; ++round)
+        for (size_t i = 0; i < texts.size(); ++i)
+          if (tok->encode(texts[(i + w * 13) % texts.size()], true) != expected[(i + w * 13) % texts.size()]) ++mismatches[w];
+    });
+  for (auto& t : threads) t.join();
+  CHECK(mismatches == std::vector<int>(4, 0));
 }
