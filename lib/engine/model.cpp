@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "runtime/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -30,10 +31,17 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   m->dir_ = dir;
   m->options_ = options;
   m->backend_kind_ = backend;
-  m->checkpoint_ = Checkpoint::open(dir, options.progress);
+  // The checkpoint takes the first half of the progress range, decoding weights for the backend the rest.
+  auto half = [&](float lo) -> std::function<bool(float)> {
+    if (!options.progress) return {};
+    return [lo, &options](float f) { return options.progress(lo + 0.5f * f); };
+  };
+  m->checkpoint_ = Checkpoint::open(dir, half(0.0f));
   // The tokenizer is optional (a checkpoint may ship without one); when present it must load: a broken
-  // or unsupported tokenizer.json fails the model load rather than surfacing later.
+  // or unsupported tokenizer.json fails the model load (before the long weight decoding) rather than
+  // surfacing later.
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
+  m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
   return m;
 }
 

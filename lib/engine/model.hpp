@@ -12,6 +12,8 @@
 #include "model/checkpoint.hpp"
 #include "model/config.hpp"
 
+#include "backend/backend.hpp"
+
 namespace glm5rt {
 
 class Tokenizer;
@@ -34,6 +36,8 @@ class Model {
   const std::string& dir() const { return dir_; }
   int32_t backend_kind() const { return backend_kind_; }  // GLM5RT_BACKEND_CPU or _CUDA: the one in use
   const ModelOptions& options() const { return options_; }
+  // The compute backend (created in load(); shared so that sessions keep it alive).
+  const std::shared_ptr<Backend>& backend() const { return backend_; }
   // The tokenizer of <dir>/tokenizer.json, or null when the directory has none.
   const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
 
@@ -43,7 +47,7 @@ class Model {
   ModelOptions options_;
   int32_t backend_kind_ = GLM5RT_BACKEND_CPU;
   std::unique_ptr<Checkpoint> checkpoint_;
-  // [Engine] adds the backend (std::unique_ptr<Backend>) here, created in load() after the checkpoint.
+  std::shared_ptr<Backend> backend_;  // created in load() after the checkpoint
   std::shared_ptr<const Tokenizer> tokenizer_;  // null without tokenizer.json
 };
 

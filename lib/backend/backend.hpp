@@ -1,0 +1,96 @@
+// The Backend interface: what the backend-neutral engine (lib/engine/) asks of a compute backend. The
+// CPU reference backend (backend/cpu/) and the CUDA backend implement it.
+//
+// Design rules, so that a GPU backend can keep weights and cache records in device memory and capture
+// decode steps in graphs:
+// - one forward() call per batch: the engine never calls per-op virtual functions;
+// - the batch is described up front by a plain BatchPlan (tokens, positions, per-sequence block tables,
+//   the physical slot every new row writes, which rows need logits), so a backend can upload it once;
+// - cache records live in backend memory (CacheStorage), created by the backend, addressed by slots
+//   (slot = page * page_size + offset, see cache/page_pool.hpp); the engine only manages pages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.hpp"
+
+namespace glm5rt {
+
+// Backend memory holding the cache records of one session, for every layer: the MLA latent record
+// (kv_lora_rank + qk_rope_head_dim values) and the indexer key (index_head_dim values) per slot.
+class CacheStorage {
+ public:
+  virtual ~CacheStorage() = default;
+  virtual int64_t n_pages() const = 0;
+  virtual int32_t page_size() const = 0;
+};
+
+// One sequence's part of a batch: rows first_row .. first_row + n_new - 1 of the plan, at positions
+// n_past .. n_past + n_new - 1 of the sequence.
+struct SequencePlan {
+  CacheStorage* cache = nullptr;
+  std::vector<int32_t> block_table;  // pages covering at least positions [0, n_past + n_new)
+  int64_t n_past = 0;                // tokens whose records are already in the cache
+  int64_t n_new = 0;
+  int64_t first_row = 0;
+};
+
+struct BatchPlan {
+  std::vector<SequencePlan> seqs;
+  // One entry per row; rows of one sequence are consecutive and in position order.
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> positions;
+  std::vector<int32_t> seq_of_row;
+  std::vector<int64_t> slots;       // physical slot where the row's records are written
+  std::vector<int64_t> logit_rows;  // rows whose logits forward() returns, in this order
+
+  int64_t n_rows() const { return static_cast<int64_t>(tokens.size()); }
+  // Appends a sequence's rows (positions n_past..) and fills their slots from the block table.
+  void add_sequence(CacheStorage* cache, std::vector<int32_t> block_table, int32_t page_size, int64_t n_past,
+                    const int32_t* tokens, int64_t n_new);
+};
+
+// Optional internals for tests (the CPU backend fills it; others may leave it empty).
+struct ForwardProbe {
+  // [layer] rows x hidden_size: output of decoder layer L (the last one after the final norm)
+  std::vector<std::vector<float>> hidden;
+  // [layer] rows x index_topk: selected positions, ascending, -1 padded; empty for layers that reuse
+  // the previous layer's selection
+  std::vector<std::vector<int32_t>> topk;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const char* name() const = 0;
+  virtual int32_t kind() const = 0;  // GLM5RT_BACKEND_CPU or GLM5RT_BACKEND_CUDA
+  virtual const ModelConfig& config() const = 0;
+
+  // Bytes of one token's records over all layers, and a whole page of them.
+  virtual int64_t cache_bytes_per_token() const = 0;
+  int64_t cache_page_bytes(int32_t page_size) const { return cache_bytes_per_token() * page_size; }
+  virtual std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size) = 0;
+
+  // One forward over the batch: writes every row's records at its slot in every layer (records are
+  // written once, never recomputed), runs the decoder over all rows, and stores the logits of
+  // plan.logit_rows into logits (logit_rows.size() x vocab_size floats). should_stop (may be empty) is
+  // polled between layers; when it returns true forward throws Error(cancelled). On any throw the
+  // records of this batch may be partly written: they lie beyond the sequences' committed lengths.
+  virtual void forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
+                       ForwardProbe* probe) = 0;
+
+  // Snapshot support: the records of positions [0, n) of one sequence as float32, per token all
+  // layers, per layer [latent (kv_lora_rank + qk_rope_head_dim) | indexer key (index_head_dim)].
+  int64_t record_floats_per_token() const;
+  virtual void export_records(const CacheStorage& cache, const std::vector<int32_t>& block_table, int64_t n,
+                              float* out) const = 0;
+  virtual void import_records(CacheStorage& cache, const std::vector<int32_t>& block_table, int64_t n,
+                              const float* in) const = 0;
+};
+
+}  // namespace glm5rt
