@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
@@ -51,9 +52,11 @@ std::string fffd(int n) {
   return s;
 }
 
+// A fresh seed each run (printed); GLM5RT_TEST_SEED=N replays one.
 std::mt19937_64 fresh_rng() {
   std::random_device rd;
-  const uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  if (const char* env = std::getenv("GLM5RT_TEST_SEED")) seed = std::strtoull(env, nullptr, 10);
   MESSAGE("random seed ", seed);
   return std::mt19937_64(seed);
 }
@@ -402,4 +405,47 @@ TEST_CASE("one tokenizer shared by threads gives the same ids as one thread") {
     });
   for (auto& t : threads) t.join();
   CHECK(mismatches == std::vector<int>(4, 0));
+}
+
+TEST_CASE("mutated tokenizer.json: loads, or fails with a glm5rt::Error; never another exception or a crash") {
+  const std::string comp = std::string(GLM5RT_TEST_DATA) + "/tokenizer_components/";
+  auto rng = fresh_rng();
+  const std::vector<json> replacements = {nullptr, 0, -1, 1e30, "x", "", json::array(), json::object(), true,
+                                          json::array({"a"}), json::object({{"type", "Nope"}})};
+  int loaded = 0, refused = 0;
+  for (const std::string name : {"bytelevel-gpt2", "sentencepiece-like", "metaspace-digits", "subword-prefix"}) {
+    const json base = json::parse(glm5rt::test::read_text(comp + name + "/tokenizer.json"));
+    // Candidate paths: every leaf and inner node outside the big vocab/merges, plus a few inside them.
+    std::vector<std::string> paths;
+    const json flat = base.flatten();
+    for (auto it = flat.begin(); it != flat.end(); ++it) {
+      const std::string& p = it.key();
+      const bool bulk = p.rfind("/model/vocab/", 0) == 0 || p.rfind("/model/merges/", 0) == 0;
+      if (!bulk || rng() % 200 == 0) {
+        paths.push_back(p);
+        // Its parents too, so whole objects get replaced.
+        for (size_t k = p.rfind('/'); k != std::string::npos && k > 0; k = p.rfind('/', k - 1)) paths.push_back(p.substr(0, k));
+      }
+    }
+    for (int iter = 0; iter < 150; ++iter) {
+      json j = base;
+      const std::string path = paths[rng() % paths.size()];
+      j[json::json_pointer(path)] = replacements[rng() % replacements.size()];
+      CAPTURE(name);
+      CAPTURE(path);
+      try {
+        auto tok = Tokenizer::from_json(j.dump());
+        ++loaded;
+        // Whatever loaded must also encode and decode without crashing.
+        const auto ids = tok->encode("Hello <mask> world 123 \xC3\xA9", true);
+        tok->decode(ids, false);
+      } catch (const glm5rt::Error&) {
+        ++refused;
+      } catch (const std::exception& e) {
+        FAIL("a non-glm5rt exception escaped: ", e.what());
+      }
+    }
+  }
+  MESSAGE(loaded, " mutated tokenizers loaded, ", refused, " refused with an error");
+  CHECK(refused > 0);
 }
