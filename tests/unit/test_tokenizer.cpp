@@ -449,3 +449,18 @@ TEST_CASE("mutated tokenizer.json: loads, or fails with a glm5rt::Error; never a
   MESSAGE(loaded, " mutated tokenizers loaded, ", refused, " refused with an error");
   CHECK(refused > 0);
 }
+
+TEST_CASE("streaming with skipped special tokens: long runs of them keep the equality and a short window") {
+  auto tok = glm_style();
+  const int32_t special = *tok->added_token_id("<|user|>");
+  std::vector<int32_t> ids = tok->encode("Hello world", false);
+  for (int i = 0; i < 500; ++i) ids.push_back(special);
+  for (int32_t id : tok->encode(" and \xE4\xB8\xAD more", false)) ids.push_back(id);
+  for (bool skip : {false, true}) {
+    glm5rt::DetokStream stream(tok, skip);
+    std::string streamed;
+    for (int32_t id : ids) streamed += stream.push(id);
+    streamed += stream.flush();
+    CHECK(streamed == tok->decode(ids, skip));
+  }
+}
