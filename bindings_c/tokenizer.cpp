@@ -25,7 +25,7 @@ const glm5rt::Tokenizer& tok_of(const glm5rt_tokenizer* t) {
   return *t->impl;
 }
 
-constexpr uint32_t kTokenizeFlags = GLM5RT_TOKENIZE_PARSE_SPECIAL;
+constexpr uint32_t kTokenizeFlags = uint32_t{GLM5RT_TOKENIZE_PARSE_SPECIAL} | uint32_t{GLM5RT_TOKENIZE_ADD_SPECIAL};
 constexpr uint32_t kDetokenizeFlags = GLM5RT_DETOKENIZE_SKIP_SPECIAL;
 constexpr uint32_t kChatFlags = GLM5RT_CHAT_ADD_GENERATION_PROMPT | GLM5RT_CHAT_THINKING_OFF;
 
@@ -78,8 +78,10 @@ GLM5RT_API glm5rt_status glm5rt_tokenize(const glm5rt_tokenizer* tokenizer, cons
     require(text != nullptr || text_len == 0, Status::invalid_argument, "text must not be NULL");
     require_arg(out_n_tokens, "out_n_tokens");
     check_flags(flags, kTokenizeFlags, "glm5rt_tokenize");
-    const std::vector<int32_t> ids =
-        t.encode(std::string_view(text ? text : "", text_len), (flags & GLM5RT_TOKENIZE_PARSE_SPECIAL) != 0);
+    // The post-processor runs only on request: chat prompts carry their own special tokens.
+    const std::vector<int32_t> ids = t.encode(std::string_view(text ? text : "", text_len),
+                                              (flags & GLM5RT_TOKENIZE_PARSE_SPECIAL) != 0,
+                                              (flags & GLM5RT_TOKENIZE_ADD_SPECIAL) != 0);
     write_sized(ids.data(), ids.size(), tokens, capacity, out_n_tokens, "the token buffer");
   });
 }

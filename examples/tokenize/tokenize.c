@@ -1,11 +1,13 @@
 /* glm5rt-tokenize: check a tokenizer from the command line, through the public C API only.
  *
- *   glm5rt-tokenize [--no-special] DIR            < text   prints the ids as a JSON array
+ *   glm5rt-tokenize [--no-special] [--add-special] DIR < text   prints the ids as a JSON array
  *   glm5rt-tokenize --decode [--skip-special] DIR < ids    reads a JSON array of ids, prints the text
  *
  * DIR holds tokenizer.json (and optionally tokenizer_config.json). The text is read from stdin byte for
  * byte: a trailing newline is part of it (use printf '%s' to leave it out). Special tokens such as
- * <|user|> are recognised in the text unless --no-special is given. Exit status: 0 ok, 1 error, 2 usage. */
+ * <|user|> are recognised in the text unless --no-special is given. --add-special also applies
+ * tokenizer.json's post-processor (Hugging Face's add_special_tokens=True: e.g. a BOS); by default the text
+ * is encoded alone, as for chat prompts. Exit status: 0 ok, 1 error, 2 usage. */
 #include <glm5rt/glm5rt.h>
 
 #include <errno.h>
@@ -15,7 +17,7 @@
 
 static void usage(FILE* f) {
     fprintf(f,
-            "usage: glm5rt-tokenize [--no-special] DIR < text       (prints token ids as a JSON array)\n"
+            "usage: glm5rt-tokenize [--no-special] [--add-special] DIR < text  (prints token ids as a JSON array)\n"
             "       glm5rt-tokenize --decode [--skip-special] DIR < ids  (reads a JSON array of ids, prints text)\n");
 }
 
@@ -165,12 +167,14 @@ static int decode(glm5rt_tokenizer* tok, uint32_t flags) {
 }
 
 int main(int argc, char** argv) {
-    int do_decode = 0, no_special = 0, skip_special = 0, i, rc;
+    int do_decode = 0, no_special = 0, add_special = 0, skip_special = 0, i, rc;
+    uint32_t encode_flags;
     const char* dir = NULL;
     glm5rt_tokenizer* tok = NULL;
     for (i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--decode") == 0) do_decode = 1;
         else if (strcmp(argv[i], "--no-special") == 0) no_special = 1;
+        else if (strcmp(argv[i], "--add-special") == 0) add_special = 1;
         else if (strcmp(argv[i], "--skip-special") == 0) skip_special = 1;
         else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
@@ -190,16 +194,17 @@ int main(int argc, char** argv) {
         usage(stderr);
         return 2;
     }
-    if ((do_decode && no_special) || (!do_decode && skip_special)) {
-        fprintf(stderr, "glm5rt-tokenize: --no-special is for encoding, --skip-special for --decode\n");
+    if ((do_decode && (no_special || add_special)) || (!do_decode && skip_special)) {
+        fprintf(stderr, "glm5rt-tokenize: --no-special and --add-special are for encoding, --skip-special for --decode\n");
         return 2;
     }
     if (glm5rt_tokenizer_load(dir, &tok) != GLM5RT_OK) {
         fprintf(stderr, "glm5rt-tokenize: cannot load a tokenizer from %s: %s\n", dir, glm5rt_last_error());
         return 1;
     }
-    rc = do_decode ? decode(tok, skip_special ? GLM5RT_DETOKENIZE_SKIP_SPECIAL : 0)
-                   : encode(tok, no_special ? 0 : GLM5RT_TOKENIZE_PARSE_SPECIAL);
+    encode_flags = (no_special ? 0u : (uint32_t)GLM5RT_TOKENIZE_PARSE_SPECIAL) |
+                   (add_special ? (uint32_t)GLM5RT_TOKENIZE_ADD_SPECIAL : 0u);
+    rc = do_decode ? decode(tok, skip_special ? GLM5RT_DETOKENIZE_SKIP_SPECIAL : 0) : encode(tok, encode_flags);
     glm5rt_tokenizer_free(tok);
     return rc;
 }

@@ -400,6 +400,16 @@ GLM5RT_API glm5rt_status glm5rt_session_save_file(const glm5rt_session* session,
  * another model or format version, FORMAT if it is damaged. On error the session is unchanged. */
 GLM5RT_API glm5rt_status glm5rt_session_load_file(glm5rt_session* session, const char* path);
 
+/* ----------------------------------- additions after v0 -------------------------------------- */
+
+/* glm5rt_tokenize flag (added by [Tokenizer]): also apply tokenizer.json's post-processor, i.e. Hugging
+ * Face's add_special_tokens=True (e.g. a TemplateProcessing that adds a BOS such as "[gMASK]<sop>").
+ * Without it glm5rt_tokenize encodes the text alone, as transformers' apply_chat_template does; text from
+ * glm5rt_chat_format already holds its special tokens, so leave this flag off for chat prompts. */
+enum {
+    GLM5RT_TOKENIZE_ADD_SPECIAL = 2
+};
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,7 +38,8 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   };
   m->checkpoint_ = Checkpoint::open(dir, half(0.0f));
   // The tokenizer is optional (a checkpoint may ship without one); when present it must load: a broken
-  // or unsupported tokenizer.json fails the model load rather than surfacing later.
+  // or unsupported tokenizer.json fails the model load (before the long weight decoding) rather than
+  // surfacing later.
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
   m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
   return m;

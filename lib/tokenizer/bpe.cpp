@@ -29,6 +29,10 @@ Bpe::Bpe(const json& model) {
     vocab_.emplace(it.key(), static_cast<int32_t>(id));
     if (id > max_id) max_id = static_cast<int32_t>(id);
   }
+  // The id -> token table is dense: refuse absurdly sparse ids (a damaged or hostile file) rather than
+  // allocate gigabytes for them. Real vocabularies number their tokens 0..n-1.
+  require(static_cast<size_t>(max_id) < 2 * vocab_.size() + 65536, Status::format,
+          "tokenizer.json: model.vocab ids are too sparse (largest id ", max_id, " for ", vocab_.size(), " tokens)");
   id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   id_present_.assign(static_cast<size_t>(max_id + 1), false);
   for (const auto& [tok, id] : vocab_) {

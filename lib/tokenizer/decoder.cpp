@@ -204,6 +204,9 @@ std::unique_ptr<Decoder> make_decoder(const json& j) {
   if (type == "ByteFallback") return std::make_unique<ByteFallback>();
   if (type == "Metaspace") {
     const std::string replacement = tokjson::string_or(j, "replacement", "\xE2\x96\x81");
+    // One character, as HF's field is a char (an empty one would also make the replacement loop endless).
+    require(!replacement.empty() && utf8::is_valid(replacement) && utf8::valid_sequence_length(replacement, 0) == replacement.size(),
+            Status::format, "tokenizer.json: decoder Metaspace.replacement must be one character");
     bool strip_first = tokjson::bool_or(j, "add_prefix_space", true);
     if (auto it = j.find("prepend_scheme"); it != j.end() && it->is_string())
       strip_first = it->get<std::string>() != "never";

@@ -32,12 +32,16 @@ DetokStream::Step DetokStream::step(int32_t id) const {
   }
   if (s.emitted == text.size() && s.ids.size() > 1) {
     // Nothing held back: shrink the window to the shortest context that decodes on its own to the end
-    // of the text (at most kMaxContext ids; if none does, keep the window).
-    constexpr size_t kMaxContext = 8;
+    // of the text (at most kMaxContext ids; if none does, keep the window). A context that decodes to
+    // nothing (skipped special tokens) says nothing about the neighbourhood, so it is taken only once the
+    // window is long, to keep a stream of such tokens from growing the window (and the cost) forever.
+    constexpr size_t kMaxContext = 8, kLongWindow = 64;
+    const bool long_window = s.ids.size() > kLongWindow;
     for (size_t k = 1; k <= kMaxContext && k < s.ids.size(); ++k) {
       const std::vector<int32_t> ctx(s.ids.end() - static_cast<ptrdiff_t>(k), s.ids.end());
       const std::string d = tok_->decode(ctx, skip_special_);
-      if (!d.empty() && d.size() <= text.size() && text.compare(text.size() - d.size(), d.size(), d) == 0) {
+      if ((!d.empty() || long_window) && d.size() <= text.size() &&
+          text.compare(text.size() - d.size(), d.size(), d) == 0) {
         s.ids = ctx;
         s.emitted = d.size();
         break;

@@ -281,7 +281,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j) {
   if (type == "Digits") return std::make_unique<Digits>(tokjson::bool_or(j, "individual_digits", false));
   if (type == "Metaspace") {
     const std::string replacement = tokjson::string_or(j, "replacement", "\xE2\x96\x81");
-    require(!replacement.empty() && utf8::is_valid(replacement), Status::format,
+    require(!replacement.empty() && utf8::valid_sequence_length(replacement, 0) == replacement.size(), Status::format,
             "tokenizer.json: pre_tokenizer Metaspace.replacement must be one character");
     Metaspace::Prepend scheme = Metaspace::Prepend::always;
     if (auto it = j.find("prepend_scheme"); it != j.end() && it->is_string()) {

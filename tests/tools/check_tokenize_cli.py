@@ -44,6 +44,18 @@ def main():
         print(f"--skip-special decode gave {p.stdout!r}")
         failures += 1
 
+    # --add-special applies the post-processor (bytelevel-gpt2 wraps the text in <s> ... </s>); by
+    # default the text is encoded alone.
+    comp = f"{fixture_dir}/../../../tokenizer_components/bytelevel-gpt2"
+    with open(f"{comp}/cases.jsonl", encoding="utf-8") as f:
+        case = json.loads(f.readline())
+        case = json.loads(f.readline())  # " ": a non-empty text
+    with_special = json.loads(run(binary, ["--add-special", comp], case["text"].encode()).stdout)
+    alone = json.loads(run(binary, [comp], case["text"].encode()).stdout)
+    if with_special != case["ids"] or alone != case["ids"][1:-1]:
+        print(f"--add-special: {with_special} / default {alone}, HF {case['ids']}")
+        failures += 1
+
     # Errors: message on stderr, non-zero exit, nothing on stdout.
     for args, data, needle in [
         ([fixture_dir], b"ok \xff bad", b"UTF-8"),

@@ -5,9 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/error.hpp"
@@ -50,9 +52,11 @@ std::string fffd(int n) {
   return s;
 }
 
+// A fresh seed each run (printed); GLM5RT_TEST_SEED=N replays one.
 std::mt19937_64 fresh_rng() {
   std::random_device rd;
-  const uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  uint64_t seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  if (const char* env = std::getenv("GLM5RT_TEST_SEED")) seed = std::strtoull(env, nullptr, 10);
   MESSAGE("random seed ", seed);
   return std::mt19937_64(seed);
 }
@@ -382,4 +386,81 @@ TEST_CASE("streaming holds back an incomplete character until it completes") {
   glm5rt::DetokStream partial(tok);
   CHECK(partial.push(ids[0]).empty());
   CHECK(partial.flush() == tok->decode(std::vector<int32_t>{ids[0]}, false));
+}
+
+TEST_CASE("one tokenizer shared by threads gives the same ids as one thread") {
+  auto tok = glm_style();
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i)
+    texts.push_back("thread text " + std::to_string(i * 7919) + " \xE4\xB8\xAD\xE6\x96\x87 words words " + std::string(i, 'x'));
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(tok->encode(t, true));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < 20; ++round)
+        for (size_t i = 0; i < texts.size(); ++i)
+          if (tok->encode(texts[(i + w * 13) % texts.size()], true) != expected[(i + w * 13) % texts.size()]) ++mismatches[w];
+    });
+  for (auto& t : threads) t.join();
+  CHECK(mismatches == std::vector<int>(4, 0));
+}
+
+TEST_CASE("mutated tokenizer.json: loads, or fails with a glm5rt::Error; never another exception or a crash") {
+  const std::string comp = std::string(GLM5RT_TEST_DATA) + "/tokenizer_components/";
+  auto rng = fresh_rng();
+  const std::vector<json> replacements = {nullptr, 0, -1, 1e30, "x", "", json::array(), json::object(), true,
+                                          json::array({"a"}), json::object({{"type", "Nope"}})};
+  int loaded = 0, refused = 0;
+  for (const std::string name : {"bytelevel-gpt2", "sentencepiece-like", "metaspace-digits", "subword-prefix"}) {
+    const json base = json::parse(glm5rt::test::read_text(comp + name + "/tokenizer.json"));
+    // Candidate paths: every leaf and inner node outside the big vocab/merges, plus a few inside them.
+    std::vector<std::string> paths;
+    const json flat = base.flatten();
+    for (auto it = flat.begin(); it != flat.end(); ++it) {
+      const std::string& p = it.key();
+      const bool bulk = p.rfind("/model/vocab/", 0) == 0 || p.rfind("/model/merges/", 0) == 0;
+      if (!bulk || rng() % 200 == 0) {
+        paths.push_back(p);
+        // Its parents too, so whole objects get replaced.
+        for (size_t k = p.rfind('/'); k != std::string::npos && k > 0; k = p.rfind('/', k - 1)) paths.push_back(p.substr(0, k));
+      }
+    }
+    for (int iter = 0; iter < 150; ++iter) {
+      json j = base;
+      const std::string path = paths[rng() % paths.size()];
+      j[json::json_pointer(path)] = replacements[rng() % replacements.size()];
+      CAPTURE(name);
+      CAPTURE(path);
+      try {
+        auto tok = Tokenizer::from_json(j.dump());
+        ++loaded;
+        // Whatever loaded must also encode and decode without crashing.
+        const auto ids = tok->encode("Hello <mask> world 123 \xC3\xA9", true);
+        tok->decode(ids, false);
+      } catch (const glm5rt::Error&) {
+        ++refused;
+      } catch (const std::exception& e) {
+        FAIL("a non-glm5rt exception escaped: ", e.what());
+      }
+    }
+  }
+  MESSAGE(loaded, " mutated tokenizers loaded, ", refused, " refused with an error");
+  CHECK(refused > 0);
+}
+
+TEST_CASE("streaming with skipped special tokens: long runs of them keep the equality and a short window") {
+  auto tok = glm_style();
+  const int32_t special = *tok->added_token_id("<|user|>");
+  std::vector<int32_t> ids = tok->encode("Hello world", false);
+  for (int i = 0; i < 500; ++i) ids.push_back(special);
+  for (int32_t id : tok->encode(" and \xE4\xB8\xAD more", false)) ids.push_back(id);
+  for (bool skip : {false, true}) {
+    glm5rt::DetokStream stream(tok, skip);
+    std::string streamed;
+    for (int32_t id : ids) streamed += stream.push(id);
+    streamed += stream.flush();
+    CHECK(streamed == tok->decode(ids, skip));
+  }
 }
