@@ -63,6 +63,13 @@ struct ForwardProbe {
   std::vector<std::vector<int32_t>> topk;
 };
 
+// Record formats of a cache, GLM5RT_DTYPE_* codes (AUTO: the backend's default: float32 on the CPU,
+// bf16 on CUDA). Chosen per session (glm5rt_session_params cache_dtype / index_cache_dtype).
+struct CacheDtypes {
+  int32_t latent = -1;  // GLM5RT_DTYPE_AUTO
+  int32_t index = -1;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -71,10 +78,19 @@ class Backend {
   virtual int32_t kind() const = 0;  // GLM5RT_BACKEND_CPU or GLM5RT_BACKEND_CUDA
   virtual const ModelConfig& config() const = 0;
 
-  // Bytes of one token's records over all layers, and a whole page of them.
-  virtual int64_t cache_bytes_per_token() const = 0;
-  int64_t cache_page_bytes(int32_t page_size) const { return cache_bytes_per_token() * page_size; }
-  virtual std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size) = 0;
+  // Bytes of one token's records over all layers, and a whole page of them. Error(unsupported) for
+  // record formats the backend does not have.
+  virtual int64_t cache_bytes_per_token(const CacheDtypes& dtypes = {}) const = 0;
+  int64_t cache_page_bytes(int32_t page_size, const CacheDtypes& dtypes = {}) const {
+    return cache_bytes_per_token(dtypes) * page_size;
+  }
+  // Error(unsupported) for unsupported formats, Error(out_of_memory) when the pool does not fit.
+  virtual std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size,
+                                                     const CacheDtypes& dtypes = {}) = 0;
+  // Bytes a new session's cache may take when its params set no budget (0: no limit). The CUDA backend
+  // answers a fraction of the device's free memory, so that a default session (max_tokens = the model's
+  // context) does not ask for more than the card has.
+  virtual int64_t default_cache_budget() const { return 0; }
 
   // One forward over the batch: writes every row's records at its slot in every layer (records are
   // written once, never recomputed), runs the decoder over all rows, and stores the logits of

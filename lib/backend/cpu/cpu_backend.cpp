@@ -41,9 +41,13 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
   int32_t kind() const override { return GLM5RT_BACKEND_CPU; }
   const ModelConfig& config() const override { return config_; }
-  int64_t cache_bytes_per_token() const override { return record_floats_per_token() * 4; }
+  int64_t cache_bytes_per_token(const CacheDtypes& dtypes) const override {
+    check_dtypes(dtypes);
+    return record_floats_per_token() * 4;
+  }
 
-  std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size) override {
+  std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size, const CacheDtypes& dtypes) override {
+    check_dtypes(dtypes);
     return std::make_unique<CpuCache>(n_pages, page_size, config_.num_hidden_layers, latent_dim(), config_.index_head_dim);
   }
 
@@ -70,6 +74,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The reference keeps float32 records; bf16 / FP8 records are the CUDA backend's.
+  static void check_dtypes(const CacheDtypes& d) {
+    for (int32_t dt : {d.latent, d.index})
+      require(dt == GLM5RT_DTYPE_AUTO || dt == GLM5RT_DTYPE_F32, Status::unsupported,
+              "the CPU backend keeps float32 cache records (cache dtype AUTO or F32), got dtype ", dt);
+  }
   int64_t latent_dim() const { return config_.kv_lora_rank + config_.qk_rope_head_dim; }
 
   struct Rows {  // per-forward row data shared by the layers
