@@ -73,6 +73,20 @@ __device__ inline float latent_value(const char* rec, const RecordFormat& f, int
   }
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(rec)[c]);
 }
+// Values c and c + 1 of a latent record (c even; a pair never straddles kv_lora, which is even).
+__device__ inline float2 latent_pair(const char* rec, const RecordFormat& f, int32_t c) {
+  if (f.latent_dtype == kRecFp8) {
+    if (c < f.kv_lora) {
+      const float s = reinterpret_cast<const float*>(rec + f.kv_lora)[c >> 7];
+      const uint16_t q2 = *reinterpret_cast<const uint16_t*>(rec + c);
+      return make_float2(e4m3_to_float(q2 & 0xffu) * s, e4m3_to_float(q2 >> 8) * s);
+    }
+    const int32_t groups = (f.kv_lora + 127) / 128;
+    return __bfloat1622float2(
+        reinterpret_cast<const __nv_bfloat162*>(rec + f.kv_lora + 4 * groups)[(c - f.kv_lora) >> 1]);
+  }
+  return __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(rec)[c >> 1]);
+}
 __device__ inline float index_value(const char* rec, const RecordFormat& f, int32_t j) {
   if (f.index_dtype == kRecFp8)
     return e4m3_to_float(static_cast<uint8_t>(rec[j])) * *reinterpret_cast<const float*>(rec + f.index_dim);

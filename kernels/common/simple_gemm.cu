@@ -18,6 +18,36 @@ __device__ inline float weight_at(const void* w, int32_t dtype, int64_t i) {
   return static_cast<const float*>(w)[i];
 }
 
+// 16 consecutive weights starting at a 16-byte aligned address.
+__device__ inline void load16(const char* ptr, int32_t dtype, float* out) {
+  if (dtype == kWFp8) {
+    const uint4 v = *reinterpret_cast<const uint4*>(ptr);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 16; ++i) out[i] = detail::e4m3_to_float(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))));
+  } else if (dtype == kWBf16) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 v = reinterpret_cast<const uint4*>(ptr)[h];
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        out[h * 8 + 2 * i] = __uint_as_float(words[i] << 16);
+        out[h * 8 + 2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const float4 v = reinterpret_cast<const float4*>(ptr)[h];
+      out[4 * h] = v.x;
+      out[4 * h + 1] = v.y;
+      out[4 * h + 2] = v.z;
+      out[4 * h + 3] = v.w;
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) row_gemm_kernel(RowGemmParams p) {
   __shared__ float as[kTM][kChunk + 1];
   __shared__ int32_t arow[kTM];
@@ -42,6 +72,9 @@ __global__ void __launch_bounds__(kThreads) row_gemm_kernel(RowGemmParams p) {
                            ? (p.a_rows ? p.a_rows[row0 + threadIdx.x] : row0 + static_cast<int32_t>(threadIdx.x))
                            : -1;
   const int32_t n = blockIdx.x * kThreads + threadIdx.x;
+  // Vector path: 16-byte aligned rows, and (FP8) one scale per 64-value chunk.
+  const bool vec = (reinterpret_cast<uintptr_t>(w) % 16 == 0) && ((p.ldw * wsize) % 16 == 0) &&
+                   (p.w_dtype != kWFp8 || p.block_k % kChunk == 0);
   float acc[kTM];
 #pragma unroll
   for (int m = 0; m < kTM; ++m) acc[m] = 0.f;
@@ -61,6 +94,23 @@ __global__ void __launch_bounds__(kThreads) row_gemm_kernel(RowGemmParams p) {
     if (n >= p.n) continue;
     const int32_t kend = min(kChunk, p.k - k0);
     const int64_t wrow = static_cast<int64_t>(n) * p.ldw;
+    if (vec && kend == kChunk) {
+      // 16-byte weight loads, 16 values at a time, everything unrolled (registers only).
+      const float s = p.w_dtype == kWFp8 ? scale[(n / p.block_n) * p.ld_scale + k0 / p.block_k] : 1.f;
+      const char* wp = static_cast<const char*>(w) + (wrow + k0) * wsize;
+#pragma unroll
+      for (int g = 0; g < kChunk / 16; ++g) {
+        float wv[16];
+        load16(wp + g * 16 * wsize, p.w_dtype, wv);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const float x = wv[j] * s;
+#pragma unroll
+          for (int m = 0; m < kTM; ++m) acc[m] += as[m][g * 16 + j] * x;
+        }
+      }
+      continue;
+    }
     for (int32_t kk = 0; kk < kend; ++kk) {
       float wv = weight_at(w, p.w_dtype, wrow + k0 + kk);
       if (p.w_dtype == kWFp8) wv *= scale[(n / p.block_n) * p.ld_scale + (k0 + kk) / p.block_k];

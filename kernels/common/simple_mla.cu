@@ -25,7 +25,10 @@ __global__ void __launch_bounds__(kThreads) sparse_mla_kernel(SparseMlaParams p)
     const int32_t t = p.sel[static_cast<int64_t>(r) * p.k + i];
     const char* rec = detail::latent_record(p.batch, p.fmt, p.layer, seq, detail::slot_of(p.batch, seq, t));
     float part = 0.f;
-    for (int32_t c = lane; c < lat; c += 32) part += q[c] * detail::latent_value(rec, p.fmt, c);
+    for (int32_t c = 2 * lane; c < lat; c += 64) {  // bf16 pairs: 128 bytes per warp load
+      const float2 v = detail::latent_pair(rec, p.fmt, c);
+      part += q[c] * v.x + q[c + 1] * v.y;
+    }
     part = detail::warp_sum(part);
     if (lane == 0) {
       sc[i] = part * p.scale;
@@ -43,10 +46,30 @@ __global__ void __launch_bounds__(kThreads) sparse_mla_kernel(SparseMlaParams p)
   }
   sum = detail::block_sum(sum, scratch);  // its barriers also publish sc[]
   const float inv = 1.0f / sum;
-  for (int32_t c = threadIdx.x; c < kvr; c += blockDim.x) {
-    float acc = 0.f;
-    for (int32_t i = 0; i < n; ++i) acc += (sc[i] * inv) * detail::latent_value(recs[i], p.fmt, c);
-    p.out[qh * kvr + c] = __float2bfloat16(acc);
+  // o_lat: each thread owns channel pairs; tokens unrolled by 8 so that several loads are in flight.
+  constexpr int kU = 8;
+  for (int32_t c = 2 * threadIdx.x; c < kvr; c += 2 * blockDim.x) {
+    float a0 = 0.f, a1 = 0.f;
+    int32_t i = 0;
+    for (; i + kU <= n; i += kU) {
+      float2 v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = detail::latent_pair(recs[i + u], p.fmt, c);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const float pu = sc[i + u] * inv;
+        a0 += pu * v[u].x;
+        a1 += pu * v[u].y;
+      }
+    }
+    for (; i < n; ++i) {
+      const float2 v = detail::latent_pair(recs[i], p.fmt, c);
+      const float pu = sc[i] * inv;
+      a0 += pu * v.x;
+      a1 += pu * v.y;
+    }
+    p.out[qh * kvr + c] = __float2bfloat16(a0);
+    p.out[qh * kvr + c + 1] = __float2bfloat16(a1);
   }
 }
 
@@ -54,6 +77,7 @@ __global__ void __launch_bounds__(kThreads) sparse_mla_kernel(SparseMlaParams p)
 
 cudaError_t launch_sparse_mla(const SparseMlaParams& p, cudaStream_t stream) {
   if (p.batch.rows <= 0) return cudaSuccess;
+  if (p.fmt.kv_lora % 4 != 0 || p.fmt.rope % 2 != 0) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * (p.fmt.kv_lora + p.fmt.rope + p.k + (p.k & 1)) + sizeof(char*) * p.k;
   if (smem > 200 * 1024) return cudaErrorInvalidValue;
   if (smem > 48 * 1024) {

@@ -61,6 +61,11 @@ struct ForwardProbe {
   // [layer] rows x index_topk: selected positions, ascending, -1 padded; empty for layers that reuse
   // the previous layer's selection
   std::vector<std::vector<int32_t>> topk;
+  // Input, for tests of lower-precision backends: when force_topk[L] is not empty (rows x index_topk,
+  // ascending, -1 padded), layer L attends to these positions instead of its own indexer's selection
+  // (the indexer still runs and writes its keys; topk[L] still reports its own choice). This separates
+  // arithmetic precision from near-tie flips of the discrete top-k. The CPU backend ignores it.
+  std::vector<std::vector<int32_t>> force_topk;
 };
 
 // Record formats of a cache, GLM5RT_DTYPE_* codes (AUTO: the backend's default: float32 on the CPU,

@@ -330,7 +330,9 @@ void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y)
   if (L.dtype == glm5k::kWBf16) {
     if (lt_->run(x, L.k, static_cast<const bf16*>(L.w), L.k, y, L.n, m, L.n, L.k, stream_)) return;
   } else if (L.dtype == glm5k::kWFp8) {
-    const bool direct = fp8_path_ == 1 || (fp8_path_ == 0 && m <= glm5k::kRowGemmTileM);
+    // "auto" dequantises: measured on the H200 (docs/PERFORMANCE.md), the simple row GEMM reading FP8
+    // directly was 3x slower than dequantise + cuBLASLt even for one row.
+    const bool direct = fp8_path_ == 1;
     if (!direct) {
       check(glm5k::launch_fp8_dequant(static_cast<const uint8_t*>(L.w), L.scale, L.n, L.k, L.block_n, L.block_k,
                                       dequant_.as<bf16>(), stream_),
@@ -409,6 +411,23 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     check(glm5k::launch_topk_select(k.scores, static_cast<int32_t>(ctx_cap), rows_.pos, static_cast<int32_t>(R),
                                     static_cast<int32_t>(c.index_topk), k.sel, k.n_sel, stream_),
           "indexer top-k");
+  }
+  if (forced_sel_ && !forced_sel_->empty()) {
+    // Tests: attend to a given selection (ForwardProbe::force_topk); the indexer's own is reported first.
+    require(static_cast<int64_t>(forced_sel_->size()) == R * c.index_topk, Status::invalid_argument,
+            "force_topk of layer ", li, " must hold rows x index_topk entries");
+    if (own_sel_) {
+      own_sel_->resize(R * c.index_topk);
+      check(cudaMemcpyAsync(own_sel_->data(), k.sel, own_sel_->size() * 4, cudaMemcpyDeviceToHost, stream_),
+            "probe copy");
+    }
+    std::vector<int32_t> counts(R, 0);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < c.index_topk; ++i) counts[r] += (*forced_sel_)[r * c.index_topk + i] >= 0;
+    check(cudaMemcpyAsync(k.sel, forced_sel_->data(), forced_sel_->size() * 4, cudaMemcpyHostToDevice, stream_),
+          "forced selection");
+    check(cudaMemcpyAsync(k.n_sel, counts.data(), R * 4, cudaMemcpyHostToDevice, stream_), "forced selection");
+    check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
   }
   // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
   glm5k::RowGemmParams ab;
@@ -545,9 +564,14 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
       check(cudaMemcpyAsync(hcur.data(), k.x, R * D * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
     }
     const bool run_indexer = c.indexer_types.at(li) == IndexerType::full || !have_selection;
+    const bool forced = probe && static_cast<int64_t>(probe->force_topk.size()) > li && !probe->force_topk[li].empty();
+    forced_sel_ = forced ? &probe->force_topk[li] : nullptr;
+    own_sel_ = forced && run_indexer ? &probe->topk[li] : nullptr;
     enqueue_attention(li, run_indexer, fmt, ctx_cap);
+    forced_sel_ = nullptr;
+    own_sel_ = nullptr;
     have_selection = true;
-    if (probe && run_indexer) {
+    if (probe && run_indexer && !forced) {
       auto& t = probe->topk[li];
       t.resize(R * c.index_topk);
       check(cudaMemcpyAsync(t.data(), k.sel, t.size() * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");

@@ -85,8 +85,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   // Fills every record of a cache with random values (benchmarks that need a long context).
   void fill_cache_random(CacheStorage& cache, uint64_t seed);
-  // FP8 dense projections: "auto" (direct row GEMM for <= 16 rows, else dequantise + cuBLASLt),
-  // "direct" or "dequant". Also settable through GLM5RT_CUDA_FP8_PATH.
+  // FP8 dense projections: "auto" (= "dequant": dequantise into a bf16 workspace, then cuBLASLt) or
+  // "direct" (the simple row GEMM reads FP8). Also settable through GLM5RT_CUDA_FP8_PATH.
   void set_fp8_path(const std::string& path);
   MemoryReport memory() const;
   int64_t graphs_captured() const { return graphs_captured_; }
@@ -125,6 +125,8 @@ class CudaBackend final : public Backend {
   glm5k::BatchRows rows_{};
   const int32_t* logit_rows_dev_ = nullptr;
   const int32_t* tokens_dev_ = nullptr;
+  const std::vector<int32_t>* forced_sel_ = nullptr;  // ForwardProbe::force_topk of the layer being enqueued
+  std::vector<int32_t>* own_sel_ = nullptr;
 };
 
 }  // namespace cuda
