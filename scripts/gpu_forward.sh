@@ -56,8 +56,8 @@ if [ $build_rc -eq 0 ]; then
     --context 8192 --prefill 4096 --steps 10 --commit "$COMMIT" --json "$OUT/forward-h200.json" > "$OUT/bench.log" 2>&1
   bench_rc=$?
   timeout 40 build-gpu/bench/forward/glm5rt-bench --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 \
-    --context 8192 --prefill 0 --steps 10 --fp8-path dequant --commit "$COMMIT" \
-    --json "$OUT/forward-h200-dequant.json" >> "$OUT/bench.log" 2>&1
+    --context 8192 --prefill 0 --steps 10 --fp8-path direct --commit "$COMMIT" \
+    --json "$OUT/forward-h200-direct.json" >> "$OUT/bench.log" 2>&1
   stamp "bench rc=$bench_rc"
 fi
 wait $sm120_pid
