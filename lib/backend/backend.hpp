@@ -66,6 +66,14 @@ struct ForwardProbe {
   // (the indexer still runs and writes its keys; topk[L] still reports its own choice). This separates
   // arithmetic precision from near-tie flips of the discrete top-k. The CPU backend ignores it.
   std::vector<std::vector<int32_t>> force_topk;
+  // [layer] rows x num_experts_per_tok: the experts each row chose (ascending) and their weights; empty
+  // for dense layers (-1 / 0 where fewer experts were eligible).
+  std::vector<std::vector<int32_t>> experts;
+  std::vector<std::vector<float>> expert_weights;
+  // Input, like force_topk: MoE layers use these experts and weights instead of their own routing
+  // (near-ties of the router flip under bf16 upstream). The CPU backend ignores it.
+  std::vector<std::vector<int32_t>> force_experts;
+  std::vector<std::vector<float>> force_expert_weights;
 };
 
 // Record formats of a cache, GLM5RT_DTYPE_* codes (AUTO: the backend's default: float32 on the CPU,

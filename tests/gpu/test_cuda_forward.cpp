@@ -30,8 +30,9 @@ struct Run {
   ForwardProbe probe;
 };
 
+// force: a CPU run whose top-k selections and MoE routing the GPU run adopts (nullptr: free run).
 Run teacher_forced(Backend& be, const std::vector<int32_t>& tokens, const CacheDtypes& dt = {},
-                   const std::vector<std::vector<int32_t>>& force_topk = {}) {
+                   const ForwardProbe* force = nullptr) {
   const int64_t N = static_cast<int64_t>(tokens.size()), V = be.config().vocab_size;
   const int32_t ps = 16;
   const int64_t n_pages = (N + ps - 1) / ps + 1;
@@ -42,7 +43,11 @@ Run teacher_forced(Backend& be, const std::vector<int32_t>& tokens, const CacheD
   plan.add_sequence(cache.get(), bt, ps, 0, tokens.data(), N);
   for (int64_t r = 0; r < N; ++r) plan.logit_rows.push_back(r);
   Run run;
-  run.probe.force_topk = force_topk;
+  if (force) {
+    run.probe.force_topk = force->topk;
+    run.probe.force_experts = force->experts;
+    run.probe.force_expert_weights = force->expert_weights;
+  }
   run.logits.assign(N * V, NAN);  // poisoned: every value must be written
   be.forward(plan, run.logits.data(), {}, &run.probe);
   return run;
@@ -113,12 +118,26 @@ void report_topk(const std::string& name, const ForwardProbe& gpu, const Forward
   }
 }
 
+// Per MoE layer: rows whose expert sets are identical.
+void report_routing(const std::string& name, const ForwardProbe& gpu, const ForwardProbe& cpu, int64_t N, int64_t K) {
+  for (size_t l = 0; l < cpu.experts.size(); ++l) {
+    if (cpu.experts[l].empty()) continue;
+    REQUIRE(gpu.experts[l].size() == cpu.experts[l].size());
+    int64_t same = 0;
+    for (int64_t r = 0; r < N; ++r)
+      same += std::equal(cpu.experts[l].begin() + r * K, cpu.experts[l].begin() + (r + 1) * K, gpu.experts[l].begin() + r * K);
+    std::printf("[route] %-20s layer %zu: identical expert sets %lld/%lld rows\n", name.c_str(), l,
+                static_cast<long long>(same), static_cast<long long>(N));
+  }
+}
+
 }  // namespace
 
-// Free-running, the GPU's bf16 indexer scores flip near-ties of the top-k (the fixtures' smallest gaps
-// are ~1e-5 relative: README), and a flipped token in a top-8 changes a row's attention entirely, so
-// the free run is reported (logits, top-k agreement per layer). The 2e-2 / argmax bar is checked with
-// the CPU's selection forced into the GPU run (ForwardProbe::force_topk): that isolates the arithmetic.
+// Free-running, the GPU's bf16 arithmetic flips near-ties of two discrete choices: the indexer's top-k
+// (the fixtures' smallest gaps are ~1e-5 relative: README; one flipped token of a top-8 changes a row's
+// attention entirely) and the router's top-k experts. So the free run is reported (logits, top-k and
+// routing agreement per layer), and the 2e-2 / argmax bar is checked with the CPU's selections and
+// expert choices forced into the GPU run (ForwardProbe::force_*): that isolates the arithmetic.
 TEST_CASE("cuda forward: teacher-forced logits agree with the CPU backend on every fixture") {
   for (const auto& name : fixture::all_fixtures()) {
     CAPTURE(name);
@@ -142,21 +161,22 @@ TEST_CASE("cuda forward: teacher-forced logits agree with the CPU backend on eve
     print("free, bf16 cache:", a);
     CHECK(a.nan == 0);
     report_topk(name, rg.probe, rc.probe, N, c.index_topk);
-    // 2. The CPU's selection forced: the bar.
-    const Run rf = teacher_forced(*gpu, tokens, {}, rc.probe.topk);
+    report_routing(name, rg.probe, rc.probe, N, c.num_experts_per_tok);
+    // 2. The CPU's top-k selections and expert choices forced: the bar.
+    const Run rf = teacher_forced(*gpu, tokens, {}, &rc.probe);
     const Agreement af = compare_logits(rf.logits, rc.logits, V);
-    print("forced top-k, bf16:", af);
+    print("forced, bf16:", af);
     CHECK(af.nan == 0);
     CHECK(af.rel <= 2e-2);
     CHECK(af.argmax_mismatch == 0);
     for (size_t l = 0; l < rc.probe.hidden.size(); ++l)
-      std::printf("[hidden] %-20s forced top-k, layer %zu: rel %.3e (free run %.3e)\n", name.c_str(), l,
+      std::printf("[hidden] %-20s forced, layer %zu: rel %.3e (free run %.3e)\n", name.c_str(), l,
                   fixture::relative_error(rf.probe.hidden[l], rc.probe.hidden[l]),
                   fixture::relative_error(rg.probe.hidden[l], rc.probe.hidden[l]));
     // 3. FP8 records (the 656-byte latent layout, 132-byte keys at GLM-5 sizes), CPU selection forced.
-    const Run r8 = teacher_forced(*gpu, tokens, {GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}, rc.probe.topk);
+    const Run r8 = teacher_forced(*gpu, tokens, {GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}, &rc.probe);
     const Agreement a8 = compare_logits(r8.logits, rc.logits, V);
-    print("forced top-k, FP8 cache:", a8);
+    print("forced, FP8 cache:", a8);
     CHECK(a8.nan == 0);
     CHECK(a8.rel <= 1e-1);
   }

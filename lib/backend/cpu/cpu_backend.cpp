@@ -90,7 +90,7 @@ class CpuBackend final : public Backend {
 
   void attention(int64_t li, Rows& rows, const float* h, float* out, bool run_indexer);
   void indexer(int64_t li, Rows& rows, const float* h, const float* qr);
-  void mlp(int64_t li, const float* h2, int64_t R, float* out);
+  void mlp(int64_t li, const float* h2, int64_t R, float* out, ForwardProbe* probe);
   void swiglu(const CpuMlp& m, const float* x, int64_t R, float* out);
 
   ModelConfig config_;
@@ -126,6 +126,8 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
   if (probe) {
     probe->hidden.assign(L, {});
     probe->topk.assign(L, {});
+    probe->experts.assign(L, {});
+    probe->expert_weights.assign(L, {});
   }
 
   bool have_selection = false;
@@ -147,7 +149,7 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
     for (int64_t i = 0; i < R * D; ++i) x[i] += delta[i];
     for (int64_t r = 0; r < R; ++r)
       rms_norm(&x[r * D], w.post_attn_norm.data(), D, static_cast<float>(c.rms_norm_eps), &h[r * D]);
-    mlp(li, h.data(), R, delta.data());
+    mlp(li, h.data(), R, delta.data(), probe);
     for (int64_t i = 0; i < R * D; ++i) x[i] += delta[i];
     if (probe && li + 1 < L) probe->hidden[li] = x;
   }
@@ -308,7 +310,7 @@ void CpuBackend::swiglu(const CpuMlp& m, const float* x, int64_t R, float* out) 
   matmul(pool_, g.data(), R, m.down.data(), D, I, out);
 }
 
-void CpuBackend::mlp(int64_t li, const float* h2, int64_t R, float* out) {
+void CpuBackend::mlp(int64_t li, const float* h2, int64_t R, float* out, ForwardProbe* probe) {
   const ModelConfig& c = config_;
   const CpuLayer& w = weights_.layers[li];
   const int64_t D = c.hidden_size;
@@ -361,6 +363,17 @@ void CpuBackend::mlp(int64_t li, const float* h2, int64_t R, float* out) {
       ch.push_back({cand[i].second, wt});
     }
     std::sort(ch.begin(), ch.end());
+  }
+  if (probe) {
+    auto& ids = probe->experts[li];
+    auto& wts = probe->expert_weights[li];
+    ids.assign(R * K, -1);
+    wts.assign(R * K, 0.0f);
+    for (int64_t r = 0; r < R; ++r)
+      for (size_t i = 0; i < chosen[r].size(); ++i) {
+        ids[r * K + static_cast<int64_t>(i)] = chosen[r][i].first;
+        wts[r * K + static_cast<int64_t>(i)] = chosen[r][i].second;
+      }
   }
 
   // Experts in ascending id, each over the rows that chose it; every row accumulates its experts in

@@ -497,6 +497,32 @@ void CudaBackend::enqueue_mlp(int64_t li) {
                            static_cast<int32_t>(c.topk_group), c.norm_topk_prob,
                            static_cast<float>(c.routed_scaling_factor), k.ids, k.rw};
   check(glm5k::launch_moe_route(mr, stream_), "moe routing");
+  if (probe_) {
+    auto& ids = probe_->experts[li];
+    auto& wts = probe_->expert_weights[li];
+    ids.resize(static_cast<size_t>(P));
+    wts.resize(static_cast<size_t>(P));
+    check(cudaMemcpyAsync(ids.data(), k.ids, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    check(cudaMemcpyAsync(wts.data(), k.rw, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    check(cudaStreamSynchronize(stream_), "probe copy");
+    const bool forced = static_cast<int64_t>(probe_->force_experts.size()) > li && !probe_->force_experts[li].empty();
+    if (forced) {
+      // Tests: route to the given experts (ForwardProbe::force_experts); -1 entries (fewer eligible
+      // experts) repeat the row's previous expert with weight 0, as the routing kernel does.
+      std::vector<int32_t> fid = probe_->force_experts[li];
+      std::vector<float> fw = probe_->force_expert_weights.at(li);
+      require(static_cast<int64_t>(fid.size()) == P && static_cast<int64_t>(fw.size()) == P, Status::invalid_argument,
+              "force_experts of layer ", li, " must hold rows x num_experts_per_tok entries");
+      for (int64_t i = 0; i < P; ++i)
+        if (fid[i] < 0) {
+          fid[i] = i % K ? fid[i - 1] : 0;
+          fw[i] = 0.f;
+        }
+      check(cudaMemcpyAsync(k.ids, fid.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
+      check(cudaMemcpyAsync(k.rw, fw.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
+      check(cudaStreamSynchronize(stream_), "forced routing");  // the vectors are locals
+    }
+  }
   check(glm5k::launch_moe_plan(k.ids, static_cast<int32_t>(R), K, E, k.pair_rows, k.pair_of, k.tiles, k.n_tiles,
                                k.max_tiles, stream_),
         "moe plan");
@@ -581,7 +607,9 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
           "post-attention norm");
     // The MLP writes delta (the attention's delta is consumed above); the next layer adds it.
     std::swap(k.delta, k.delta2);
+    probe_ = probe;
     enqueue_mlp(li);
+    probe_ = nullptr;
     std::swap(k.delta, k.delta2);
     if (pace || probe) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
@@ -705,6 +733,8 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   if (probe) {
     probe->hidden.assign(c.num_hidden_layers, {});
     probe->topk.assign(c.num_hidden_layers, {});
+    probe->experts.assign(c.num_hidden_layers, {});
+    probe->expert_weights.assign(c.num_hidden_layers, {});
   }
 
   if (!use_graph) {

@@ -127,6 +127,7 @@ class CudaBackend final : public Backend {
   const int32_t* tokens_dev_ = nullptr;
   const std::vector<int32_t>* forced_sel_ = nullptr;  // ForwardProbe::force_topk of the layer being enqueued
   std::vector<int32_t>* own_sel_ = nullptr;
+  ForwardProbe* probe_ = nullptr;  // during enqueue_mlp of an eager forward with a probe
 };
 
 }  // namespace cuda
