@@ -16,7 +16,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/glm5rtConfig.cmake ${CMAKE_CURRENT_BIN
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/glm5rt)
 
 # pkg-config: the static link line lists every private dependency, so `pkg-config --static` links.
-set(GLM5RT_PC_REQUIRES_PRIVATE "libzstd libpcre2-8")
+set(GLM5RT_PC_REQUIRES_PRIVATE "libzstd libpcre2-8 icu-uc")
 set(GLM5RT_PC_LIBS_PRIVATE "-lmimalloc -lstdc++ -lm -lpthread -ldl")
 if(GLM5RT_CUDA_ENABLED)
   string(APPEND GLM5RT_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcudart_static -lrt")

@@ -5,10 +5,14 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config   # toolchain
   libmimalloc-dev libzstd-dev libpcre2-dev       # core: host heap, snapshots, Unicode regex
+  libicu-dev                                     # tokenizer: Unicode normalization (NFC/NFKC)
   nlohmann-json3-dev doctest-dev                 # JSON parsing, tests
   python3 python3-numpy                          # test helpers that read .npy dumps
   golang-go                                      # the Go binding and its tests
+  clang libclang-rt-14-dev                       # libFuzzer targets of the parsers (scripts/fuzz.sh)
 )
+# The Rust binding's tests need cargo: Debian's (rustc 1.63 suffices) unless a toolchain is there already.
+if ! command -v cargo >/dev/null && [ ! -x "${HOME:-/root}/.cargo/bin/cargo" ]; then packages+=(cargo); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,9 +1,12 @@
 // Model loading: checkpoint first (the long part, with progress), then the backend choice.
 #include "engine/model.hpp"
 
+#include <filesystem>
+
 #include "backend/cpu/cpu_backend.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
+#include "tokenizer/tokenizer.hpp"
 #ifdef GLM5RT_WITH_CUDA
 #include "backend/cuda/cuda_backend.hpp"
 #endif
@@ -51,6 +54,9 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
     return [lo, &options](float f) { return options.progress(lo + 0.5f * f); };
   };
   m->checkpoint_ = Checkpoint::open(dir, half(0.0f));
+  // The tokenizer is optional (a checkpoint may ship without one); when present it must load: a broken
+  // or unsupported tokenizer.json fails the model load rather than surfacing later.
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
 #ifdef GLM5RT_WITH_CUDA
   if (backend == GLM5RT_BACKEND_CUDA) {
     m->backend_ = make_cuda_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.device_index, half(0.5f));

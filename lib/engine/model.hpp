@@ -16,6 +16,8 @@
 
 namespace glm5rt {
 
+class Tokenizer;
+
 struct ModelOptions {
   int32_t backend = GLM5RT_BACKEND_AUTO;  // GLM5RT_BACKEND_*
   int32_t device_index = 0;               // CUDA ordinal
@@ -37,6 +39,8 @@ class Model {
   const ModelOptions& options() const { return options_; }
   // The compute backend (created in load(); shared so that sessions keep it alive).
   const std::shared_ptr<Backend>& backend() const { return backend_; }
+  // The tokenizer of <dir>/tokenizer.json, or null when the directory has none.
+  const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
 
  private:
   Model() = default;
@@ -45,7 +49,7 @@ class Model {
   int32_t backend_kind_ = GLM5RT_BACKEND_CPU;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::shared_ptr<Backend> backend_;  // created in load() after the checkpoint
-  // [Tokenizer] adds the tokenizer (std::shared_ptr<const Tokenizer>, from <dir>/tokenizer.json) here.
+  std::shared_ptr<const Tokenizer> tokenizer_;  // null without tokenizer.json
 };
 
 }  // namespace glm5rt

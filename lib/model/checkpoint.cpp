@@ -11,26 +11,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/text_file.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
 
 namespace glm5rt {
 
 namespace {
-
-bool file_exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(static_cast<bool>(in), Status::io, "cannot open '", path, "': ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  require(!in.bad(), Status::io, "cannot read '", path, "'");
-  return ss.str();
-}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -135,8 +122,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir, const std::
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->dir_ = dir;
   const std::string gen_path = dir + "/generation_config.json";
-  const std::string config_text = read_text(dir + "/config.json");
-  const std::string gen_text = file_exists(gen_path) ? read_text(gen_path) : std::string();
+  const std::string config_text = read_text_file(dir + "/config.json");
+  const std::string gen_text = path_exists(gen_path) ? read_text_file(gen_path) : std::string();
   try {
     ck->config_ = parse_model_config(config_text, gen_text);
   } catch (const Error& e) {

@@ -117,6 +117,15 @@ void parse_rope(const json& cfg, ModelConfig& c) {
   }
   const std::string where = std::string("config.json: ") + rp_name;
   require(rp.is_object(), Status::format, where, " must be an object, got ", rp.dump());
+  // transformers also accepts parameters keyed by layer type ({"deepseek_sparse_attention": {...}}); every
+  // GLM-5 layer has the same type, so one set (or several identical ones) is unwrapped.
+  if (!rp.empty() && std::all_of(rp.begin(), rp.end(), [](const json& v) { return v.is_object(); })) {
+    for (auto it = rp.begin(); it != rp.end(); ++it)
+      require(*it == *rp.begin(), Status::format, where, ": per-layer-type parameters differ ('", it.key(),
+              "' vs '", rp.begin().key(), "'): not supported");
+    json inner = *rp.begin();
+    rp = std::move(inner);
+  }
   Fields top(cfg, "config.json");
   Fields f(rp, where);
 
@@ -317,15 +326,12 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
                               : f.has("num_experts")    ? "num_experts"  // transformers' BC alias
                               : f.has("num_local_experts") ? "num_local_experts"
                                                            : "n_routed_experts";
-  if (any_moe) {
-    c.moe_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxDim);
-    c.n_routed_experts = f.integer(experts_field, 1, 65536);
-    c.num_experts_per_tok = f.integer("num_experts_per_tok", 1, 65536);
-  } else {
-    c.moe_intermediate_size = f.integer("moe_intermediate_size", 1, kMaxDim, 0);
-    c.n_routed_experts = f.integer(experts_field, 1, 65536, 0);
-    c.num_experts_per_tok = f.integer("num_experts_per_tok", 1, 65536, 0);
-  }
+  // Required when a layer is MoE; otherwise optional but, when given, still checked for consistency.
+  c.moe_intermediate_size = any_moe ? f.integer("moe_intermediate_size", 1, kMaxDim)
+                                    : f.integer("moe_intermediate_size", 1, kMaxDim, 0);
+  c.n_routed_experts = any_moe ? f.integer(experts_field, 1, 65536) : f.integer(experts_field, 1, 65536, 0);
+  c.num_experts_per_tok = any_moe ? f.integer("num_experts_per_tok", 1, 65536)
+                                  : f.integer("num_experts_per_tok", 0, 65536, 0);
   c.n_shared_experts = f.integer("n_shared_experts", 0, 64, 1);
   c.n_group = f.integer("n_group", 1, 65536, 1);
   c.topk_group = f.integer("topk_group", 1, 65536, 1);
@@ -337,11 +343,11 @@ ModelConfig parse_model_config(const std::string& config_json, const std::string
   const std::string topk_method = f.string("topk_method", "noaux_tc");
   require(topk_method == "noaux_tc", Status::format, "config.json: topk_method '", topk_method,
           "' is not supported (GLM-5 uses \"noaux_tc\")");
-  if (any_moe) {
-    require(c.num_experts_per_tok <= c.n_routed_experts, Status::format, "config.json: num_experts_per_tok = ",
-            c.num_experts_per_tok, " exceeds n_routed_experts = ", c.n_routed_experts);
-    require(c.topk_group <= c.n_group, Status::format, "config.json: topk_group = ", c.topk_group,
-            " exceeds n_group = ", c.n_group);
+  require(c.num_experts_per_tok <= c.n_routed_experts, Status::format, "config.json: num_experts_per_tok = ",
+          c.num_experts_per_tok, " exceeds n_routed_experts = ", c.n_routed_experts);
+  require(c.topk_group <= c.n_group, Status::format, "config.json: topk_group = ", c.topk_group,
+          " exceeds n_group = ", c.n_group);
+  if (c.n_routed_experts > 0) {
     require(c.n_routed_experts % c.n_group == 0, Status::format, "config.json: n_routed_experts = ",
             c.n_routed_experts, " is not divisible by n_group = ", c.n_group);
     const int64_t per_group = c.n_routed_experts / c.n_group;

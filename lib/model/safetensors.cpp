@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/text_file.hpp"
 #include "runtime/error.hpp"
 
 namespace glm5rt {
@@ -44,6 +45,51 @@ uint64_t json_uint(const json& v, const std::string& label, const std::string& t
   require(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0), Status::format, label,
           ": tensor '", tensor, "': ", what, " must be a non-negative integer, got ", v.dump());
   return v.get<uint64_t>();
+}
+
+// SAX handler counting the keys of the top-level object and remembering the first repeated one.
+class TopLevelKeys : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth_, true; }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return ++depth_, true; }
+  bool end_array() override { return --depth_, true; }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && duplicate.empty() && !seen_.insert(k).second) duplicate = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  std::string duplicate;
+
+ private:
+  int depth_ = 0;
+  std::set<std::string> seen_;
+};
+
+// The first top-level key that appears twice in the JSON text, or "" (n_unique: keys the parsed object has).
+std::string find_duplicate_top_level_key(const uint8_t* text, uint64_t len, size_t n_unique) {
+  // Cheap pre-check: count top-level keys without storing them; equal counts mean no duplicates.
+  struct Counter : TopLevelKeys {
+    size_t keys = 0;
+    int d = 0;
+    bool start_object(std::size_t) override { return ++d, true; }
+    bool end_object() override { return --d, true; }
+    bool start_array(std::size_t) override { return ++d, true; }
+    bool end_array() override { return --d, true; }
+    bool key(string_t&) override { return keys += d == 1, true; }
+  } counter;
+  json::sax_parse(text, text + len, &counter);
+  if (counter.keys == n_unique) return "";
+  TopLevelKeys finder;
+  json::sax_parse(text, text + len, &finder);
+  return finder.duplicate;
 }
 
 SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t data_size, const std::string& label) {
@@ -101,19 +147,13 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* file, uint64_t file_si
   h.data_offset = 8 + n;
   h.data_size = file_size - h.data_offset;
 
-  // Top-level keys are tensor names; reject duplicates (nlohmann would silently keep the last one).
-  std::set<std::string> seen;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
-      std::string k = parsed.get<std::string>();
-      if (!seen.insert(k).second) duplicate = k;
-    }
-    return true;
-  };
   json j;
+  std::string duplicate;
   try {
-    j = json::parse(file + 8, file + 8 + n, cb);
+    j = json::parse(file + 8, file + 8 + n);
+    // Top-level keys are tensor names; nlohmann keeps the last of duplicated keys silently, so a SAX pass
+    // counts them (nlohmann's parser callback would do it in one pass but is quadratic in the key count).
+    if (j.is_object()) duplicate = find_duplicate_top_level_key(file + 8, n, j.size());
   } catch (const json::exception& e) {
     fail(Status::format, label, ": the header is not valid JSON: ", e.what());
   }
@@ -186,20 +226,6 @@ MappedFile::~MappedFile() {
 
 namespace {
 
-bool file_exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(static_cast<bool>(in), Status::io, "cannot open '", path, "': ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  require(!in.bad(), Status::io, "cannot read '", path, "'");
-  return ss.str();
-}
-
 // A shard name from weight_map must be a plain file name inside the checkpoint directory.
 void check_shard_name(const std::string& f, const std::string& label) {
   require(!f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." &&
@@ -234,8 +260,8 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir, const std::funct
   const std::string index_path = dir + "/model.safetensors.index.json";
   const std::string single_path = dir + "/model.safetensors";
   SafetensorsSet s;
-  if (!file_exists(index_path)) {
-    require(file_exists(single_path), Status::io, "no model.safetensors or model.safetensors.index.json in '", dir,
+  if (!path_exists(index_path)) {
+    require(path_exists(single_path), Status::io, "no model.safetensors or model.safetensors.index.json in '", dir,
             "'");
     s.add_file(MappedFile::open(single_path));
     if (progress && !progress(1.0f)) fail(Status::cancelled, "loading cancelled by the progress callback");
@@ -266,7 +292,7 @@ SafetensorsSet SafetensorsSet::open_dir(const std::string& dir, const std::funct
   // Fail on a missing shard before mapping any file, naming every one that is absent.
   std::string missing;
   for (const auto& f : shards)
-    if (!file_exists(dir + "/" + f)) missing += (missing.empty() ? "" : ", ") + f;
+    if (!path_exists(dir + "/" + f)) missing += (missing.empty() ? "" : ", ") + f;
   require(missing.empty(), Status::io, index_path, ": shard file(s) missing from '", dir, "': ", missing);
 
   for (size_t i = 0; i < shards.size(); ++i) {

@@ -252,6 +252,12 @@ TEST_CASE("rope: rope_parameters, legacy rope_theta / rope_scaling, yarn default
   expect_error(d, "beta_fast");
   d["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}};
   expect_error(d, "partial_rotary_factor");
+  // Keyed by layer type, as transformers allows.
+  d["rope_parameters"] = {{"deepseek_sparse_attention", {{"rope_type", "default"}, {"rope_theta", 2e6}}}};
+  CHECK(parse_model_config(d.dump()).rope.theta == 2e6);
+  d["rope_parameters"] = {{"a", {{"rope_type", "default"}, {"rope_theta", 2e6}}},
+                          {"b", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+  expect_error(d, "differ");
   d["rope_parameters"] = "yarn";
   expect_error(d, "rope_parameters must be an object");
 }
@@ -332,6 +338,17 @@ TEST_CASE("inconsistent or invalid values name the field") {
     json j = without("n_routed_experts");
     j["num_experts"] = 8;  // transformers' backward-compatible alias
     CHECK(parse_model_config(j.dump()).n_routed_experts == 8);
+  }
+  {
+    // Fuzzer find: all layers dense, n_routed_experts absent, num_experts_per_tok still 2.
+    json j = without("n_routed_experts");
+    j["mlp_layer_types"] = {"dense", "dense", "dense", "dense"};
+    expect_error(j, "num_experts_per_tok = 2 exceeds n_routed_experts = 0");
+    j["num_experts_per_tok"] = 0;
+    j["topk_group"] = 3;
+    expect_error(j, "topk_group = 3 exceeds n_group = 2");
+    j["topk_group"] = 1;
+    CHECK(parse_model_config(j.dump()).n_routed_experts == 0);
   }
   {
     json j = without("intermediate_size");  // needed only when a layer is dense

@@ -1,0 +1,347 @@
+// Benchmark of the lightning-indexer kernels (scores + top-k, k = 2048) on an H200 or any CUDA GPU.
+// Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick]
+// Cases: decode batch 1 and 32 at context 1K..200K, prefill 4K x 4K causal, FP8 and bf16 keys. Each case
+// replays a CUDA graph of several calls over rotating inputs (different pages and queries, more bytes
+// than the L2 holds), so launch overhead and cache reuse stay out; the median of the replays is reported.
+// The floor is the bytes that must move (keys once, q, weights, output) over the measured copy bandwidth.
+#include "kernels/indexer/indexer_params.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ki = glm5rt::kernels::indexer;
+
+#define CHECK_CUDA(expr)                                                                        \
+  do {                                                                                          \
+    const cudaError_t e_ = (expr);                                                              \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+namespace {
+
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+__device__ float uniform_pm1(uint64_t i, uint64_t seed) { return (hash32(i * 0x9E3779B97F4A7C15ULL + seed) >> 8) * (2.f / 16777216.f) - 1.f; }
+
+// Random bytes that decode to finite values: e4m3 without NaN, bf16 in [-1, 1], scales in [0.5, 1.5).
+__global__ void fill_e4m3(uint8_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint8_t b = hash32(i + seed * 0x1000003ULL) & 0xFF;
+    if ((b & 0x7F) == 0x7F) b ^= 0x01;
+    p[i] = b;
+  }
+}
+__global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float f = uniform_pm1(i, seed);
+    uint32_t u = __float_as_uint(f);
+    p[i] = static_cast<uint16_t>(u >> 16);
+  }
+}
+__global__ void fill_float(float* p, size_t n, uint64_t seed, float lo, float hi) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = lo + (uniform_pm1(i, seed) * 0.5f + 0.5f) * (hi - lo);
+}
+// FP8 pages hold page_size scales after the values; make them positive.
+__global__ void fill_fp8_scales(uint8_t* cache, int64_t pages, int page_size, uint64_t seed) {
+  const int64_t n = pages * page_size;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t page = i / page_size, off = i % page_size;
+    float* s = reinterpret_cast<float*>(cache + page * page_size * ki::kFp8RecordBytes + page_size * ki::kHeadDim);
+    s[off] = 0.5f + (uniform_pm1(i, seed) * 0.5f + 0.5f) / 448.f * 448.f;
+  }
+}
+
+struct Case {
+  std::string name;
+  ki::KeyFormat fmt;
+  int batch;    // decode rows (one sequence each); 0 for prefill
+  int context;  // keys per sequence
+  int prefill_rows;
+};
+
+struct Result {
+  Case c;
+  int rows = 0, rotations = 0;
+  double total_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
+};
+
+template <class F>
+double time_graph_us(cudaStream_t stream, int calls, F&& enqueue) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) enqueue(i);
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> times;
+  for (int i = 0; i < 15; ++i) {
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaEventRecord(b, stream));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    times.push_back(ms * 1e3 / calls);
+  }
+  CHECK_CUDA(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+__global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) dst[i] = __ldcs(src + i);
+}
+
+// Device-copy ceiling: a streaming copy kernel (a memcpy node in a graph may run on a copy engine,
+// which is slower than what the SMs can pull).
+double copy_bandwidth_gbps(cudaStream_t stream) {
+  const size_t bytes = size_t(1) << 30;
+  void *src, *dst;
+  CHECK_CUDA(cudaMalloc(&src, bytes));
+  CHECK_CUDA(cudaMalloc(&dst, bytes));
+  fill_e4m3<<<1024, 256, 0, stream>>>(static_cast<uint8_t*>(src), bytes, 7);
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double us = time_graph_us(stream, 4, [&](int) {
+    copy_kernel<<<sms * 8, 512, 0, stream>>>(static_cast<const float4*>(src), static_cast<float4*>(dst), bytes / 16);
+  });
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * bytes / (us * 1e-6) / 1e9;  // bytes read + written
+}
+
+Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937_64& rng) {
+  const int k = 2048, page_size = 64;
+  const bool prefill = c.prefill_rows > 0;
+  const int seqs = prefill ? 1 : c.batch;
+  const int T = prefill ? c.prefill_rows : c.batch;
+  const int rec = c.fmt == ki::KeyFormat::kBf16 ? ki::kBf16RecordBytes : ki::kFp8RecordBytes;
+  const int pages_per_seq = (c.context + page_size - 1) / page_size;
+  const double key_bytes = double(seqs) * c.context * rec;
+  // Enough rotations that the inputs of one replay exceed the L2 several times (at most 512 calls).
+  const int rot = std::clamp(static_cast<int>((256e6 + key_bytes - 1) / key_bytes), 1, 512);
+  const int64_t pages = int64_t(rot) * seqs * pages_per_seq;
+  const int qbytes = c.fmt == ki::KeyFormat::kBf16 ? 2 : 1;
+
+  uint8_t* cache;
+  CHECK_CUDA(cudaMalloc(&cache, pages * page_size * rec));
+  if (c.fmt == ki::KeyFormat::kBf16) {
+    fill_bf16<<<4096, 256, 0, stream>>>(reinterpret_cast<uint16_t*>(cache), pages * page_size * rec / 2, rng());
+  } else {
+    fill_e4m3<<<4096, 256, 0, stream>>>(cache, pages * page_size * rec, rng());
+    fill_fp8_scales<<<4096, 256, 0, stream>>>(cache, pages, page_size, rng());
+  }
+  // Rotation r uses its own shuffled pages, queries and weights.
+  std::vector<int32_t> perm(pages);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  int32_t *tables, *row_seq, *row_len;
+  CHECK_CUDA(cudaMalloc(&tables, perm.size() * 4));
+  CHECK_CUDA(cudaMemcpy(tables, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int32_t> h_seq(T), h_len(T);
+  for (int t = 0; t < T; ++t) {
+    h_seq[t] = prefill ? 0 : t;
+    h_len[t] = prefill ? c.context - T + t + 1 : c.context;
+  }
+  CHECK_CUDA(cudaMalloc(&row_seq, T * 4));
+  CHECK_CUDA(cudaMalloc(&row_len, T * 4));
+  CHECK_CUDA(cudaMemcpy(row_seq, h_seq.data(), T * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(row_len, h_len.data(), T * 4, cudaMemcpyHostToDevice));
+  uint8_t* q;
+  float *q_scale, *w, *scores;
+  const size_t q_row = size_t(ki::kHeads) * ki::kHeadDim * qbytes;
+  CHECK_CUDA(cudaMalloc(&q, q_row * T * rot));
+  CHECK_CUDA(cudaMalloc(&q_scale, size_t(T) * ki::kHeads * rot * 4));
+  CHECK_CUDA(cudaMalloc(&w, size_t(T) * ki::kHeads * rot * 4));
+  if (qbytes == 2)
+    fill_bf16<<<1024, 256, 0, stream>>>(reinterpret_cast<uint16_t*>(q), q_row * T * rot / 2, rng());
+  else
+    fill_e4m3<<<1024, 256, 0, stream>>>(q, q_row * T * rot, rng());
+  fill_float<<<256, 256, 0, stream>>>(q_scale, size_t(T) * ki::kHeads * rot, rng(), 0.001f, 0.003f);
+  fill_float<<<256, 256, 0, stream>>>(w, size_t(T) * ki::kHeads * rot, rng(), -0.18f, 0.18f);
+  const int64_t stride = ki::indexer_score_stride(c.context);
+  CHECK_CUDA(cudaMalloc(&scores, size_t(T) * stride * 4));
+  int32_t* out;
+  CHECK_CUDA(cudaMalloc(&out, size_t(T) * k * 4));
+  const size_t ws_bytes = ki::indexer_topk_workspace_bytes(T);
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaGetLastError());
+
+  auto params = [&](int r) {
+    ki::ScoreParams p;
+    p.rows.num_rows = T;
+    p.rows.row_seq = row_seq;
+    p.rows.row_len = row_len;
+    p.rows.block_tables = tables + int64_t(r) * seqs * pages_per_seq;
+    p.rows.block_table_stride = pages_per_seq;
+    p.rows.page_size = page_size;
+    p.rows.max_row_len = c.context;
+    p.format = c.fmt;
+    p.q = q + q_row * T * r;
+    p.q_scale = q_scale + size_t(T) * ki::kHeads * r;
+    p.weights = w + size_t(T) * ki::kHeads * r;
+    p.key_cache = cache;
+    p.scores = scores;
+    p.score_stride = stride;
+    return p;
+  };
+  auto topk_params = [&](int r) {
+    ki::TopkParams tp;
+    tp.rows = params(r).rows;
+    tp.k = k;
+    tp.scores = scores;
+    tp.score_stride = stride;
+    tp.out_slots = out;
+    tp.workspace = ws;
+    tp.workspace_bytes = ws_bytes;
+    return tp;
+  };
+  Result res;
+  res.c = c;
+  res.rows = T;
+  res.rotations = rot;
+  res.total_us = time_graph_us(stream, rot, [&](int r) {
+    CHECK_CUDA(ki::launch_indexer(params(r), k, out, nullptr, ws, ws_bytes, stream));
+  });
+  res.scores_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_scores(params(r), stream)); });
+  // Top-k alone, with the automatic choice and with each path forced (the scores of the last rotation).
+  res.topk_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_topk(topk_params(r), stream)); });
+  res.topk_row_us = time_graph_us(stream, rot, [&](int r) {
+    auto tp = topk_params(r);
+    tp.split = 0;
+    CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+  });
+  if (!prefill)
+    res.topk_split_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 1;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+    });
+  double visible = 0;
+  for (int t = 0; t < T; ++t) visible += h_len[t];
+  res.bytes = key_bytes + double(T) * (q_row + ki::kHeads * 4.0 * (qbytes == 1 ? 2 : 1) + k * 4.0);
+  res.floor_us = res.bytes / (bw_gbps * 1e9) * 1e6;
+  res.flops = visible * ki::kHeads * ki::kHeadDim * 2.0;
+  cudaFree(cache);
+  cudaFree(tables);
+  cudaFree(row_seq);
+  cudaFree(row_len);
+  cudaFree(q);
+  cudaFree(q_scale);
+  cudaFree(w);
+  cudaFree(scores);
+  cudaFree(out);
+  cudaFree(ws);
+  return res;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (ch == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += ch;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s OUT.json [--commit SHA] [--command TEXT] [--quick]\n", argv[0]);
+    return 2;
+  }
+  std::string out_path = argv[1], commit = "unknown", command = "bench_indexer";
+  bool quick = false;
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
+    else if (!std::strcmp(argv[i], "--command") && i + 1 < argc) command = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  std::mt19937_64 rng(std::random_device{}());
+  const double bw = copy_bandwidth_gbps(stream);
+  std::printf("device %s, %d SMs, copy bandwidth %.0f GB/s (read + write)\n", prop.name, prop.multiProcessorCount, bw);
+
+  std::vector<Case> cases;
+  const std::vector<int> contexts = quick ? std::vector<int>{8192} : std::vector<int>{1024, 8192, 32768, 131072, 202752};
+  for (ki::KeyFormat fmt : {ki::KeyFormat::kFp8, ki::KeyFormat::kBf16}) {
+    const char* f = fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16";
+    for (int batch : {1, 32})
+      for (int ctx : contexts) cases.push_back({std::string("decode_") + f + "_b" + std::to_string(batch) + "_ctx" + std::to_string(ctx), fmt, batch, ctx, 0});
+    cases.push_back({std::string("prefill_") + f + "_4096x4096", fmt, 0, 4096, 4096});
+  }
+  std::vector<Result> results;
+  for (const Case& c : cases) {
+    results.push_back(run_case(c, bw, stream, rng));
+    const Result& r = results.back();
+    std::printf("%-28s total %9.2f us  scores %9.2f  topk %9.2f (row %9.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
+                r.total_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
+    std::fflush(stdout);
+  }
+
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  FILE* f = std::fopen(out_path.c_str(), "w");
+  if (!f) {
+    std::perror(out_path.c_str());
+    return 1;
+  }
+  std::fprintf(f, "{\n  \"benchmark\": \"indexer\",\n  \"card\": \"%s\",\n  \"sms\": %d,\n  \"date\": \"%s\",\n  \"git_commit\": \"%s\",\n",
+               json_escape(prop.name).c_str(), prop.multiProcessorCount, date, json_escape(commit).c_str());
+  std::fprintf(f, "  \"command\": \"%s\",\n  \"k\": 2048,\n  \"page_size\": 64,\n  \"copy_bandwidth_GBps\": %.1f,\n  \"cases\": [\n",
+               json_escape(command).c_str(), bw);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    std::fprintf(f,
+                 "    {\"name\": \"%s\", \"format\": \"%s\", \"kind\": \"%s\", \"batch\": %d, \"rows\": %d, \"context\": %d, "
+                 "\"rotations\": %d, \"total_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
+                 "\"topk_split_us\": %.3f, \"bytes\": %.0f, "
+                 "\"floor_us\": %.3f, \"ratio_to_floor\": %.3f, \"score_tflops\": %.2f}%s\n",
+                 r.c.name.c_str(), r.c.fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16", r.c.prefill_rows ? "prefill" : "decode",
+                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
+                 r.total_us / r.floor_us, r.flops / (r.scores_us * 1e-6) / 1e12, i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+  std::printf("wrote %s\n", out_path.c_str());
+  return 0;
+}

@@ -1,0 +1,592 @@
+// One GLM-5 MoE layer at real size (hidden 6144, 256 experts x 2048 + 1 shared, top-8, random FP8
+// weights, random routing through the real router) for several token counts, beside same-run ceilings:
+// device copy bandwidth and cuBLASLt GEMM rates (bf16; FP8 per-tensor; FP8 128-block-scaled if offered).
+// Prints a table and writes JSON. Usage: glm5rt_bench_moe [--json out.json] [--commit sha] [--tokens 1,8,...]
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/moe/moe.h"
+
+namespace k = glm5rt::kernels;
+
+#define CK(expr)                                                                           \
+  do {                                                                                     \
+    cudaError_t e_ = (expr);                                                               \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+namespace {
+
+__device__ uint32_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+// Random e4m3 codes (never the NaN codes 0x7f / 0xff), limited to |v| <= 2^3 so sums stay moderate.
+__global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint32_t r = mix(seed * 0x9e3779b97f4a7c15ULL + i);
+    p[i] = static_cast<uint8_t>((r & 0x80) | ((r >> 8) % 80));  // exponent field <= 9
+  }
+}
+__global__ void fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = lo + (hi - lo) * (mix(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
+}
+// Approximately normal bf16 (sum of 4 uniforms), times sigma.
+__global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float sigma) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float s = 0;
+    for (int j = 0; j < 4; ++j) s += (mix(seed * 0x9e3779b97f4a7c15ULL + i * 4 + j) >> 8) * (1.0f / 16777216.0f);
+    p[i] = __float2bfloat16((s - 2.0f) * 1.7320508f * sigma);
+  }
+}
+
+// Register-only mma.sync throughput: the ceiling for the SM120-portable tensor-core path on this GPU.
+// FP8 (m16n8k32 e4m3) and bf16 (m16n8k16), 8 independent accumulators per warp.
+template <bool kFp8>
+__global__ void mma_peak_kernel(float* out, int iters, uint32_t seed) {
+  float acc[8][4] = {};
+  uint32_t a0 = seed ^ threadIdx.x, a1 = a0 * 3, a2 = a0 * 5, a3 = a0 * 7, b0 = a0 * 11, b1 = a0 * 13;
+  if (kFp8) {  // keep the bytes finite e4m3 (no NaN codes)
+    a0 &= 0x3f3f3f3f; a1 &= 0x3f3f3f3f; a2 &= 0x3f3f3f3f; a3 &= 0x3f3f3f3f; b0 &= 0x3f3f3f3f; b1 &= 0x3f3f3f3f;
+  } else {
+    a0 &= 0x3f7f3f7f; a1 &= 0x3f7f3f7f; a2 &= 0x3f7f3f7f; a3 &= 0x3f7f3f7f; b0 &= 0x3f7f3f7f; b1 &= 0x3f7f3f7f;
+  }
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (kFp8) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+      } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      }
+    }
+  }
+  float s = 0;
+  for (int j = 0; j < 8; ++j) s += acc[j][0] + acc[j][1] + acc[j][2] + acc[j][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.f : v[v.size() / 2];
+}
+
+// Median milliseconds of `reps` runs of f, after `warm` warm-up runs, timed with events.
+template <typename F>
+float time_ms(F&& f, int warm, int reps, cudaStream_t s) {
+  for (int i = 0; i < warm; ++i) f();
+  CK(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(a, s));
+    f();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return median(t);
+}
+
+struct LtResult {
+  std::string name;
+  int m = 0, n = 0, k = 0;
+  double tflops = -1;
+  std::string status = "ok";
+};
+
+// cuBLASLt D[m,n] = op(A)[m,k] * B[k,n], column-major, "TN" (A and B both K-major, as FP8 requires).
+LtResult lt_gemm(cublasLtHandle_t lt, const char* name, cudaDataType_t in_type, int mode, int m, int n, int kk,
+                 cudaStream_t s, void* ws, size_t ws_bytes) {
+  LtResult r;
+  r.name = name;
+  r.m = m;
+  r.n = n;
+  r.k = kk;
+  const bool fp8 = in_type == CUDA_R_8F_E4M3;
+  const size_t esz = fp8 ? 1 : 2;
+  void *A = nullptr, *B = nullptr, *D = nullptr;
+  float *sa = nullptr, *sb = nullptr;
+  CK(cudaMalloc(&A, static_cast<size_t>(m) * kk * esz));
+  CK(cudaMalloc(&B, static_cast<size_t>(n) * kk * esz));
+  CK(cudaMalloc(&D, static_cast<size_t>(m) * n * 2));
+  const size_t sa_n = static_cast<size_t>((m + 127) / 128 + 1) * ((kk + 127) / 128 + 1) * 128;
+  const size_t sb_n = static_cast<size_t>(n + 128) * ((kk + 127) / 128 + 1);
+  CK(cudaMalloc(&sa, sa_n * 4));
+  CK(cudaMalloc(&sb, sb_n * 4));
+  if (fp8) {
+    fill_fp8<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(A), static_cast<size_t>(m) * kk, 11);
+    fill_fp8<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(B), static_cast<size_t>(n) * kk, 12);
+  } else {
+    fill_bf16<<<1024, 256, 0, s>>>(static_cast<__nv_bfloat16*>(A), static_cast<size_t>(m) * kk, 11, 1.f);
+    fill_bf16<<<1024, 256, 0, s>>>(static_cast<__nv_bfloat16*>(B), static_cast<size_t>(n) * kk, 12, 1.f);
+  }
+  fill_f32<<<256, 256, 0, s>>>(sa, sa_n, 13, 0.5f, 1.0f);
+  fill_f32<<<256, 256, 0, s>>>(sb, sb_n, 14, 0.5f, 1.0f);
+  CK(cudaGetLastError());
+
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  if (fp8 && st == CUBLAS_STATUS_SUCCESS) {
+    if (mode != 0) {
+      const int32_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, mb = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof(ma));
+      if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof(mb));
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&la, in_type, kk, m, kk);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&lb, in_type, kk, n, kk);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, m, n, m);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    r.status = std::string("unsupported: ") + cublasLtGetStatusName(st) + (found == 0 ? " (no algorithm)" : "");
+  } else {
+    const float alpha = 1.f, beta = 0.f;
+    cublasStatus_t run_st = CUBLAS_STATUS_SUCCESS;
+    auto run = [&] {
+      const cublasStatus_t x = cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, ws, ws_bytes, s);
+      if (x != CUBLAS_STATUS_SUCCESS) run_st = x;
+    };
+    const float ms = time_ms(run, 3, 20, s);
+    if (run_st != CUBLAS_STATUS_SUCCESS) r.status = std::string("failed: ") + cublasLtGetStatusName(run_st);
+    else r.tflops = 2.0 * m * n * kk / (ms * 1e-3) / 1e12;
+  }
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (ld) cublasLtMatrixLayoutDestroy(ld);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (op) cublasLtMatmulDescDestroy(op);
+  CK(cudaFree(A));
+  CK(cudaFree(B));
+  CK(cudaFree(D));
+  CK(cudaFree(sa));
+  CK(cudaFree(sb));
+  return r;
+}
+
+template <bool kFp8>
+double mma_peak(int sms, cudaStream_t s) {
+  float* out = nullptr;
+  const int blocks = sms * 4, threads = 256, iters = 4096;
+  CK(cudaMalloc(&out, sizeof(float) * blocks * threads));
+  const float ms = time_ms([&] { mma_peak_kernel<kFp8><<<blocks, threads, 0, s>>>(out, iters, 7); }, 2, 10, s);
+  CK(cudaGetLastError());
+  CK(cudaFree(out));
+  const double flops = 2.0 * 16 * 8 * (kFp8 ? 32 : 16) * 8.0 * iters * (blocks * threads / 32);
+  return flops / (ms * 1e-3) / 1e12;
+}
+
+// Our dense FP8 GEMM (prefill kernel) on an m x n x k problem: the kernel's own rate beside cuBLASLt.
+double ours_dense_rate(int m, int n, int kk, int tile_rows, int mma, cudaStream_t s) {
+  uint8_t *a = nullptr, *w = nullptr;
+  float *as = nullptr, *wsc = nullptr;
+  __nv_bfloat16* c = nullptr;
+  CK(cudaMalloc(&a, static_cast<size_t>(m) * kk));
+  CK(cudaMalloc(&w, static_cast<size_t>(n) * kk));
+  CK(cudaMalloc(&as, static_cast<size_t>(m) * (kk / 128) * 4));
+  CK(cudaMalloc(&wsc, static_cast<size_t>((n + 127) / 128) * (kk / 128) * 4));
+  CK(cudaMalloc(&c, static_cast<size_t>(m) * n * 2));
+  fill_fp8<<<1024, 256, 0, s>>>(a, static_cast<size_t>(m) * kk, 21);
+  fill_fp8<<<1024, 256, 0, s>>>(w, static_cast<size_t>(n) * kk, 22);
+  fill_f32<<<256, 256, 0, s>>>(as, static_cast<size_t>(m) * (kk / 128), 23, 0.5f, 1.f);
+  fill_f32<<<256, 256, 0, s>>>(wsc, static_cast<size_t>((n + 127) / 128) * (kk / 128), 24, 0.5f, 1.f);
+  const uint8_t** wp = nullptr;
+  const float** sp = nullptr;
+  CK(cudaMalloc(&wp, sizeof(void*)));
+  CK(cudaMalloc(&sp, sizeof(void*)));
+  CK(cudaMemcpy(wp, &w, sizeof(void*), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(sp, &wsc, sizeof(void*), cudaMemcpyHostToDevice));
+  k::Fp8GemmParams p;
+  p.n = n;
+  p.k = kk;
+  p.a = a;
+  p.a_scale = as;
+  p.lda = kk;
+  p.ld_scale = kk / 128;
+  p.w = wp;
+  p.w_scale = sp;
+  p.c = c;
+  p.ldc = n;
+  p.max_rows = m;
+  p.path = k::Fp8GemmPath::prefill;
+  p.prefill_tile_rows = tile_rows;
+  p.prefill_mma = mma;
+  const float ms = time_ms([&] { CK(k::fp8_gemm(p, s)); }, 3, 20, s);
+  CK(cudaFree(a));
+  CK(cudaFree(w));
+  CK(cudaFree(as));
+  CK(cudaFree(wsc));
+  CK(cudaFree(c));
+  CK(cudaFree(wp));
+  CK(cudaFree(sp));
+  return 2.0 * m * n * kk / (ms * 1e-3) / 1e12;
+}
+
+struct MoeResult {
+  std::string label;
+  int path = 0, tile_rows = 0, mma = 0;
+  bool pdl = true;
+  int tokens = 0;
+  int distinct_experts = 0;  // routed experts with at least one token, + shared
+  double weight_bytes = 0, flops = 0;
+  float ms_stream = 0, ms_graph = 0;
+  float stage_ms[7] = {};
+  double gbps = 0, tflops = 0, gemm_gbps = 0, gemm_tflops = 0;
+};
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  std::string cur;
+  for (const char* c = s;; ++c) {
+    if (*c == ',' || *c == 0) {
+      if (!cur.empty()) v.push_back(std::atoi(cur.c_str()));
+      cur.clear();
+      if (*c == 0) break;
+    } else {
+      cur += *c;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path, commit = "unknown", command;
+  std::vector<int> token_counts = {1, 8, 64, 512, 4096};
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
+    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) token_counts = parse_list(argv[++i]);
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::printf("device: %s, %d SMs, L2 %d MB, cc %d.%d\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20, prop.major, prop.minor);
+
+  // ---- ceiling 1: device-to-device copy, bytes read + written ----
+  const size_t copy_bytes = size_t(2) << 30;
+  void *c0 = nullptr, *c1 = nullptr;
+  CK(cudaMalloc(&c0, copy_bytes));
+  CK(cudaMalloc(&c1, copy_bytes));
+  CK(cudaMemsetAsync(c0, 1, copy_bytes, s));
+  const float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(c1, c0, copy_bytes, cudaMemcpyDeviceToDevice, s)); }, 3, 20, s);
+  const double copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
+  CK(cudaFree(c0));
+  CK(cudaFree(c1));
+  std::printf("copy bandwidth: %.0f GB/s (read + write)\n", copy_gbps);
+
+  // ---- ceiling 2: cuBLASLt ----
+  cublasLtHandle_t lt;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("cublasLtCreate failed\n");
+    return 1;
+  }
+  const size_t lt_ws_bytes = size_t(64) << 20;
+  void* lt_ws = nullptr;
+  CK(cudaMalloc(&lt_ws, lt_ws_bytes));
+  std::vector<LtResult> lts;
+  lts.push_back(lt_gemm(lt, "cublaslt_bf16", CUDA_R_16BF, 0, 8192, 8192, 8192, s, lt_ws, lt_ws_bytes));
+  lts.push_back(lt_gemm(lt, "cublaslt_fp8_tensor_scale", CUDA_R_8F_E4M3, 0, 8192, 8192, 8192, s, lt_ws, lt_ws_bytes));
+  lts.push_back(lt_gemm(lt, "cublaslt_fp8_block128_scale", CUDA_R_8F_E4M3, 1, 8192, 8192, 8192, s, lt_ws, lt_ws_bytes));
+  // The MoE's T=4096 gate_up shape as one dense problem (36864 rows = 4096 tokens x 9 experts).
+  lts.push_back(lt_gemm(lt, "cublaslt_fp8_tensor_scale_moe_shape", CUDA_R_8F_E4M3, 0, 4096, 36864, 6144, s, lt_ws, lt_ws_bytes));
+  for (const auto& r : lts)
+    std::printf("%-40s %5dx%5dx%5d  %8.1f TFLOP/s  %s\n", r.name.c_str(), r.m, r.n, r.k, r.tflops, r.status.c_str());
+  // Our prefill kernel, each shape (64/128-row tiles) x tensor-core instruction (1 native FP8 mma,
+  // 2 f16 mma after in-register conversion).
+  struct Dense {
+    int bm, mma;
+    double tflops;
+  };
+  std::vector<Dense> dense = {{64, 1, 0}, {64, 2, 0}, {128, 1, 0}, {128, 2, 0}};
+  for (auto& d : dense) {
+    d.tflops = ours_dense_rate(8192, 8192, 8192, d.bm, d.mma, s);
+    std::printf("ours_fp8_prefill bm%-3d %-9s 8192x8192x8192  %8.1f TFLOP/s\n", d.bm, d.mma == 1 ? "fp8-mma" : "f16-mma",
+                d.tflops);
+  }
+  double ours_dense = 0;
+  for (const auto& d : dense) ours_dense = std::max(ours_dense, d.tflops);
+  const double mma_fp8 = mma_peak<true>(prop.multiProcessorCount, s);
+  const double mma_bf16 = mma_peak<false>(prop.multiProcessorCount, s);
+  std::printf("mma.sync register-only peak: fp8 m16n8k32 %.1f TFLOP/s, bf16 m16n8k16 %.1f TFLOP/s\n", mma_fp8, mma_bf16);
+  CK(cudaFree(lt_ws));
+  cublasLtDestroy(lt);
+
+  // ---- the MoE layer ----
+  const int H = 6144, I = 2048, E = 256, K = 8;
+  const size_t gu_bytes = size_t(I) * H, dn_bytes = size_t(H) * I;
+  const size_t gu_sc = size_t(I / 128) * (H / 128), dn_sc = size_t(H / 128) * (I / 128);
+  const double expert_bytes = 2.0 * gu_bytes + dn_bytes + 4.0 * (2 * gu_sc + dn_sc);
+  uint8_t* wq = nullptr;
+  float* wsc = nullptr;
+  const size_t per_expert_q = 2 * gu_bytes + dn_bytes, per_expert_s = 2 * gu_sc + dn_sc;
+  CK(cudaMalloc(&wq, per_expert_q * (E + 1)));
+  CK(cudaMalloc(&wsc, per_expert_s * (E + 1) * 4));
+  fill_fp8<<<4096, 256, 0, s>>>(wq, per_expert_q * (E + 1), 1);
+  fill_f32<<<1024, 256, 0, s>>>(wsc, per_expert_s * (E + 1), 2, 0.5f / 256, 2.0f / 256);
+  std::vector<const uint8_t*> gu_w((E + 1) * 2), dn_w(E + 1);
+  std::vector<const float*> gu_s((E + 1) * 2), dn_s(E + 1);
+  for (int e = 0; e <= E; ++e) {
+    uint8_t* base = wq + per_expert_q * e;
+    float* sbase = wsc + per_expert_s * e;
+    gu_w[2 * e] = base;
+    gu_w[2 * e + 1] = base + gu_bytes;
+    dn_w[e] = base + 2 * gu_bytes;
+    gu_s[2 * e] = sbase;
+    gu_s[2 * e + 1] = sbase + gu_sc;
+    dn_s[e] = sbase + 2 * gu_sc;
+  }
+  const uint8_t **d_guw, **d_dnw;
+  const float **d_gus, **d_dns;
+  CK(cudaMalloc(&d_guw, gu_w.size() * sizeof(void*)));
+  CK(cudaMalloc(&d_dnw, dn_w.size() * sizeof(void*)));
+  CK(cudaMalloc(&d_gus, gu_s.size() * sizeof(void*)));
+  CK(cudaMalloc(&d_dns, dn_s.size() * sizeof(void*)));
+  CK(cudaMemcpy(d_guw, gu_w.data(), gu_w.size() * sizeof(void*), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_dnw, dn_w.data(), dn_w.size() * sizeof(void*), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_gus, gu_s.data(), gu_s.size() * sizeof(void*), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(d_dns, dn_s.data(), dn_s.size() * sizeof(void*), cudaMemcpyHostToDevice));
+  __nv_bfloat16* rw = nullptr;
+  float* rb = nullptr;
+  CK(cudaMalloc(&rw, size_t(E) * H * 2));
+  CK(cudaMalloc(&rb, E * 4));
+  fill_bf16<<<1024, 256, 0, s>>>(rw, size_t(E) * H, 3, 0.02f);
+  fill_f32<<<1, 256, 0, s>>>(rb, E, 4, -0.05f, 0.05f);
+  CK(cudaGetLastError());
+
+  std::vector<MoeResult> results;
+  cudaEvent_t ev[8];
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  struct Config {
+    int tokens, path, tile_rows, mma;
+    bool pdl;
+    std::string label;
+    int depth = 0;
+  };
+  std::vector<Config> configs;
+  for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
+  // Alternatives measured in the same run: without programmatic dependent launch, and the other GEMM
+  // paths / tile shapes / mma instructions where the choice matters.
+  for (int T : token_counts) configs.push_back({T, 0, 0, 0, false, "no-pdl"});
+  for (int T : token_counts) {
+    if (T == 1 || T == 8 || T == 64) configs.push_back({T, 0, 0, 0, true, "depth3", 3});
+    if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
+    if (T == 512) {
+      configs.push_back({T, 1, 0, 0, true, "decode"});
+      configs.push_back({T, 2, 128, 0, true, "prefill128"});
+    }
+    if (T == 4096) {
+      configs.push_back({T, 2, 128, 0, true, "prefill128"});
+      configs.push_back({T, 2, 64, 1, true, "p64-fp8mma"});
+      configs.push_back({T, 2, 128, 1, true, "p128-fp8mma"});
+    }
+  }
+  for (const Config& cfg : configs) {
+    const int T = cfg.tokens;
+    MoeResult r;
+    r.tokens = T;
+    r.label = cfg.label;
+    r.path = cfg.path;
+    r.tile_rows = cfg.tile_rows;
+    r.mma = cfg.mma;
+    r.pdl = cfg.pdl;
+    __nv_bfloat16 *x = nullptr, *out = nullptr;
+    int* ids = nullptr;
+    float* wts = nullptr;
+    CK(cudaMalloc(&x, size_t(T) * H * 2));
+    CK(cudaMalloc(&out, size_t(T) * H * 2));
+    CK(cudaMalloc(&ids, size_t(T) * K * 4));
+    CK(cudaMalloc(&wts, size_t(T) * K * 4));
+    fill_bf16<<<1024, 256, 0, s>>>(x, size_t(T) * H, 100 + T, 1.0f);
+    const size_t ws_bytes = k::moe_workspace_size(T, H, I, E, K);
+    void* ws = nullptr;
+    CK(cudaMalloc(&ws, ws_bytes));
+    k::MoeParams p;
+    p.tokens = T;
+    p.hidden = H;
+    p.inter = I;
+    p.num_experts = E;
+    p.top_k = K;
+    p.routed_scaling_factor = 2.5f;
+    p.x = x;
+    p.router_weight = rw;
+    p.router_bias = rb;
+    p.gate_up_w = d_guw;
+    p.gate_up_s = d_gus;
+    p.down_w = d_dnw;
+    p.down_s = d_dns;
+    p.out = out;
+    p.topk_ids_out = ids;
+    p.topk_weights_out = wts;
+    p.path = cfg.path;
+    p.prefill_tile_rows = cfg.tile_rows;
+    p.prefill_mma = cfg.mma;
+    p.pdl = cfg.pdl;
+    p.decode_depth = cfg.depth;
+    r.ms_stream = time_ms([&] { CK(k::moe_forward(p, ws, ws_bytes, s)); }, 3, 20, s);
+    // Distinct experts actually read.
+    std::vector<int> hid(size_t(T) * K);
+    CK(cudaMemcpy(hid.data(), ids, hid.size() * 4, cudaMemcpyDeviceToHost));
+    r.distinct_experts = static_cast<int>(std::set<int>(hid.begin(), hid.end()).size()) + 1;
+    r.weight_bytes = r.distinct_experts * expert_bytes;
+    r.flops = 2.0 * T * (K + 1) * 3.0 * H * I;
+    // Graph replay: the launch sequence as the runtime would issue it per layer.
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CK(k::moe_forward(p, ws, ws_bytes, s));
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    r.ms_graph = time_ms([&] { CK(cudaGraphLaunch(exec, s)); }, 3, 20, s);
+    // Stage breakdown (separate runs with events between stages; median per stage).
+    std::vector<float> st[7];
+    p.stage_events = ev + 1;
+    for (int rep = 0; rep < 10; ++rep) {
+      CK(cudaEventRecord(ev[0], s));
+      CK(k::moe_forward(p, ws, ws_bytes, s));
+      CK(cudaEventSynchronize(ev[7]));
+      for (int i = 0; i < 7; ++i) {
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+        st[i].push_back(ms);
+      }
+    }
+    for (int i = 0; i < 7; ++i) r.stage_ms[i] = median(st[i]);
+    const float best = std::min(r.ms_stream, r.ms_graph);
+    r.gbps = r.weight_bytes / (best * 1e-3) / 1e9;
+    r.tflops = r.flops / (best * 1e-3) / 1e12;
+    const float gemm_ms = r.stage_ms[3] + r.stage_ms[5];
+    r.gemm_gbps = r.weight_bytes / (gemm_ms * 1e-3) / 1e9;
+    r.gemm_tflops = r.flops / (gemm_ms * 1e-3) / 1e12;
+    results.push_back(r);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaFree(ws));
+    CK(cudaFree(x));
+    CK(cudaFree(out));
+    CK(cudaFree(ids));
+    CK(cudaFree(wts));
+  }
+
+  double lt_fp8 = -1, lt_bf16 = -1, lt_fp8_block = -1;
+  for (const auto& r : lts) {
+    if (r.name == "cublaslt_bf16") lt_bf16 = r.tflops;
+    if (r.name == "cublaslt_fp8_tensor_scale") lt_fp8 = r.tflops;
+    if (r.name == "cublaslt_fp8_block128_scale") lt_fp8_block = r.tflops;
+  }
+  const double dense_ceiling = std::max(lt_fp8, lt_bf16);
+
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f) {
+      std::fprintf(f, "{\n  \"benchmark\": \"moe\",\n  \"command\": \"%s\",\n  \"date\": \"%s\",\n  \"card\": \"%s\",\n",
+                   command.c_str(), date, prop.name);
+      std::fprintf(f, "  \"git_commit\": \"%s\",\n  \"sms\": %d,\n  \"copy_gbps\": %.1f,\n", commit.c_str(),
+                   prop.multiProcessorCount, copy_gbps);
+      std::fprintf(f, "  \"cublaslt\": [\n");
+      for (size_t i = 0; i < lts.size(); ++i)
+        std::fprintf(f, "    {\"name\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"tflops\": %.2f, \"status\": \"%s\"}%s\n",
+                     lts[i].name.c_str(), lts[i].m, lts[i].n, lts[i].k, lts[i].tflops, lts[i].status.c_str(),
+                     i + 1 < lts.size() ? "," : "");
+      std::fprintf(f, "  ],\n  \"ours_fp8_prefill_dense_8192_tflops\": {");
+      for (size_t i = 0; i < dense.size(); ++i)
+        std::fprintf(f, "%s\"bm%d_%s\": %.2f", i ? ", " : "", dense[i].bm, dense[i].mma == 1 ? "fp8mma" : "f16mma",
+                     dense[i].tflops);
+      std::fprintf(f, "},\n");
+      std::fprintf(f, "  \"mma_sync_peak_tflops\": {\"fp8_m16n8k32\": %.2f, \"bf16_m16n8k16\": %.2f},\n", mma_fp8, mma_bf16);
+      std::fprintf(f, "  \"moe\": {\"hidden\": %d, \"inter\": %d, \"experts\": %d, \"top_k\": %d, \"shared\": 1, "
+                      "\"expert_bytes\": %.0f},\n  \"results\": [\n", H, I, E, K, expert_bytes);
+      for (size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
+        std::fprintf(f,
+                     "    {\"config\": \"%s\", \"tokens\": %d, \"experts_read\": %d, \"weight_bytes\": %.0f, \"flops\": %.0f, "
+                     "\"ms_stream\": %.4f, \"ms_graph\": %.4f, \"stage_ms\": {\"route\": %.4f, \"permute\": %.4f, "
+                     "\"quantize\": %.4f, \"gate_up\": %.4f, \"swiglu\": %.4f, \"down\": %.4f, \"combine\": %.4f}, "
+                     "\"weight_gbps\": %.1f, \"tflops\": %.2f, \"gemm_only_gbps\": %.1f, \"gemm_only_tflops\": %.2f, "
+                     "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f, \"rate_ratio_vs_cublaslt_bf16\": %.3f, "
+                     "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d}%s\n",
+                     r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
+                     r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
+                     r.tflops, r.gemm_gbps, r.gemm_tflops, r.gbps / copy_gbps,
+                     dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
+                     r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, i + 1 < results.size() ? "," : "");
+      }
+      std::fprintf(f, "  ]\n}\n");
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+    }
+  }
+
+  std::printf("\nGLM-5 MoE layer on %s (copy %.0f GB/s; cuBLASLt bf16 %.0f, fp8 %.0f, fp8 block-128 %.0f TFLOP/s;"
+              " ours dense fp8 best %.0f; mma.sync peak fp8 %.0f bf16 %.0f)\n", prop.name, copy_gbps,
+              lt_bf16, lt_fp8, lt_fp8_block, ours_dense, mma_fp8, mma_bf16);
+  std::printf("%-10s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm", "ms graph",
+              "gate_up", "down", "other", "GB/s", "TFLOP/s", "bw/cpy", "rate/lt");
+  (void)0;
+  for (const auto& r : results) {
+    const float other = r.stage_ms[0] + r.stage_ms[1] + r.stage_ms[2] + r.stage_ms[4] + r.stage_ms[6];
+    std::printf("%-10s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.0f %8.1f %7.3f %7.3f\n", r.label.c_str(), r.tokens, r.distinct_experts,
+                r.weight_bytes / 1e6, r.ms_stream, r.ms_graph, r.stage_ms[3], r.stage_ms[5], other, r.gbps, r.tflops,
+                r.gbps / copy_gbps, dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0);
+  }
+  return 0;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Merge the sparse MLA benchmark JSON with the Triton baseline and the ceilings; print the summary table.
+
+roofline_us = max(bytes / copy bandwidth, FLOPs / cuBLAS bf16 GEMM rate), both ceilings measured in the
+same run (triton_baseline.py). 'of roofline' = roofline_us / measured_us (1.0 = at the ceiling).
+'vs Triton' = Triton (best split, bf16 records) time / ours, for both of our record formats.
+"""
+import argparse
+import datetime
+import json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours", required=True)
+    ap.add_argument("--triton", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--command", default="")
+    ap.add_argument("--commit", default="unknown")
+    args = ap.parse_args()
+    ours = json.load(open(args.ours))
+    try:
+        tri = json.load(open(args.triton))
+    except (OSError, ValueError) as e:
+        print(f"no Triton results ({e}); ceilings fall back to the C++ copy measurement only")
+        tri = {"results": []}
+    copy = tri.get("copy_tbps") or ours["copy_tbps"]
+    gemm = tri.get("gemm_bf16_tflops")
+    tmap = {(r["phase"], r["T"], r["H"]): r for r in tri.get("results", [])}
+    rows = []
+    for r in ours["results"]:
+        t_bytes = r["bytes"] / (copy * 1e12) * 1e6
+        t_flops = r["flops"] / (gemm * 1e12) * 1e6 if gemm else 0.0
+        roof = max(t_bytes, t_flops)
+        tr = tmap.get((r["phase"], r["T"], r["H"]))
+        row = dict(r)
+        row["roofline_us"] = roof
+        row["bound"] = "memory" if t_bytes >= t_flops else "compute"
+        row["of_roofline"] = roof / r["graph_us"]
+        row["triton_us"] = tr["graph_us"] if tr else None
+        row["speedup_vs_triton"] = tr["graph_us"] / r["graph_us"] if tr else None
+        rows.append(row)
+    fp8_vs_bf16 = {}
+    for r in rows:
+        if r["format"] == "fp8":
+            b = next((x for x in rows if x["format"] == "bf16" and x["phase"] == r["phase"] and x["T"] == r["T"]
+                      and x["H"] == r["H"]), None)
+            if b:
+                r["fp8_speedup_over_bf16"] = b["graph_us"] / r["graph_us"]
+    merged = {
+        "benchmark": "sparse_mla",
+        "command": args.command,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "card": ours.get("device"),
+        "git_commit": args.commit,
+        "ceilings": {"copy_tbps": copy, "copy_tbps_cudaMemcpy": ours["copy_tbps"], "gemm_bf16_tflops": gemm},
+        "topk": ours["topk"],
+        "pool_tokens_per_sequence": ours["pool_tokens_per_sequence"],
+        "triton_self_check": tri.get("self_check"),
+        "results": rows,
+        "split_sweep": ours.get("split_sweep", []),
+        "triton": tri.get("results", []),
+    }
+    json.dump(merged, open(args.out, "w"), indent=1)
+    print()
+    print(f"Sparse MLA on {merged['card']}  (topk {ours['topk']}; ceilings: copy {copy:.2f} TB/s, "
+          f"bf16 GEMM {gemm or float('nan'):.0f} TFLOP/s; commit {args.commit[:12]})")
+    hdr = (f"{'phase':7s} {'fmt':4s} {'T':>5s} {'H':>4s} {'spl':>3s} {'us':>9s} {'TFLOP/s':>8s} {'TB/s':>6s} "
+           f"{'roof us':>8s} {'of roof':>7s} {'triton us':>9s} {'vs Tri':>6s} {'fp8/bf16':>8s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        tri_us = f"{r['triton_us']:9.1f}" if r["triton_us"] else f"{'-':>9s}"
+        sp = f"{r['speedup_vs_triton']:6.2f}" if r["speedup_vs_triton"] else f"{'-':>6s}"
+        f8 = f"{r['fp8_speedup_over_bf16']:8.2f}" if "fp8_speedup_over_bf16" in r else f"{'':8s}"
+        print(f"{r['phase']:7s} {r['format']:4s} {r['T']:5d} {r['H']:4d} {r['splits']:3d} {r['graph_us']:9.2f} "
+              f"{r['tflops']:8.1f} {r['tbps']:6.2f} {r['roofline_us']:8.2f} {r['of_roofline']:7.2f} {tri_us} {sp} {f8}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+// Sparse MLA benchmark on GLM-5 shapes (576/512, top-k 2048): decode T in {1, 8, 32, 128}, prefill
+// T in {1024, 4096}, H in {64, 16, 8}, bf16 and FP8 records. Prints a table and writes JSON.
+//
+// Data: random records in a pool of --pool tokens per sequence (decode: one sequence per query token,
+// prefill: one sequence for all query tokens), top-k distinct random slots per row. For small T the call
+// rotates among several index sets over different sequences so that repeated calls do not find the
+// records in L2. Time: a CUDA graph of K calls replayed after warm-up (per-call time = replay / K; this is
+// how a decode step runs), and the median of single event-timed calls.
+// Bytes counted: records gathered (decode; for prefill the whole pool of the sequence when smaller,
+// since rows are shared across query tokens and come from L2) + q + out + lse + indices.
+// FLOPs: 2 * T * H * topk * (576 + 512).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/sparse_mla.h"
+
+using glm5rt::kernels::MlaCacheFormat;
+using glm5rt::kernels::SparseMlaParams;
+
+#define CK(x)                                                                                \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+namespace {
+
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+__device__ uint16_t rand_bf16(uint64_t key) {  // uniform in (-1, 1), as bf16 bits
+  const float v = (hash32(key) >> 8) * (2.f / 16777216.f) - 1.f;
+  uint32_t u = __float_as_uint(v);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+__global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = rand_bf16(seed * 0x9e3779b97f4a7c15ULL + i);
+}
+// FP8 records: random e4m3 bytes (NaN encodings avoided), scales in [1e-3, 1e-2], bf16 rope.
+__global__ void fill_fp8(uint8_t* p, size_t num_slots, uint64_t seed) {
+  const size_t n = num_slots * 656;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t off = i % 656;
+    const uint32_t h = hash32(seed * 0x9e3779b97f4a7c15ULL + i);
+    if (off < 512) {
+      uint8_t b = static_cast<uint8_t>(h);
+      if ((b & 0x7f) == 0x7f) b ^= 1;
+      p[i] = b;
+    } else if (off < 528) {
+      if ((off & 3) == 0) {
+        const float s = 1e-3f + (h >> 8) * (9e-3f / 16777216.f);
+        *reinterpret_cast<float*>(p + i) = s;
+      }
+    } else if ((off & 1) == 0) {
+      *reinterpret_cast<uint16_t*>(p + i) = rand_bf16(seed + i);
+    }
+  }
+}
+
+struct Case {
+  const char* phase;
+  int T, H;
+  MlaCacheFormat fmt;
+};
+
+struct Result {
+  Case c;
+  int splits;
+  int sets;
+  double graph_us, event_us, tflops, tbps, bytes, flops;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path = "sparse_mla_bench.json";
+  int pool = 65536, topk = 2048, reps = 15;
+  bool quick = false;
+  std::vector<int> sweep_splits = {1, 2, 4, 8, 16, 32, 64};
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, dev));
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  // Ceiling 1: device copy bandwidth (bytes read + written).
+  double copy_tbps = 0;
+  {
+    const size_t bytes = size_t{1} << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemset(a, 1, bytes));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<double> ts;
+    for (int i = 0; i < 12; ++i) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 2) ts.push_back(ms);
+    }
+    copy_tbps = 2.0 * bytes / (median(ts) * 1e-3) / 1e12;
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    std::printf("device copy: %.2f TB/s (read + write)\n", copy_tbps);
+  }
+
+  const int max_seqs = 128;
+  const size_t num_slots = static_cast<size_t>(max_seqs) * pool;
+  uint8_t *cache_bf16, *cache_fp8;
+  CK(cudaMalloc(&cache_bf16, num_slots * 1152));
+  CK(cudaMalloc(&cache_fp8, num_slots * 656));
+  fill_bf16<<<4096, 256>>>(reinterpret_cast<uint16_t*>(cache_bf16), num_slots * 576, 1);
+  fill_fp8<<<4096, 256>>>(cache_fp8, num_slots, 2);
+  CK(cudaGetLastError());
+
+  std::vector<Case> cases;
+  for (int T : {1, 8, 32, 128})
+    for (int H : {64, 16, 8})
+      for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"decode", T, H, f});
+  if (!quick)
+    for (int T : {1024, 4096})
+      for (int H : {64, 16, 8})
+        for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"prefill", T, H, f});
+
+  std::mt19937_64 rng(1234);
+  std::vector<int32_t> perm(pool);  // stays a permutation under partial Fisher-Yates draws
+  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<Result> results;
+  struct Sweep {
+    int T, H;
+    MlaCacheFormat f;
+    int splits;
+    int heads_per_cta;  // 0 = automatic
+    double us;
+  };
+  std::vector<Sweep> sweeps;
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+
+  // Rewritten after every case so that a run cut short still leaves its numbers.
+  auto write_json = [&]() -> bool {
+  FILE* f = std::fopen(json_path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+    return false;
+  }
+  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"copy_tbps\": %.4f,\n  \"topk\": %d,\n  \"pool_tokens_per_sequence\": %d,\n",
+               prop.name, prop.multiProcessorCount, copy_tbps, topk, pool);
+  std::fprintf(f, "  \"results\": [\n");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    std::fprintf(f,
+                 "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
+                 "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f}%s\n",
+                 r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
+  for (size_t i = 0; i < sweeps.size(); ++i) {
+    const Sweep& s = sweeps[i];
+    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"graph_us\": %.3f}%s\n",
+                 s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.us,
+                 i + 1 < sweeps.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+    return true;
+  };
+
+  for (const Case& c : cases) {
+    const bool decode = !std::strcmp(c.phase, "decode");
+    const size_t rec = c.fmt == MlaCacheFormat::kBf16 ? 1152 : 656;
+    const double gathered = static_cast<double>(c.T) * topk * rec;
+    // Rotate index sets until one pass touches > 200 MB of records (well past the 60 MB L2).
+    const int sets = decode ? std::clamp(static_cast<int>(200e6 / gathered) + 1, 1, 64) : 1;
+    std::vector<int32_t> idx(static_cast<size_t>(sets) * c.T * topk);
+    for (int s = 0; s < sets; ++s)
+      for (int t = 0; t < c.T; ++t) {
+        const int seq = decode ? (s * c.T + t) % max_seqs : 0;
+        int32_t* row = idx.data() + (static_cast<size_t>(s) * c.T + t) * topk;
+        for (int j = 0; j < topk; ++j) {
+          const size_t k = j + rng() % static_cast<uint64_t>(pool - j);
+          std::swap(perm[j], perm[k]);
+          row[j] = static_cast<int32_t>(static_cast<size_t>(seq) * pool + perm[j]);
+        }
+      }
+    int32_t* d_idx;
+    uint16_t* d_q;
+    void *d_out, *d_ws = nullptr;
+    float* d_lse;
+    const size_t qn = static_cast<size_t>(sets) * c.T * c.H * 576;
+    CK(cudaMalloc(&d_idx, idx.size() * 4));
+    CK(cudaMalloc(&d_q, qn * 2));
+    CK(cudaMalloc(&d_out, static_cast<size_t>(c.T) * c.H * 512 * 2));
+    CK(cudaMalloc(&d_lse, static_cast<size_t>(c.T) * c.H * 4));
+    CK(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+    fill_bf16<<<1024, 256>>>(d_q, qn, 77 + c.T);
+    CK(cudaGetLastError());
+
+    SparseMlaParams p;
+    p.cache = c.fmt == MlaCacheFormat::kBf16 ? static_cast<const void*>(cache_bf16) : cache_fp8;
+    p.num_slots = static_cast<int64_t>(num_slots);
+    p.format = c.fmt;
+    p.out = d_out;
+    p.lse = d_lse;
+    p.num_tokens = c.T;
+    p.num_heads = c.H;
+    p.topk = topk;
+    p.softmax_scale = 1.f / 16.f;  // GLM-5: qk_head_dim 256
+    auto set_inputs = [&](int s) {
+      p.q = d_q + static_cast<size_t>(s) * c.T * c.H * 576;
+      p.indices = d_idx + static_cast<size_t>(s) * c.T * topk;
+    };
+    set_inputs(0);
+
+    // Time one configuration (num_splits = 0: automatic). Returns graph per-call us; event median too.
+    auto time_config = [&](int splits, double* event_us) -> double {
+      p.num_splits = splits;
+      const size_t ws = glm5rt::kernels::sparse_mla_workspace_size(p);
+      if (d_ws) CK(cudaFree(d_ws));
+      d_ws = nullptr;
+      if (ws) CK(cudaMalloc(&d_ws, ws));
+      for (int i = 0; i < 3; ++i) {
+        set_inputs(i % sets);
+        CK(glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream));
+      }
+      CK(cudaStreamSynchronize(stream));
+      std::vector<double> ev;
+      const int ereps = decode ? reps : std::max(3, reps / 3);
+      for (int i = 0; i < ereps; ++i) {
+        set_inputs(i % sets);
+        CK(cudaEventRecord(e0, stream));
+        CK(glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream));
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        ev.push_back(ms * 1e3);
+      }
+      if (event_us) *event_us = median(ev);
+      // Graph of K calls cycling over the index sets.
+      const int K = decode ? std::max(sets, 32 / sets * sets) : 2;
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < K; ++i) {
+        set_inputs(i % sets);
+        cudaError_t err = glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream);
+        if (err != cudaSuccess) {
+          std::fprintf(stderr, "launch during capture: %s\n", cudaGetErrorString(err));
+          std::exit(1);
+        }
+      }
+      CK(cudaStreamEndCapture(stream, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      CK(cudaGraphLaunch(exec, stream));
+      CK(cudaStreamSynchronize(stream));
+      std::vector<double> gt;
+      for (int i = 0; i < 5; ++i) {
+        CK(cudaEventRecord(e0, stream));
+        CK(cudaGraphLaunch(exec, stream));
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        gt.push_back(ms * 1e3 / K);
+      }
+      CK(cudaGraphExecDestroy(exec));
+      CK(cudaGraphDestroy(graph));
+      set_inputs(0);
+      return median(gt);
+    };
+
+    double ev_us = 0;
+    const double g_us = time_config(0, &ev_us);
+    p.num_splits = 0;
+    const int auto_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+    // Sanity: outputs finite.
+    {
+      std::vector<uint16_t> ob(static_cast<size_t>(c.T) * c.H * 512);
+      CK(cudaMemcpy(ob.data(), d_out, ob.size() * 2, cudaMemcpyDeviceToHost));
+      size_t bad = 0;
+      for (uint16_t u : ob) bad += (u & 0x7f80) == 0x7f80;
+      if (bad) std::printf("WARNING: %zu non-finite outputs in %s T=%d H=%d\n", bad, c.phase, c.T, c.H);
+    }
+    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick) {
+      for (int s : sweep_splits) {
+        if (s > (topk + 31) / 32) continue;
+        double e;
+        sweeps.push_back({c.T, c.H, c.fmt, s, 0, time_config(s, &e)});
+      }
+    }
+    // Head-group size for H = 64: 2 CTAs of 32 heads (1 CTA per SM, 8 warps) against 4 of 16 (2 per SM).
+    if (c.H == 64 && c.T >= 8 && c.T <= 1024 && !quick) {
+      for (int hc : {16, 8}) {
+        p.heads_per_cta = hc;
+        double e;
+        const double us = time_config(0, &e);
+        sweeps.push_back({c.T, c.H, c.fmt, glm5rt::kernels::sparse_mla_num_splits(p), hc, us});
+      }
+      p.heads_per_cta = 0;
+    }
+    const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
+    const double bytes = rec_bytes + c.T * c.H * (576.0 * 2 + 512 * 2 + 4) + c.T * topk * 4.0;
+    const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
+    const double t_us = g_us;
+    results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
+                       bytes, flops});
+    std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  graph %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s\n",
+                c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
+                results.back().tflops, results.back().tbps);
+    std::fflush(stdout);
+    write_json();
+    CK(cudaFree(d_idx));
+    CK(cudaFree(d_q));
+    CK(cudaFree(d_out));
+    CK(cudaFree(d_lse));
+    if (d_ws) CK(cudaFree(d_ws));
+  }
+
+  if (!write_json()) return 1;
+  std::printf("split sweep (graph us per call):\n");
+  for (const Sweep& s : sweeps)
+    std::printf("  T=%d H=%d %s splits=%d heads/cta=%d: %.2f us\n", s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8",
+                s.splits, s.heads_per_cta, s.us);
+  std::printf("wrote %s\n", json_path.c_str());
+  CK(cudaFree(cache_bf16));
+  CK(cudaFree(cache_fp8));
+  return 0;
+}

@@ -1,0 +1,3 @@
+module glm5rt
+
+go 1.19

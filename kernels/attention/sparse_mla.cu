@@ -1,0 +1,191 @@
+// Sparse MLA launcher: parameter checks, the split plan (flash-decoding), and the combine kernel that
+// merges the per-split partial outputs with their LSEs.
+#include "kernels/attention/sparse_mla.h"
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/attention/sparse_mla_launch.h"
+
+namespace glm5rt::kernels {
+namespace {
+
+using sparse_mla_detail::kMaxSplitEntries;
+using sparse_mla_detail::kTileTokens;
+
+constexpr int kMaxSplits = 128;  // the combine kernel's block size
+
+bool valid_heads(int h) { return h == 8 || h == 16 || h == 32 || h == 64 || h == 128; }
+
+int heads_per_cta(const SparseMlaParams& p) {
+  if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
+    return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
+  if (p.heads_per_cta != 0) return 0;
+  return sparse_mla_detail::heads_per_cta(p.num_heads);
+}
+
+int sm_count(const SparseMlaParams& p) {
+  if (p.num_sms > 0) return p.num_sms;
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 1;
+  return n > 0 ? n : 1;
+}
+
+// Splits so that small T still fills the GPU. A CTA is latency-bound (about one gather round trip per
+// 32-token tile), so the model is in microseconds: waves * (tiles per split * 1 us + 2 us of Q / index
+// loads and epilogue) + for s > 1 the combine kernel (2 us + 0.03 us per split + writing and reading the
+// fp32 partials at 3 TB/s). Fitted to the split sweeps of the H200 runs (docs/PERFORMANCE.md): it picks
+// the measured best split count for every swept decode shape.
+int plan_splits(const SparseMlaParams& p) {
+  const int ntiles = (p.topk + kTileTokens - 1) / kTileTokens;
+  const int max_tps = kMaxSplitEntries / kTileTokens;  // a split's indices must fit in shared memory
+  const int min_s = (ntiles + max_tps - 1) / max_tps;
+  auto effective = [&](int want) {
+    want = want > ntiles ? ntiles : want;
+    want = want > kMaxSplits ? kMaxSplits : want;
+    want = want < min_s ? min_s : want;
+    const int tps = (ntiles + want - 1) / want;
+    return (ntiles + tps - 1) / tps;
+  };
+  if (p.num_splits > 0) return effective(p.num_splits);
+  const int hc = heads_per_cta(p);
+  const int64_t slots = static_cast<int64_t>(sm_count(p)) * (hc >= 32 ? 1 : 2);
+  const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
+  int best = effective(1);
+  double best_cost = 1e300;
+  const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
+  // Powers of two only: the grid the sweeps measured (and enough resolution for the model).
+  for (int want = 1; want <= max_s; want *= 2) {
+    const int s = effective(want);
+    if (s != want && want != 1) continue;  // clamped: the same work as another candidate
+    const int tps = (ntiles + s - 1) / s;
+    const double waves = std::ceil(static_cast<double>(base * s) / static_cast<double>(slots));
+    const double partial_bytes = 2.0 * s * static_cast<double>(p.num_tokens) * p.num_heads * kMlaLatentDim * 4;
+    const double cost = waves * (tps * 1.0 + 2.0) + (s > 1 ? 2.0 + 0.03 * s + partial_bytes / 3e6 : 0.0);
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
+// One block of 128 threads per (t, h) row: the split LSEs are loaded in parallel (one per thread) and turned
+// into weights in shared memory, then each thread sums 4 output dims over the splits with independent loads.
+// Empty splits have weight 0 and wrote zeros, so no branch is needed in the sum.
+__global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __restrict__ part_o,
+                                                                 const float* __restrict__ part_lse, int nsplit,
+                                                                 int64_t rows, __nv_bfloat16* __restrict__ out,
+                                                                 float* __restrict__ lse) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float red[kMaxSplits / 32];
+  const int64_t row = blockIdx.x;  // t * H + h
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
+  float m = ls;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  const float m_use = m == -INFINITY ? 0.f : m;
+  const float w = ls == -INFINITY ? 0.f : exp2f(ls - m_use);
+  w_s[tid] = w;
+  float wsum = w;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
+  __syncthreads();  // w_s complete; red[] reads above are done
+  if (lane == 0) red[warp] = wsum;
+  __syncthreads();
+  wsum = (red[0] + red[1]) + (red[2] + red[3]);
+  const int d = tid * 4;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (wsum > 0.f) {
+#pragma unroll 8
+    for (int s = 0; s < nsplit; ++s) {
+      const float ws = w_s[s];
+      const float4 x = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaLatentDim + d);
+      o.x += ws * x.x;
+      o.y += ws * x.y;
+      o.z += ws * x.z;
+      o.w += ws * x.w;
+    }
+    const float inv = 1.f / wsum;
+    o.x *= inv;
+    o.y *= inv;
+    o.z *= inv;
+    o.w *= inv;
+  }
+  __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
+  uint2 packed;
+  packed.x = *reinterpret_cast<uint32_t*>(&lo);
+  packed.y = *reinterpret_cast<uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
+  if (tid == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+int sparse_mla_num_splits(const SparseMlaParams& p) {
+  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || heads_per_cta(p) == 0) return 1;
+  return plan_splits(p);
+}
+
+size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
+  const int s = sparse_mla_num_splits(p);
+  if (s <= 1) return 0;
+  const size_t rows = static_cast<size_t>(s) * p.num_tokens * p.num_heads;
+  return rows * kMlaLatentDim * sizeof(float) + rows * sizeof(float);
+}
+
+cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
+  if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
+      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0)
+    return cudaErrorInvalidValue;
+  if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
+  if (p.num_tokens == 0) return cudaSuccess;
+  if (!p.q || !p.cache || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
+  if (!aligned16(p.q) || !aligned16(p.cache) || !aligned16(p.out) || !aligned16(workspace))
+    return cudaErrorInvalidValue;
+  const int nsplit = sparse_mla_num_splits(p);
+  const size_t need = sparse_mla_workspace_size(p);
+  if (need > 0 && (workspace == nullptr || workspace_bytes < need)) return cudaErrorInvalidValue;
+
+  sparse_mla_detail::KernelArgs a{};
+  a.q = static_cast<const __nv_bfloat16*>(p.q);
+  a.cache = static_cast<const uint8_t*>(p.cache);
+  a.num_slots = p.num_slots;
+  a.indices = p.indices;
+  a.lengths = p.lengths;
+  a.out = static_cast<__nv_bfloat16*>(p.out);
+  a.lse = p.lse;
+  a.num_tokens = p.num_tokens;
+  a.num_heads = p.num_heads;
+  a.topk = p.topk;
+  a.nsplit = nsplit;
+  const int ntiles = (p.topk + kTileTokens - 1) / kTileTokens;
+  a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
+  if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
+  a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
+  if (nsplit > 1) {
+    a.part_o = static_cast<float*>(workspace);
+    a.part_lse = a.part_o + rows * kMlaLatentDim;
+  }
+  const int hc = heads_per_cta(p);
+  cudaError_t err = p.format == MlaCacheFormat::kBf16 ? sparse_mla_detail::launch_bf16(hc, a, stream)
+                                                      : sparse_mla_detail::launch_fp8(hc, a, stream);
+  if (err != cudaSuccess || nsplit == 1) return err;
+  const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
+  if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
+  sparse_mla_combine<<<static_cast<unsigned>(out_rows), kMaxSplits, 0, stream>>>(
+      a.part_o, a.part_lse, nsplit, out_rows, a.out, a.lse);
+  return cudaGetLastError();
+}
+
+}  // namespace glm5rt::kernels

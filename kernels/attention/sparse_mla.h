@@ -1,0 +1,69 @@
+// Sparse MLA attention (GLM-5 / DeepSeek "DSA" style): every query token attends to its own top-k set of
+// cached latent records, picked by physical slot. Plain-struct parameters and launchers that return
+// cudaError_t; nothing here depends on lib/.
+//
+// Shapes (GLM-5 only: 576 = 512 latent + 64 rope values per record, 512 output values per head):
+//   q        [T, H, 576] bf16, contiguous (the absorbed query: 512 latent dims, then 64 rope dims)
+//   cache    a flat array of num_slots records, slot = page * page_size + offset, either
+//              kBf16: 576 bf16 = 1152 bytes per record, or
+//              kFp8:  656 bytes = 512 e4m3 + 4 float32 scales (one per 128 latent values) + 64 bf16 rope
+//   indices  [T, topk] int32 physical slots; -1 (or any value outside [0, num_slots)) = unused entry
+//   lengths  optional [T] int32: only the first lengths[t] entries of row t are read (clamped to topk)
+//   out      [T, H, 512] bf16
+//   lse      [T, H] float32, NATURAL log of sum_j exp(softmax_scale * q.k_j) over the row's valid entries.
+// A row with no valid entry gets out = 0 and lse = -infinity.
+//
+// Heads H in {8, 16, 32, 64, 128} run natively: the 32-token K tile sits on the MMA M side and the heads
+// on N (n8 tiles), so H = 8 wastes no MMA work on padding; the output is built as O^T = V^T P^T.
+// Small T (decode) splits each row's top-k across CTAs (flash-decoding) and a combine kernel merges the
+// partial results with their LSEs; the caller provides the workspace for the partials.
+// The launchers never synchronise the host and allocate nothing, so they can be captured in a CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace glm5rt::kernels {
+
+inline constexpr int kMlaQkDim = 576;      // latent 512 + rope 64
+inline constexpr int kMlaLatentDim = 512;  // value / output width per head
+inline constexpr int kMlaRopeDim = 64;
+inline constexpr int kMlaBf16RecordBytes = 1152;
+inline constexpr int kMlaFp8RecordBytes = 656;
+inline constexpr int kMlaFp8ScaleOffset = 512;  // 4 float32 scales
+inline constexpr int kMlaFp8RopeOffset = 528;   // 64 bf16
+
+enum class MlaCacheFormat : int { kBf16 = 0, kFp8 = 1 };
+
+struct SparseMlaParams {
+  const void* q = nullptr;          // [T, H, 576] bf16
+  const void* cache = nullptr;      // num_slots records in `format`
+  int64_t num_slots = 0;
+  MlaCacheFormat format = MlaCacheFormat::kBf16;
+  const int32_t* indices = nullptr; // [T, topk]
+  const int32_t* lengths = nullptr; // optional [T]; nullptr = every row has topk entries
+  void* out = nullptr;              // [T, H, 512] bf16
+  float* lse = nullptr;             // [T, H] natural-log LSE
+  int num_tokens = 0;               // T
+  int num_heads = 0;                // H in {8, 16, 32, 64, 128}
+  int topk = 0;                     // >= 1
+  float softmax_scale = 0.f;
+  int num_splits = 0;               // top-k splits per row: 0 = choose from the shape and the SM count
+  int num_sms = 0;                  // 0 = ask the current device
+  int heads_per_cta = 0;            // 0 = automatic; else 8, 16 or 32 dividing H (tuning / benchmarks)
+};
+
+// The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
+// Both are pure functions of the parameters and the SM count: call them with the same parameters (and
+// the same current device) as sparse_mla_forward.
+int sparse_mla_num_splits(const SparseMlaParams& p);
+size_t sparse_mla_workspace_size(const SparseMlaParams& p);
+
+// Validates the parameters (cudaErrorInvalidValue with nothing launched when they are wrong, including a
+// workspace smaller than sparse_mla_workspace_size) and enqueues the kernels on `stream`.
+cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream);
+
+}  // namespace glm5rt::kernels

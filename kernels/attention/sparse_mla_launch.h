@@ -1,0 +1,29 @@
+// Internal: per-format launch entry points (one translation unit each, so they compile in parallel).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention/sparse_mla_kernel.cuh"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+// Launch the main kernel with `heads_per_cta` in {8, 16, 32}; grid = T * nsplit * (H / heads_per_cta).
+cudaError_t launch_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+
+template <int HC, bool FP8>
+cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
+  using C = Cfg<HC, FP8>;
+  auto kernel = sparse_mla_kernel<HC, FP8>;
+  // Above 48 KB a block needs the opt-in; this is a host-side attribute, not a stream operation, so it is
+  // allowed during graph capture.
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail

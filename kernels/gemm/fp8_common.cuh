@@ -1,0 +1,104 @@
+// Device helpers shared by the FP8 kernels: warp-level FP8 e4m3 mma.sync, ldmatrix, cp.async, and the
+// per-token-group quantisation rule. Only the kernels' .cu files include this.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace glm5rt::kernels::detail {
+
+// FP8 mma.sync (m16n8k32, e4m3 x e4m3 -> f32) exists from sm_89 on (Ada, Hopper, Blackwell incl. SM120).
+// On sm_80 the kernels compile to nothing and the launchers refuse with cudaErrorNotSupported.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define GLM5RT_HAS_FP8_MMA 1
+#else
+#define GLM5RT_HAS_FP8_MMA 0
+#endif
+
+// d += a * b for one m16n8k32 tile. a: 4 regs (16x32 e4m3, row), b: 2 regs (32x8 e4m3, col), d: 4 f32.
+__device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                               uint32_t a3, uint32_t b0, uint32_t b1) {
+#if GLM5RT_HAS_FP8_MMA
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  (void)d; (void)a0; (void)a1; (void)a2; (void)a3; (void)b0; (void)b1;
+#endif
+}
+
+// d += a * b, m16n8k16 f16 x f16 -> f32 (a: 4 x f16x2, b: 2 x f16x2).
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two e4m3 (low byte first) to f16x2, exactly (every e4m3 value is an f16 value). sm_89+.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint16_t v) {
+#if GLM5RT_HAS_FP8_MMA
+  uint32_t r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"(v));
+  return r;
+#else
+  (void)v;
+  return 0;
+#endif
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                            uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+// 16-byte async copy global -> shared; src_bytes 0 fills the destination with zeros (rows past the end).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Streaming 16-byte load that does not keep the line in L1: weights are read exactly once.
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The per-token-group quantisation rule (must match the CPU reference in the tests bit for bit):
+// scale = max(amax, 1e-10) / 448, q = e4m3_satfinite_rn(x / scale).
+constexpr float kFp8Max = 448.0f;
+__device__ __forceinline__ float fp8_group_scale(float amax) { return fmaxf(amax, 1e-10f) / kFp8Max; }
+__device__ __forceinline__ uint8_t fp8_encode(float v) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+}  // namespace glm5rt::kernels::detail

@@ -1,0 +1,95 @@
+// Launcher of the FP8 block-scaled GEMM: parameter checks, path choice, grid shapes. Only the
+// instantiations GLM-5 needs (token tiles of 8, 16 and 32 for decode) are compiled.
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/fp8_gemm_decode.cuh"
+#include "kernels/gemm/fp8_gemm_prefill.cuh"
+
+namespace glm5rt::kernels {
+namespace {
+
+
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+// Compute capability of the current device as major * 10 + minor (0 on error).
+cudaError_t device_cc(int& cc) {
+  int dev = 0, major = 0, minor = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return e;
+  if ((e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess) return e;
+  cc = major * 10 + minor;
+  return cudaSuccess;
+}
+
+// DEPTH: K blocks (64 B per lane each) of weights in the register ring of the decode kernel.
+template <int NT, int DEPTH = 2>
+cudaError_t launch_decode(const Fp8GemmParams& p, cudaStream_t stream) {
+  const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
+  return detail::launch(detail::fp8_gemm_decode_kernel<NT, DEPTH>, grid, dim3(detail::kDecodeThreads), 0,
+                        stream, p.pdl, p);
+}
+
+template <int BM, bool F16>
+cudaError_t launch_prefill(const Fp8GemmParams& p, cudaStream_t stream) {
+  const long long tiles_y = (p.max_rows + BM - 1) / BM + (p.group_offsets ? p.num_groups : 0);
+  if (tiles_y > 65535) return cudaErrorInvalidValue;
+  const dim3 grid((p.n + detail::kPfBN - 1) / detail::kPfBN, static_cast<unsigned>(tiles_y));
+  constexpr int smem = detail::PfShape<BM>::kSmemBytes;
+  cudaError_t e = cudaFuncSetAttribute(detail::fp8_gemm_prefill_kernel<BM, F16>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  return detail::launch(detail::fp8_gemm_prefill_kernel<BM, F16>, grid, dim3(detail::kPfThreads), smem, stream, p.pdl,
+                        p);
+}
+
+}  // namespace
+
+cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
+  Fp8GemmParams p = in;
+  if (p.num_parts < 1) return cudaErrorInvalidValue;
+  if (p.part_rows == 0 && p.num_parts == 1) p.part_rows = p.n;
+  if (p.n < 2 || p.n % 2 != 0 || p.k <= 0 || p.k % kFp8Block != 0 || p.max_rows < 0 || p.num_groups < 1)
+    return cudaErrorInvalidValue;
+  if (p.num_parts > 1 && (p.part_rows % kFp8Block != 0 || static_cast<long long>(p.part_rows) * p.num_parts < p.n))
+    return cudaErrorInvalidValue;
+  if (p.part_rows <= 0) return cudaErrorInvalidValue;
+  if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
+    return cudaErrorInvalidValue;
+  if (p.max_rows == 0) return cudaSuccess;
+  if (!p.a || !p.a_scale || !p.w || !p.w_scale || !p.c || !aligned16(p.a) || !aligned16(p.c))
+    return cudaErrorInvalidValue;
+  if (p.group_offsets) {
+    if (!p.active_groups || !p.num_active || !p.tile_prefix || p.max_active < 1) return cudaErrorInvalidValue;
+  } else if (p.num_groups != 1) {
+    return cudaErrorInvalidValue;
+  }
+  int cc = 0;
+  if (cudaError_t e = device_cc(cc); e != cudaSuccess) return e;
+  if (cc < 89) return cudaErrorNotSupported;
+
+  const int expected = p.expected_rows_per_group > 0 ? p.expected_rows_per_group
+                                                     : (p.max_rows + p.num_groups - 1) / p.num_groups;
+  Fp8GemmPath path = p.path;
+  // Decode streams each group's weights once per pass of up to 32 rows; prefill pays for padding rows
+  // in 64-row tiles but runs the tensor cores from shared memory. The crossover is a measured guess.
+  if (path == Fp8GemmPath::automatic) path = expected <= 8 ? Fp8GemmPath::decode : Fp8GemmPath::prefill;
+
+  if (path == Fp8GemmPath::decode) {
+    if (p.group_offsets && p.max_active > 65535) return cudaErrorInvalidValue;
+    // Token tiles per pass sized for the busier groups (counts scatter around the mean), since every
+    // extra pass streams the group's weights again.
+    if (p.decode_depth != 0 && p.decode_depth != 2 && p.decode_depth != 3) return cudaErrorInvalidValue;
+    if (expected <= 4) return p.decode_depth == 3 ? launch_decode<1, 3>(p, stream) : launch_decode<1, 2>(p, stream);
+    if (expected <= 10) return launch_decode<2>(p, stream);
+    return launch_decode<4>(p, stream);
+  }
+  const int bm = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
+  if (p.prefill_mma < 0 || p.prefill_mma > 2) return cudaErrorInvalidValue;
+  const bool f16 = p.prefill_mma == 2 || (p.prefill_mma == 0 && cc == 90);
+  if (bm == 64) return f16 ? launch_prefill<64, true>(p, stream) : launch_prefill<64, false>(p, stream);
+  if (bm == 128) return f16 ? launch_prefill<128, true>(p, stream) : launch_prefill<128, false>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace glm5rt::kernels

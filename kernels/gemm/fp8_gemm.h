@@ -1,0 +1,89 @@
+// FP8 e4m3 block-scaled GEMM (GLM-5-FP8 weights), dense or grouped by expert.
+//
+//   C[r, n] = sum_k  A[src(r), k] * a_scale[src(r), k/128]  *  W_g[n, k] * w_scale_g[n/128, k/128]
+//
+// A: activations quantised to e4m3 with one float32 scale per row and 128-wide group of K (produced by
+//    fp8_quantize_groups). W: the checkpoint's weight [N, K] e4m3 with its float32 scale_inv
+//    [ceil(N/128), K/128] (multiplied, despite the name). C: bf16, float32 accumulation.
+// Grouped form (MoE): rows [group_offsets[g], group_offsets[g+1]) use group g's weights; the rows of A are
+// gathered through a_row_map (permuted row -> source row) when it is given. A group's weight may be split
+// into parts of part_rows rows each (gate | up kept as the checkpoint's two tensors).
+//
+// Two kernels behind one launcher, both warp-level mma.sync m16n8k32 (no wgmma, <= 99 KB shared memory,
+// SM120 rules; they need sm_89+):
+//   decode:  few rows per group. Memory-bound: weights stream from global memory straight into mma
+//            operand registers (16-byte loads, no shared memory), rows as the mma's N dimension.
+//   prefill: many rows per group. 64x128 (4-stage) or 128x128 (3-stage) tiles with K blocks of 128,
+//            cp.async pipeline, ldmatrix, swizzled smem; FP8 mma, or on sm_90 (no FP8 mma.sync) f16 mma
+//            after an exact in-register e4m3 -> f16 conversion.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace glm5rt::kernels {
+
+constexpr int kFp8Block = 128;          // weight block and activation group size (K and N)
+constexpr int kFp8PrefillTileRows = 64;  // default rows per prefill tile (64 or 128; tile_prefix granularity)
+
+enum class Fp8GemmPath { automatic, decode, prefill };
+
+struct Fp8GemmParams {
+  int n = 0;  // output features (rows of W); any value >= 1, even
+  int k = 0;  // reduction; multiple of 128
+
+  // Activations: e4m3 [rows, k] (row stride lda bytes) and float32 scales [rows, k/128] (row stride
+  // ld_scale floats).
+  const uint8_t* a = nullptr;
+  const float* a_scale = nullptr;
+  int lda = 0;
+  int ld_scale = 0;
+  const int* a_row_map = nullptr;  // device [max_rows]; row r reads A row a_row_map[r]; null: identity
+
+  // Weights: device arrays of num_groups * num_parts pointers, entry g * num_parts + p.
+  const uint8_t* const* w = nullptr;
+  const float* const* w_scale = nullptr;
+  int num_parts = 1;
+  int part_rows = 0;  // rows per part (multiple of 128 when num_parts > 1); 0 means n
+
+  // Output bf16 [rows, n], row stride ldc elements.
+  __nv_bfloat16* c = nullptr;
+  int ldc = 0;
+
+  // Rows and groups. Dense: num_groups = 1, group_offsets = null, rows [0, max_rows).
+  int num_groups = 1;
+  int max_rows = 0;                  // host-known upper bound on all rows (sizes the grid)
+  const int* group_offsets = nullptr;  // device [num_groups + 1]
+  // Needed with group_offsets (both produced by moe_permute): compact list of non-empty groups
+  // (active_groups[0 .. *num_active)) for the decode kernel, and the prefix of ceil(rows_g / tile rows)
+  // tiles [num_groups + 1] for the prefill kernel (computed with the same prefill_tile_rows).
+  int prefill_tile_rows = 0;  // 64 or 128; 0 means kFp8PrefillTileRows
+  // Prefill tensor-core instruction: 0 automatic (f16 mma after an in-register e4m3 -> f16 conversion on
+  // compute capability 9.0, which lacks native FP8 mma.sync; native FP8 mma elsewhere), 1 native FP8 mma,
+  // 2 f16 mma after conversion.
+  int prefill_mma = 0;
+  bool pdl = false;  // programmatic dependent launch (sm_90+; see launch.cuh)
+  // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0 means 2).
+  int decode_depth = 0;
+  const int* active_groups = nullptr;
+  const int* num_active = nullptr;
+  const int* tile_prefix = nullptr;
+  int max_active = 0;  // host-known upper bound on *num_active (grid size of the decode kernel)
+
+  Fp8GemmPath path = Fp8GemmPath::automatic;
+  int expected_rows_per_group = 0;  // hint for the automatic choice (0: max_rows / num_groups)
+};
+
+// Checks the parameters and launches on `stream`. No host synchronisation. Returns cudaErrorInvalidValue
+// for bad parameters and cudaErrorNotSupported on GPUs without FP8 mma (below compute capability 8.9).
+cudaError_t fp8_gemm(const Fp8GemmParams& p, cudaStream_t stream);
+
+// Per-token-group quantisation: x bf16 [rows, k] (row stride ldx) -> q e4m3 [rows, k] (stride ldq) and
+// scale [rows, k/128] (stride ld_scale); scale = max(amax, 1e-10) / 448, q = rn_satfinite(x / scale).
+cudaError_t fp8_quantize_groups(const __nv_bfloat16* x, int ldx, int rows, int k, uint8_t* q, int ldq,
+                                float* scale, int ld_scale, cudaStream_t stream, bool pdl = false);
+
+}  // namespace glm5rt::kernels

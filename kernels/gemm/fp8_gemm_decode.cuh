@@ -1,0 +1,161 @@
+// Decode-shaped FP8 GEMM (few rows per group): memory-bound, so the kernel's only job is to stream each
+// group's weights once at full bandwidth. The weight rows are the mma's M dimension ("swap AB"): a warp
+// owns 16 weight rows, each lane loads 2 x 32 contiguous bytes of them per 128-wide K block with 16-byte
+// loads straight into mma operand registers (no shared memory, no dequantisation: the block scales are
+// applied to the f32 partial sums once per 128-wide K block). Tokens (rows of A) are the mma's N = 8.
+//
+// Within one m16n8k32 the order of K does not matter as long as A and B agree. Lane (g = lane/4,
+// c = lane%4) holds bytes [16c, 16c+16) and [64+16c, 64+16c+16) of its weight rows g and g+8 for the
+// current K block (so each load instruction covers whole 32-byte sectors: lanes c = 0..3 read 64
+// contiguous bytes of a row); mma j (0..3) takes words 2j and 2j+1 of those 32 bytes as the
+// "k 4c..4c+3" and "k 16+4c..16+4c+3" registers, and the lane loads the same bytes of its token for B,
+// so both sides use one permutation of K.
+#pragma once
+
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
+
+namespace glm5rt::kernels::detail {
+
+// 4 warps x 16 rows = 64 weight rows per block (inside one 128-row scale block). Small blocks and a
+// register cap let up to 8 blocks share an SM, so a decode-sized problem (a few hundred blocks) runs
+// as one wave over all 132 SMs instead of a full wave plus a tail.
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeThreads = kDecodeWarps * 32;
+constexpr int kDecodeRows = kDecodeWarps * 16;
+// Blocks per SM the register cap aims at. sm_90 has no native FP8 mma.sync (the compiler expands it to
+// conversions + f16 mma), which needs more registers: a smaller target there avoids spills.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+template <int NT, int DEPTH>
+constexpr int decode_min_blocks() { return NT == 1 ? (DEPTH == 2 ? 7 : 5) : NT == 2 ? 4 : 3; }
+#else
+template <int NT, int DEPTH>
+constexpr int decode_min_blocks() { return NT == 1 ? (DEPTH == 2 ? 8 : 6) : NT == 2 ? 6 : 4; }
+#endif
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// NT: token tiles of 8 per pass (rows of A held at once); DEPTH: K blocks of weights in flight per lane.
+template <int NT, int DEPTH>
+__global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>())
+    fp8_gemm_decode_kernel(const Fp8GemmParams p) {
+#if GLM5RT_HAS_FP8_MMA
+  pdl_wait_and_release();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int g = 0, row_begin = 0, rows = p.max_rows;
+  if (p.group_offsets) {
+    if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
+    g = p.active_groups[blockIdx.y];
+    row_begin = p.group_offsets[g];
+    rows = p.group_offsets[g + 1] - row_begin;
+  }
+  if (rows <= 0) return;
+  const int n_block = blockIdx.x * kDecodeRows;
+  const int part = n_block / p.part_rows;
+  const int n_in_part = n_block - part * p.part_rows;
+  const int part_valid_rows = min(p.part_rows, p.n - part * p.part_rows);
+  const int warp_row = n_in_part + warp * 16;  // first weight row (within the part) of this warp
+  if (warp_row >= part_valid_rows) return;     // no block-level synchronisation below: safe to leave
+  const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
+  const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
+  const int kblocks = p.k / kFp8Block;
+  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * kblocks;
+
+  const int gq = lane / 4, c = lane % 4;
+  const int r_lo = warp_row + gq, r_hi = r_lo + 8;
+  const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
+  // One 64-bit base and two 32-bit offsets (rows past the end read row warp_row, never stored): fewer
+  // registers, so that more warps fit on an SM.
+  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * p.k + c * 16;
+  const int off_lo = ok_lo ? gq * p.k : 0, off_hi = ok_hi ? (gq + 8) * p.k : 0;
+  const int n_lo = part * p.part_rows + r_lo;  // output column of c0/c1 (c2/c3: n_lo + 8)
+  const uint8_t* a_base = p.a + c * 16;
+
+  for (int tok0 = 0; tok0 < rows; tok0 += NT * 8) {
+    // Per token tile: source row of this lane's B token (g) and of the two scale tokens (2c, 2c+1).
+    int b_src[NT], s_src[NT][2];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int tb = tok0 + t * 8 + gq;
+      b_src[t] = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int ts = tok0 + t * 8 + 2 * c + e;
+        s_src[t][e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
+      }
+    }
+
+    float acc[NT][4];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
+
+    // Register ring of DEPTH K blocks: buf[s][0..1] = row lo bytes, buf[s][2..3] = row hi bytes.
+    uint4 buf[DEPTH][4];
+    auto load = [&](uint4(&dst)[4], int kb) {
+      const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+      dst[0] = ldg_stream(w + off_lo);
+      dst[1] = ldg_stream(w + off_lo + 64);
+      dst[2] = ldg_stream(w + off_hi);
+      dst[3] = ldg_stream(w + off_hi + 64);
+    };
+    auto compute = [&](const uint4(&wv)[4], int kb) {
+      const float ws = __ldg(ws_row + kb);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
+        if (b_src[t] >= 0) {
+          const uint8_t* b = a_base + static_cast<size_t>(b_src[t]) * p.lda + kb * kFp8Block;
+          b0 = __ldg(reinterpret_cast<const uint4*>(b));
+          b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
+        }
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint4& lo = j < 2 ? wv[0] : wv[1];
+          const uint4& hi = j < 2 ? wv[2] : wv[3];
+          const uint4& bb = j < 2 ? b0 : b1;
+          const int w0 = (2 * j) % 4, w1 = (2 * j + 1) % 4;
+          mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1),
+                         word_of(bb, w0), word_of(bb, w1));
+        }
+        const float s0 = s_src[t][0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[t][0]) * p.ld_scale + kb) * ws : 0.f;
+        const float s1 = s_src[t][1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[t][1]) * p.ld_scale + kb) * ws : 0.f;
+        acc[t][0] = fmaf(d[0], s0, acc[t][0]);
+        acc[t][1] = fmaf(d[1], s1, acc[t][1]);
+        acc[t][2] = fmaf(d[2], s0, acc[t][2]);
+        acc[t][3] = fmaf(d[3], s1, acc[t][3]);
+      }
+    };
+
+#pragma unroll
+    for (int s = 0; s < DEPTH - 1; ++s)
+      if (s < kblocks) load(buf[s], s);
+    for (int kb0 = 0; kb0 < kblocks; kb0 += DEPTH) {
+#pragma unroll
+      for (int s = 0; s < DEPTH; ++s) {
+        const int kb = kb0 + s;
+        if (kb + DEPTH - 1 < kblocks) load(buf[(s + DEPTH - 1) % DEPTH], kb + DEPTH - 1);
+        if (kb < kblocks) compute(buf[s], kb);
+      }
+    }
+
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int ts = tok0 + t * 8 + 2 * c + e;
+        if (ts >= rows) continue;
+        __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
+        if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[t][e]);
+        if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[t][2 + e]);
+      }
+  }
+#endif
+}
+
+}  // namespace glm5rt::kernels::detail

@@ -1,0 +1,47 @@
+// Kernel launch with optional programmatic dependent launch (PDL, sm_90+): the next kernel in the
+// stream is launched while this one finishes, and waits in griddepcontrol.wait until its predecessor
+// has completed and its writes are visible. Every kernel here calls pdl_wait() before touching global
+// memory, so enabling PDL never changes results; it only hides launch latency between the short
+// kernels of a decode step (also inside CUDA graphs).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace glm5rt::kernels::detail {
+
+__device__ __forceinline__ void pdl_wait_and_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // Dependents may launch now; they are scheduled only once every block of this grid has started,
+  // and they wait for this grid's completion themselves.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                   Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// PDL needs compute capability 9.0+; below that the attribute is not set.
+inline bool pdl_supported() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  return major >= 9;
+}
+
+}  // namespace glm5rt::kernels::detail

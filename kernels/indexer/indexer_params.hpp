@@ -1,0 +1,95 @@
+// Lightning-indexer kernels (GLM5.md step 5): plain-struct parameters and launchers.
+//
+// Scores: for every query row t (T rows) and every visible key position j < row_len[t] of the row's
+// sequence, score[t][j] = sum_h w[t][h] * relu(q[t][h] . k[j] * 128^-0.5), h over 32 heads of 128 dims.
+// Top-k: the k largest scores of each row (k <= 4096), returned as physical cache slots
+// (page * page_size + offset), -1 padding when the row has fewer than k visible keys.
+//
+// Ordering is total and deterministic so that a CPU reference agrees exactly: scores compare by value
+// (-0.0 equals +0.0), equal scores are broken by position, the lower position wins. The order of the k
+// entries inside an output row is unspecified (the set is what is defined). NaN scores are not ranked
+// meaningfully (inputs are expected to be finite).
+//
+// Formats (only GLM-5's shape is instantiated: 32 heads x 128 dims):
+//   kBf16: q bf16 [T][32][128]; keys are 256-byte records (128 bf16) at key_cache + slot * 256.
+//   kFp8:  q e4m3 [T][32][128] with one float32 scale per (token, head) in q_scale [T][32] (scales must be
+//          >= 0, the amax/448 convention); keys use the paged 132-byte-per-token layout of DeepGEMM/vLLM:
+//          a page of page_size tokens is page_size * 132 bytes, first the page_size 128-byte e4m3 vectors
+//          (token-major), then page_size float32 scales. Dequantized key = e4m3 value * scale.
+// weights w [T][32] are float32, already multiplied by 32^-0.5 (GLM5.md).
+//
+// Launchers return cudaError_t (argument errors: cudaErrorInvalidValue), never synchronise the host and
+// never abort; all memory, including the scores workspace, belongs to the caller.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace glm5rt::kernels::indexer {
+
+inline constexpr int kHeads = 32;
+inline constexpr int kHeadDim = 128;
+inline constexpr int kMaxTopK = 4096;
+inline constexpr int kBf16RecordBytes = 256;
+inline constexpr int kFp8RecordBytes = 132;  // 128 e4m3 + one float32 scale, split layout per page
+
+enum class KeyFormat : int { kBf16 = 0, kFp8 = 1 };
+
+// Where each row's keys live: row t belongs to sequence row_seq[t], whose key j sits in page
+// block_tables[row_seq[t] * block_table_stride + j / page_size] at offset j % page_size.
+struct RowLayout {
+  int num_rows = 0;                  // T
+  const int32_t* row_seq = nullptr;  // [T] device
+  const int32_t* row_len = nullptr;  // [T] device: visible keys (causal: position + 1), 0 allowed
+  const int32_t* block_tables = nullptr;  // device
+  int block_table_stride = 0;
+  int page_size = 64;
+  int max_row_len = 0;  // host-side upper bound of row_len (sizes the grid); rows never exceed it
+};
+
+struct ScoreParams {
+  RowLayout rows;
+  KeyFormat format = KeyFormat::kFp8;
+  const void* q = nullptr;           // [T][32][128] bf16 or e4m3, 16-byte aligned
+  const float* q_scale = nullptr;    // kFp8 only: [T][32]
+  const float* weights = nullptr;    // [T][32]
+  const void* key_cache = nullptr;   // 16-byte aligned
+  float* scores = nullptr;           // out [T][score_stride]; entries j < row_len[t] are written
+  int64_t score_stride = 0;          // >= max_row_len, multiple of 4, scores 16-byte aligned
+};
+
+struct TopkParams {
+  RowLayout rows;
+  int k = 2048;                      // 1..kMaxTopK
+  const float* scores = nullptr;     // [T][score_stride], as written by launch_indexer_scores
+  int64_t score_stride = 0;          // multiple of 4, scores 16-byte aligned
+  int32_t* out_slots = nullptr;      // out [T][k]
+  float* out_scores = nullptr;       // optional out [T][k] (-inf in padded entries)
+  // Decode rows are long and few: the split path spreads each row over many blocks (histogram, filter,
+  // then one block per row for the last digits). It needs indexer_topk_workspace_bytes(T) of device
+  // memory; without it the one-block-per-row path runs. split: -1 choose, 0 one block per row, 1 split.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int split = -1;
+};
+
+// Device workspace the split top-k path needs for T rows (about 45 KB per row).
+size_t indexer_topk_workspace_bytes(int num_rows);
+
+// Scores only (writes params.scores).
+cudaError_t launch_indexer_scores(const ScoreParams& params, cudaStream_t stream);
+// Top-k only, from a scores buffer.
+cudaError_t launch_indexer_topk(const TopkParams& params, cudaStream_t stream);
+// Both, through the caller's scores buffer (params.scores, [T][score_stride] floats) and top-k workspace
+// (indexer_topk_workspace_bytes(T) bytes, or null for the one-block-per-row top-k).
+cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
+                           void* topk_workspace, size_t topk_workspace_bytes, cudaStream_t stream);
+
+// Bytes of scores workspace launch_indexer needs, and the stride to pass with it.
+inline int64_t indexer_score_stride(int max_row_len) { return (static_cast<int64_t>(max_row_len) + 3) / 4 * 4; }
+inline int64_t indexer_workspace_bytes(int num_rows, int max_row_len) {
+  return static_cast<int64_t>(num_rows) * indexer_score_stride(max_row_len) * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace glm5rt::kernels::indexer

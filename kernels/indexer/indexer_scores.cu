@@ -1,0 +1,320 @@
+// Indexer scores on the tensor cores, mma.sync only (SM120 has no wgmma): bf16 m16n8k16, and FP8 e4m3
+// m16n8k32 on sm_89+ (sm_80 converts the same e4m3 fragments to f16 and runs m16n8k16 twice).
+//
+// The product is computed transposed: keys are the MMA's M (rows of A), heads its N (B), the 128 dims
+// its K. Then each thread's accumulators hold 2 keys x 8 heads, the weighted relu sum over heads is a
+// register loop plus two shuffles, and a warp writes 32 consecutive scores with one coalesced store.
+//
+// Because a dot product does not care in which order its K terms are summed, A and B fragments use the
+// same *permutation* of the 128 dims, chosen so that each thread reads 16 contiguous bytes of a key
+// record straight from global memory into MMA registers (no shared-memory staging for keys): thread c of
+// a quad owns 16-byte chunks 4p + c of a key, and chunk dims [0,4) feed k-step 2p's low half, [4,8) its
+// high half, [8,16) k-step 2p + 1 (bytes, scaled by element size). Q is staged in shared memory with
+// the same chunk order, XOR-swizzled so that neighbouring heads hit different banks.
+#include "kernels/indexer/indexer_common.cuh"
+#include "kernels/indexer/indexer_params.hpp"
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace glm5rt::kernels::indexer {
+namespace {
+
+template <KeyFormat F>
+struct Format;
+template <>
+struct Format<KeyFormat::kBf16> {
+  static constexpr int kHeadBytes = kHeadDim * 2;  // one q head, also one key record
+  static constexpr int kChunksPerThread = 4;       // 16-byte chunks per key per quad thread
+};
+template <>
+struct Format<KeyFormat::kFp8> {
+  static constexpr int kHeadBytes = kHeadDim;
+  static constexpr int kChunksPerThread = 2;
+};
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// Two e4m3 values (low or high 16 bits of x) as an f16x2 register, exactly: moving sign, exponent and
+// mantissa into f16 positions gives value * 2^-8 (subnormals included), then one multiply by 256.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x, int high) {
+  const uint32_t pair = high ? x >> 16 : x & 0xffffu;
+  const uint32_t u = (pair & 0xffu) | ((pair & 0xff00u) << 8);  // bytes at bits 0 and 16
+  const uint32_t bits = ((u & 0x00800080u) << 8) | ((u & 0x007f007fu) << 7);
+  __half2 h = *reinterpret_cast<const __half2*>(&bits);
+  h = __hmul2(h, __floats2half2_rn(256.f, 256.f));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+#endif
+
+// One m16n8k32 e4m3 step. Before sm_89 the same registers run as two f16 m16n8k16 steps whose K slots
+// are a consistent permutation of the e4m3 step's (A and B permuted alike, so the sum is unchanged).
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  mma_f16(d, e4m3x2_to_f16x2(a0, 0), e4m3x2_to_f16x2(a1, 0), e4m3x2_to_f16x2(a0, 1), e4m3x2_to_f16x2(a1, 1),
+          e4m3x2_to_f16x2(b0, 0), e4m3x2_to_f16x2(b0, 1));
+  mma_f16(d, e4m3x2_to_f16x2(a2, 0), e4m3x2_to_f16x2(a3, 0), e4m3x2_to_f16x2(a2, 1), e4m3x2_to_f16x2(a3, 1),
+          e4m3x2_to_f16x2(b1, 0), e4m3x2_to_f16x2(b1, 1));
+#endif
+}
+
+template <KeyFormat F>
+__device__ __forceinline__ void mma_step(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (F == KeyFormat::kBf16)
+    mma_bf16(d, a0, a1, a2, a3, b0, b1);
+  else
+    mma_e4m3(d, a0, a1, a2, a3, b0, b1);
+}
+
+// Swizzled byte offset of chunk j of head h inside one staged q row.
+template <KeyFormat F>
+__device__ __forceinline__ int q_chunk_offset(int h, int j) {
+  return h * Format<F>::kHeadBytes + ((j ^ ((h & 1) << 2)) * 16);
+}
+
+// kWarps warps, each owning kSub * 32 consecutive keys (kSub tiles of 32 = two 16-key MMA tiles) of a
+// chunk; all of a warp's key loads are issued before its first MMA, so kSub sets the bytes in flight.
+// kRows consecutive query rows per block share the key fragments (kRows > 1 for prefill chunks).
+template <KeyFormat F, int kWarps, int kRows, int kSub>
+__global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const ScoreParams p, const int num_chunks) {
+  using Fmt = Format<F>;
+  constexpr int kRowQBytes = kHeads * Fmt::kHeadBytes;
+  constexpr int kChunks = Fmt::kHeadBytes / 16;
+  constexpr int kKeysPerChunk = kWarps * 32 * kSub;
+  __shared__ __align__(16) uint8_t q_smem[kRows * kRowQBytes];
+  __shared__ float w_smem[kRows][kHeads];
+  __shared__ int row_len_s[kRows], row_seq_s[kRows], row_bound_s[kRows];
+  static_assert(sizeof(q_smem) + sizeof(w_smem) + 3 * sizeof(row_len_s) <= 48 * 1024,
+                "static shared memory must stay within 48 KB (and SM120's 99 KB per block)");
+
+  const RowLayout& rows = p.rows;
+  const int row0 = blockIdx.y * kRows;
+  const float inv_sqrt_d = 0.08838834764831845f;  // 128^-0.5
+
+  if (threadIdx.x < kRows) {
+    const int row = row0 + threadIdx.x;
+    row_len_s[threadIdx.x] = row < rows.num_rows ? rows.row_len[row] : 0;
+    row_seq_s[threadIdx.x] = row < rows.num_rows ? rows.row_seq[row] : -1;
+  }
+  for (int idx = threadIdx.x; idx < kRows * kHeads * kChunks; idx += blockDim.x) {
+    const int r = idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
+    const int row = row0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row < rows.num_rows)
+      v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.q) +
+                                               static_cast<int64_t>(row) * kRowQBytes + h * Fmt::kHeadBytes + j * 16));
+    *reinterpret_cast<uint4*>(q_smem + r * kRowQBytes + q_chunk_offset<F>(h, j)) = v;
+  }
+  for (int idx = threadIdx.x; idx < kRows * kHeads; idx += blockDim.x) {
+    const int r = idx / kHeads, h = idx % kHeads, row = row0 + r;
+    float w = 0.f;
+    if (row < rows.num_rows) {
+      w = p.weights[static_cast<int64_t>(row) * kHeads + h] * inv_sqrt_d;
+      if constexpr (F == KeyFormat::kFp8) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
+    }
+    w_smem[r][h] = w;
+  }
+  __syncthreads();
+  // Keys are loaded once per sequence for all rows of the group: bound = longest such row.
+  if (threadIdx.x < kRows) {
+    int bound = 0;
+    for (int r = 0; r < kRows; ++r)
+      if (row_seq_s[r] == row_seq_s[threadIdx.x]) bound = max(bound, row_len_s[r]);
+    row_bound_s[threadIdx.x] = bound;
+  }
+  __syncthreads();
+  int group_max_len = 0;
+  for (int r = 0; r < kRows; ++r) group_max_len = max(group_max_len, row_len_s[r]);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const uint8_t* cache = static_cast<const uint8_t*>(p.key_cache);
+  const int page_size = rows.page_size;
+
+  // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
+  // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
+  int next_page[kSub][2][2];
+  bool have_next_page = false;
+  for (int chunk = blockIdx.x; chunk < num_chunks; chunk += gridDim.x) {
+    if (chunk * kKeysPerChunk >= group_max_len) break;  // chunks only grow: nothing left for this block
+    const int warp_key0 = chunk * kKeysPerChunk + warp * 32 * kSub;
+    int loaded_seq = -1;
+    uint4 a[kSub][2][Fmt::kChunksPerThread][2];
+    float ks[kSub][2][2];
+    for (int r = 0; r < kRows; ++r) {
+      const int len = row_len_s[r];
+      if (warp_key0 >= len) continue;  // warp-uniform: causal rows that see none of this warp's keys
+      const int seq = row_seq_s[r];
+      if (seq != loaded_seq) {
+        loaded_seq = seq;
+        const int bound = row_bound_s[r];
+        const int32_t* table = rows.block_tables + static_cast<int64_t>(seq) * rows.block_table_stride;
+#pragma unroll
+        for (int st = 0; st < kSub; ++st)
+#pragma unroll
+          for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+            const int key = warp_key0 + st * 32 + m * 16 + half * 8 + g;
+            if (key < bound) {
+              const int page = (kRows == 1 && have_next_page) ? next_page[st][m][half] : __ldg(table + key / page_size);
+              const int off = key % page_size;
+              const uint8_t* rec;
+              if constexpr (F == KeyFormat::kBf16) {
+                rec = cache + (static_cast<int64_t>(page) * page_size + off) * kBf16RecordBytes;
+                ks[st][m][half] = 1.f;
+              } else {
+                const uint8_t* page_base = cache + static_cast<int64_t>(page) * page_size * kFp8RecordBytes;
+                rec = page_base + off * kHeadDim;
+                ks[st][m][half] = __ldg(reinterpret_cast<const float*>(page_base + page_size * kHeadDim) + off);
+              }
+#pragma unroll
+              for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp)
+                a[st][m][pp][half] = __ldg(reinterpret_cast<const uint4*>(rec) + 4 * pp + c);
+            } else {
+              ks[st][m][half] = 0.f;
+#pragma unroll
+              for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp) a[st][m][pp][half] = make_uint4(0, 0, 0, 0);
+            }
+          }
+        if (kRows == 1) {
+          const int next_key0 = warp_key0 + gridDim.x * kKeysPerChunk;
+#pragma unroll
+          for (int st = 0; st < kSub; ++st)
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                const int key = next_key0 + st * 32 + m * 16 + half * 8 + g;
+                next_page[st][m][half] = key < bound ? __ldg(table + key / page_size) : 0;
+              }
+          have_next_page = true;
+        }
+      }
+
+#pragma unroll
+      for (int st = 0; st < kSub; ++st) {
+        const int key0 = warp_key0 + st * 32;
+        if (key0 >= len) break;  // warp-uniform
+        float acc[2][4][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.f;
+        const uint8_t* qrow = q_smem + r * kRowQBytes;
+#pragma unroll
+        for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const uint4 b = *reinterpret_cast<const uint4*>(qrow + q_chunk_offset<F>(nt * 8 + g, 4 * pp + c));
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+              const uint4& lo = a[st][m][pp][0];  // key g of tile m
+              const uint4& hi = a[st][m][pp][1];  // key g + 8
+              mma_step<F>(acc[m][nt], lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+              mma_step<F>(acc[m][nt], lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+            }
+          }
+
+        // acc[m][nt] = {key g: heads 2c, 2c+1 ; key g+8: heads 2c, 2c+1} of head block nt.
+        float res[2][2];
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            float s = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+              const int h = nt * 8 + 2 * c;
+              s += w_smem[r][h] * fmaxf(acc[m][nt][2 * half] * ks[st][m][half], 0.f);
+              s += w_smem[r][h + 1] * fmaxf(acc[m][nt][2 * half + 1] * ks[st][m][half], 0.f);
+            }
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            res[m][half] = s;
+          }
+        // Lane (g, c) stores key 16 (c >> 1) + 8 (c & 1) + g: the warp's 32 stores are one 128-byte line.
+        const float out = c == 0 ? res[0][0] : c == 1 ? res[0][1] : c == 2 ? res[1][0] : res[1][1];
+        const int key = key0 + 16 * (c >> 1) + 8 * (c & 1) + g;
+        // (Counting the split top-k's histogram here with global atomics was measured on the H200 and
+        // made batch-1 decode slower at long context: 39 us instead of 29 at 128K, 51 instead of 34 at
+        // 200K, all atomics landing on a few hot bins of one row. The separate pass is kept.)
+        if (key < len) p.scores[static_cast<int64_t>(row0 + r) * p.score_stride + key] = out;
+      }  // sub-tiles
+    }
+  }
+}
+
+template <KeyFormat F, int kWarps, int kRows, int kSub>
+cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream) {
+  constexpr int kKeysPerChunk = kWarps * 32 * kSub;
+  const int num_chunks = (p.rows.max_row_len + kKeysPerChunk - 1) / kKeysPerChunk;
+  const int grid_y = (p.rows.num_rows + kRows - 1) / kRows;
+  if (num_chunks == 0 || grid_y == 0) return cudaSuccess;
+  int grid_x = num_chunks;
+  if (kRows == 1) {
+    // Decode: two waves of resident blocks; a block then walks several chunks with its q staged once.
+    int device = 0, sms = 0, resident = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess)
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, indexer_scores_kernel<F, kWarps, kRows, kSub>, kWarps * 32, 0);
+    if (err != cudaSuccess) return err;
+    const int target = 2 * max(resident, 1) * sms;
+    grid_x = min(num_chunks, max(1, (target + grid_y - 1) / grid_y));
+  }
+  if (grid_y > 65535) return cudaErrorInvalidValue;
+  indexer_scores_kernel<F, kWarps, kRows, kSub><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks);
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
+  const RowLayout& rows = p.rows;
+  if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0) return cudaErrorInvalidValue;
+  if (rows.num_rows == 0 || rows.max_row_len == 0) return cudaSuccess;
+  if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.q || !p.weights || !p.key_cache || !p.scores)
+    return cudaErrorInvalidValue;
+  if (!aligned16(p.q) || !aligned16(p.key_cache) || p.score_stride < rows.max_row_len) return cudaErrorInvalidValue;
+  if (p.format == KeyFormat::kFp8) {
+    // Page bases must stay 16-byte aligned for the vector loads: page_size * 132 % 16 == 0.
+    if (!p.q_scale || (static_cast<int64_t>(rows.page_size) * kFp8RecordBytes) % 16 != 0) return cudaErrorInvalidValue;
+    // Prefill chunks stage 8 rows of e4m3 q per block (32 KB); decode one row.
+    // kSub = 2 (64 keys in flight per warp) needs 255 registers and spills on sm_90, where ptxas
+    // emulates the e4m3 MMA; one 32-key tile per warp plus the page-id prefetch is used everywhere.
+    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kFp8, 8, 8, 1>(p, stream)
+                                : launch_scores<KeyFormat::kFp8, 4, 1, 1>(p, stream);
+  }
+  if (p.format == KeyFormat::kBf16)
+    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4, 1>(p, stream)
+                                : launch_scores<KeyFormat::kBf16, 4, 1, 1>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace glm5rt::kernels::indexer

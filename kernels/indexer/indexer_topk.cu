@@ -1,0 +1,509 @@
+// Exact top-k of each score row: radix select over a 64-bit composite key (score order key << 32 |
+// ~position), so that all keys are distinct and "equal scores: lower position wins" falls out of the
+// comparison. 11-bit digits, shared-memory histograms; d0 is the top digit's bin holding the k-th key.
+//
+// One block per row (many rows: prefill chunks):
+//  pass 1 over the row: histogram of the top digit, d0 follows;
+//  pass 2 over the row: keys whose top digit > d0 are emitted, keys in bin d0 become candidates (kept in
+//          shared memory when they fit, the usual case) and are histogrammed on the next digit;
+//  further digits over the candidates only, until the bin holding the k-th key holds exactly the number
+//  still needed; then every candidate >= that bin's lower bound is emitted.
+// Split (few long rows: decode): pass 1 and pass 2 run as two grid-wide kernels over 2048-key chunks
+// (global histogram, global candidate list), then one block per row finishes the candidates.
+// Chosen for at most 64 rows longer than 16384 keys (H200: 13 us flat from 32K to 200K keys, against
+// 21 / 57 / 81 us for one block per row at 32K / 128K / 200K; one block per row wins at 8K: 10 vs 14).
+// When the candidates do not fit (heavily tied or very concentrated rows) the later digits re-read the
+// row instead: slower, same result. Keys are distinct, so at the latest the last digit decides.
+// Emission writes positions first and converts them to slots in a separate loop, so that no block-table
+// load sits on a serial chain inside the passes.
+#include "kernels/indexer/indexer_common.cuh"
+#include "kernels/indexer/indexer_params.hpp"
+
+#include <cstdint>
+
+namespace glm5rt::kernels::indexer {
+namespace {
+
+constexpr int kThreads = 1024;  // one-block-per-row and finishing kernels
+constexpr int kSplitThreads = 256;
+constexpr int kSplitChunk = 2048;  // keys per block in the split passes (8 per thread)
+constexpr int kDigitBits = 11;
+constexpr int kBins = 1 << kDigitBits;
+constexpr int kCandCap = 4608;  // candidates kept in shared memory (score key + position: 8 bytes each)
+// 64-bit key = 6 digits: shifts 53, 42, 31, 20, 9 (11 bits each), then 0 (the last 9 bits).
+constexpr int kLevels = 6;
+// Split-path workspace per row: header (histogram, emitted count, candidate count) then candidates.
+constexpr int kHeaderWords = kBins + 8;
+constexpr size_t kRowWorkspaceBytes = kHeaderWords * 4 + size_t(kCandCap) * 8;
+static_assert(kBins * 4 + kCandCap * 8 + 256 <= 48 * 1024, "top-k shared memory must stay within 48 KB");
+static_assert(kSplitChunk == kSplitThreads * 8, "split blocks read two float4 per thread");
+
+__device__ __forceinline__ int level_shift(int level) { return level < 5 ? 53 - 11 * level : 0; }
+__device__ __forceinline__ uint32_t level_mask(int level) { return level < 5 ? kBins - 1 : (1u << 9) - 1; }
+
+struct Workspace {
+  uint32_t* hist;       // [kBins]
+  uint32_t* out_count;  // keys emitted by the split filter
+  uint32_t* cand_count;
+  uint32_t* cand_key;   // [kCandCap]
+  uint32_t* cand_pos;   // [kCandCap]
+};
+__device__ __forceinline__ Workspace row_workspace(void* base, int num_rows, int row) {
+  uint32_t* header = static_cast<uint32_t*>(base) + static_cast<size_t>(row) * kHeaderWords;
+  uint32_t* cands = static_cast<uint32_t*>(base) + static_cast<size_t>(num_rows) * kHeaderWords +
+                    static_cast<size_t>(row) * 2 * kCandCap;
+  return {header, header + kBins, header + kBins + 1, cands, cands + kCandCap};
+}
+
+// Finds the bin d such that (keys in bins > d) < need <= (keys in bins >= d), over hist[kBins], with
+// a block of kT threads (each owns kBins / kT consecutive bins, scanned from the top).
+// Writes *digit and *above (keys in bins above d); warp_sum has kT / 32 entries. Ends with a barrier.
+template <int kT>
+__device__ void find_digit(const uint32_t* hist, uint32_t* warp_sum, uint32_t need, uint32_t* digit, uint32_t* above) {
+  constexpr int kPer = kBins / kT;
+  constexpr int kWarps = kT / 32;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int top = kBins - 1 - t * kPer;
+  uint32_t local = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) local += hist[top - i];
+  uint32_t v = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t n = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += n;
+  }
+  if (lane == 31) warp_sum[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t w = lane < kWarps ? warp_sum[lane] : 0u;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t n = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += n;
+    }
+    if (lane < kWarps) warp_sum[lane] = w;  // inclusive prefix over warps
+  }
+  __syncthreads();
+  uint32_t running = (warp > 0 ? warp_sum[warp - 1] : 0u) + v - local;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const uint32_t h = hist[top - i];
+    if (running < need && need <= running + h) {
+      *digit = top - i;
+      *above = running;
+    }
+    running += h;
+  }
+  __syncthreads();
+}
+
+// Warp-aggregated append: one shared atomic per warp. All 32 lanes must call it.
+__device__ __forceinline__ int warp_append(bool pred, uint32_t* counter) {
+  const uint32_t mask = __ballot_sync(0xffffffffu, pred);
+  if (mask == 0) return -1;
+  const int lane = threadIdx.x % 32, leader = __ffs(mask) - 1;
+  uint32_t base = 0;
+  if (lane == leader) base = atomicAdd(counter, static_cast<uint32_t>(__popc(mask)));
+  base = __shfl_sync(0xffffffffu, base, leader);
+  return pred ? static_cast<int>(base + __popc(mask & ((1u << lane) - 1))) : -1;
+}
+
+// Calls f(valid, pos, score_key) for every position of row[0, len), all lanes of a warp together (f may
+// use warp collectives; `valid` is false for padding lanes). float4 loads, unrolled, 1024 threads.
+template <class F>
+__device__ __forceinline__ void for_each_key(const float* row, int len, F&& f) {
+  constexpr int kWarps = kThreads / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int n4 = (len + 3) / 4;
+  const float4* row4 = reinterpret_cast<const float4*>(row);
+  constexpr int kUnroll = 4;
+  for (int base = warp * 32; base < n4; base += kWarps * 32 * kUnroll) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * kWarps * 32 + lane;
+      v[u] = i < n4 ? __ldcg(row4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * kWarps * 32 + lane;
+      if (base + u * kWarps * 32 >= n4) break;  // warp-uniform
+      const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int pos = 4 * i + q;
+        f(pos < len, pos, detail::order_key(e[q]));
+      }
+    }
+  }
+}
+
+struct TopkShared {
+  uint32_t hist[kBins];
+  uint32_t cand_key[kCandCap];
+  uint32_t cand_pos[kCandCap];
+  uint32_t warp_sum[kThreads / 32];
+  uint32_t out_count;
+  uint32_t cand_count;
+  uint32_t digit;
+  uint32_t above;
+};
+
+struct RowOut {
+  int32_t* slots;
+  float* scores;
+  int k;
+  // Positions first (converted to slots by finish_slots), so that emission never waits on a load.
+  __device__ __forceinline__ void put(int idx, int pos, uint32_t score_key) const {
+    if (idx < 0 || idx >= k) return;  // cannot happen when the selection is right; never write past the row
+    slots[idx] = pos;
+    if (scores) scores[idx] = detail::order_key_to_float(score_key);
+  }
+};
+
+__device__ void finish_slots(const RowOut& out, const RowLayout& rows, int seq, int from) {
+  __syncthreads();  // positions written by other threads of the block are visible after the barrier
+  for (int i = from + threadIdx.x; i < out.k; i += blockDim.x) out.slots[i] = detail::slot_of(rows, seq, out.slots[i]);
+}
+
+// Rows with at most k keys: all of them, in position order, then -1 padding.
+__device__ void emit_short_row(const RowOut& out, const RowLayout& rows, int seq, const float* scores, int len) {
+  for (int i = threadIdx.x; i < out.k; i += blockDim.x) {
+    if (i < len) {
+      out.slots[i] = detail::slot_of(rows, seq, i);
+      if (out.scores) out.scores[i] = scores[i];
+    } else {
+      out.slots[i] = -1;
+      if (out.scores) out.scores[i] = -__int_as_float(0x7f800000);
+    }
+  }
+}
+
+// With d0 known and `need` keys still to take from bin d0: walks the lower digits over the candidates
+// (shared memory when in_smem, else the row filtered on d0) and emits the chosen ones from s.out_count
+// on. hist_ready: s.hist already holds the next digit's histogram of the bin's keys.
+__device__ void select_in_top_bin(TopkShared& s, const RowOut& out, const float* scores, int len, uint32_t d0,
+                                  uint32_t need, bool in_smem, bool hist_ready) {
+  const uint32_t ncand = s.cand_count;
+  uint64_t prefix = static_cast<uint64_t>(d0) << 53;
+  uint64_t threshold = prefix;
+  for (int level = 1; level < kLevels; ++level) {
+    if (level > 1 || !hist_ready) {
+      // Histogram of this level's digit over the keys sharing the prefix so far.
+      const int shift_above = level_shift(level - 1);
+      const int this_shift = level_shift(level);
+      const uint32_t this_mask = level_mask(level);
+      const uint64_t high_mask = ~((uint64_t{1} << shift_above) - 1);
+      for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = 0;
+      __syncthreads();
+      if (in_smem) {
+        for (uint32_t i = threadIdx.x; i < ncand; i += kThreads) {
+          const uint64_t key = detail::rank_key(s.cand_key[i], s.cand_pos[i]);
+          if ((key & high_mask) == prefix) atomicAdd(&s.hist[(key >> this_shift) & this_mask], 1u);
+        }
+      } else {
+        for_each_key(scores, len, [&](bool valid, int pos, uint32_t sk) {
+          const uint64_t key = detail::rank_key(sk, pos);
+          if (valid && (key & high_mask) == prefix) atomicAdd(&s.hist[(key >> this_shift) & this_mask], 1u);
+        });
+      }
+      __syncthreads();
+    }
+    find_digit<kThreads>(s.hist, s.warp_sum, need, &s.digit, &s.above);
+    const uint32_t d = s.digit;
+    need -= s.above;
+    prefix |= static_cast<uint64_t>(d) << level_shift(level);
+    const bool exact = s.hist[d] == need;
+    __syncthreads();
+    if (exact || level == kLevels - 1) {
+      threshold = prefix;
+      break;
+    }
+  }
+  if (in_smem) {
+    for (uint32_t base = threadIdx.x - threadIdx.x % 32; base < ncand; base += kThreads) {
+      const uint32_t i = base + threadIdx.x % 32;
+      const bool valid = i < ncand;
+      const uint32_t sk = valid ? s.cand_key[i] : 0u, pos = valid ? s.cand_pos[i] : 0u;
+      const bool take = valid && detail::rank_key(sk, pos) >= threshold;
+      const int idx = warp_append(take, &s.out_count);
+      if (take) out.put(idx, static_cast<int>(pos), sk);
+    }
+  } else {
+    for_each_key(scores, len, [&](bool valid, int pos, uint32_t sk) {
+      const bool take = valid && (sk >> 21) == d0 && detail::rank_key(sk, pos) >= threshold;
+      const int idx = warp_append(take, &s.out_count);
+      if (take) out.put(idx, pos, sk);
+    });
+  }
+}
+
+__device__ __forceinline__ RowOut row_out(const TopkParams& p, int row) {
+  return {p.out_slots + static_cast<int64_t>(row) * p.k, p.out_scores ? p.out_scores + static_cast<int64_t>(row) * p.k : nullptr,
+          p.k};
+}
+
+// ---- one block per row ----
+__global__ void __launch_bounds__(kThreads) topk_row_kernel(const TopkParams p) {
+  __shared__ TopkShared s;
+  const int row = blockIdx.x;
+  const int len = p.rows.row_len[row], seq = p.rows.row_seq[row], k = p.k;
+  const RowOut out = row_out(p, row);
+  const float* scores = p.scores + static_cast<int64_t>(row) * p.score_stride;
+  if (len <= k) {
+    emit_short_row(out, p.rows, seq, scores, len);
+    return;
+  }
+  if (threadIdx.x == 0) s.out_count = s.cand_count = 0;
+  for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = 0;
+  __syncthreads();
+  for_each_key(scores, len, [&](bool valid, int, uint32_t sk) {
+    if (valid) atomicAdd(&s.hist[sk >> 21], 1u);  // key bits 63..53 = score key bits 31..21
+  });
+  __syncthreads();
+  find_digit<kThreads>(s.hist, s.warp_sum, k, &s.digit, &s.above);
+  const uint32_t d0 = s.digit, need = k - s.above;
+  const bool exact = s.hist[d0] == need;
+  const bool in_smem = s.hist[d0] <= kCandCap;
+  __syncthreads();
+  for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = 0;
+  __syncthreads();
+  // Pass 2: emit keys above bin d0 (and bin d0 itself when it is exactly what is needed); collect the
+  // bin's keys and histogram their next digit.
+  for_each_key(scores, len, [&](bool valid, int pos, uint32_t sk) {
+    const uint32_t dig = sk >> 21;
+    const bool take = valid && (dig > d0 || (exact && dig == d0));
+    const int idx = warp_append(take, &s.out_count);
+    if (take) out.put(idx, pos, sk);
+    if (!exact) {
+      const bool cand = valid && dig == d0;
+      if (in_smem) {
+        const int c = warp_append(cand, &s.cand_count);
+        if (cand) {
+          s.cand_key[c] = sk;
+          s.cand_pos[c] = pos;
+        }
+      }
+      if (cand) atomicAdd(&s.hist[(detail::rank_key(sk, pos) >> 42) & (kBins - 1)], 1u);
+    }
+  });
+  __syncthreads();
+  if (!exact) select_in_top_bin(s, out, scores, len, d0, need, in_smem, true);
+  finish_slots(out, p.rows, seq, 0);
+}
+
+// ---- split: pass 1 (histogram of the top digit into the row's global histogram) ----
+__global__ void __launch_bounds__(kSplitThreads) topk_split_hist_kernel(const TopkParams p) {
+  __shared__ uint32_t hist[kBins];
+  const int row = blockIdx.y, len = p.rows.row_len[row];
+  const int start = blockIdx.x * kSplitChunk;
+  if (len <= p.k || start >= len) return;
+  for (int i = threadIdx.x; i < kBins; i += kSplitThreads) hist[i] = 0;
+  __syncthreads();
+  const float4* row4 = reinterpret_cast<const float4*>(p.scores + static_cast<int64_t>(row) * p.score_stride + start);
+  float4 v[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int i = threadIdx.x + u * kSplitThreads;
+    v[u] = start + 4 * i < len ? __ldcg(row4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int i = threadIdx.x + u * kSplitThreads;
+    const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (start + 4 * i + q < len) atomicAdd(&hist[detail::order_key(e[q]) >> 21], 1u);
+  }
+  __syncthreads();
+  uint32_t* global_hist = row_workspace(p.workspace, p.rows.num_rows, row).hist;
+  for (int i = threadIdx.x; i < kBins; i += kSplitThreads)
+    if (hist[i]) atomicAdd(&global_hist[i], hist[i]);
+}
+
+// ---- split: pass 2 (emit keys above bin d0, append bin d0's keys to the row's candidate list) ----
+struct FilterShared {
+  uint32_t hist[kBins];
+  uint32_t warp_sum[kSplitThreads / 32];
+  uint32_t digit, above, n_take, n_cand, take_base, cand_base;
+  uint32_t take_pos[kSplitChunk], take_key[kSplitChunk];
+  uint32_t cand_pos[kSplitChunk], cand_key[kSplitChunk];
+};
+static_assert(sizeof(FilterShared) <= 48 * 1024, "filter shared memory must stay within 48 KB");
+
+__global__ void __launch_bounds__(kSplitThreads) topk_split_filter_kernel(const TopkParams p) {
+  __shared__ FilterShared s;
+  const int row = blockIdx.y, len = p.rows.row_len[row], k = p.k;
+  const int start = blockIdx.x * kSplitChunk;
+  if (len <= k || start >= len) return;
+  const Workspace ws = row_workspace(p.workspace, p.rows.num_rows, row);
+  for (int i = threadIdx.x; i < kBins; i += kSplitThreads) s.hist[i] = __ldcg(ws.hist + i);
+  if (threadIdx.x == 0) s.n_take = s.n_cand = 0;
+  // Issue this block's score loads before the scan so that their latency overlaps it.
+  const float4* row4 = reinterpret_cast<const float4*>(p.scores + static_cast<int64_t>(row) * p.score_stride + start);
+  float4 v[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int i = threadIdx.x + u * kSplitThreads;
+    v[u] = start + 4 * i < len ? __ldcg(row4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  __syncthreads();
+  find_digit<kSplitThreads>(s.hist, s.warp_sum, k, &s.digit, &s.above);
+  const uint32_t d0 = s.digit, need = k - s.above, bin = s.hist[d0];
+  const bool exact = bin == need;
+  const bool collect = !exact && bin <= kCandCap;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int i = threadIdx.x + u * kSplitThreads;
+    const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int pos = start + 4 * i + q;
+      const uint32_t sk = detail::order_key(e[q]);
+      const uint32_t dig = sk >> 21;
+      const bool valid = pos < len;
+      const bool take = valid && (dig > d0 || (exact && dig == d0));
+      const bool cand = valid && collect && dig == d0;
+      const int t = warp_append(take, &s.n_take);
+      if (take) {
+        s.take_pos[t] = pos;
+        s.take_key[t] = sk;
+      }
+      const int c = warp_append(cand, &s.n_cand);
+      if (cand) {
+        s.cand_pos[c] = pos;
+        s.cand_key[c] = sk;
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    s.take_base = s.n_take ? atomicAdd(ws.out_count, s.n_take) : 0u;
+    s.cand_base = s.n_cand ? atomicAdd(ws.cand_count, s.n_cand) : 0u;
+  }
+  __syncthreads();
+  const RowOut out = row_out(p, row);
+  const int seq = p.rows.row_seq[row];
+  for (uint32_t i = threadIdx.x; i < s.n_take; i += kSplitThreads) {
+    const uint32_t idx = s.take_base + i;
+    if (idx < static_cast<uint32_t>(k)) {
+      out.slots[idx] = detail::slot_of(p.rows, seq, s.take_pos[i]);
+      if (out.scores) out.scores[idx] = detail::order_key_to_float(s.take_key[i]);
+    }
+  }
+  for (uint32_t i = threadIdx.x; i < s.n_cand; i += kSplitThreads) {
+    const uint32_t idx = s.cand_base + i;
+    if (idx < static_cast<uint32_t>(kCandCap)) {
+      ws.cand_pos[idx] = s.cand_pos[i];
+      ws.cand_key[idx] = s.cand_key[i];
+    }
+  }
+}
+
+// ---- split: one block per row finishes bin d0 from the candidate list (or the row when it overflowed) ----
+__global__ void __launch_bounds__(kThreads) topk_split_finish_kernel(const TopkParams p) {
+  __shared__ TopkShared s;
+  const int row = blockIdx.x;
+  const int len = p.rows.row_len[row], seq = p.rows.row_seq[row], k = p.k;
+  const RowOut out = row_out(p, row);
+  const float* scores = p.scores + static_cast<int64_t>(row) * p.score_stride;
+  if (len <= k) {
+    emit_short_row(out, p.rows, seq, scores, len);
+    return;
+  }
+  const Workspace ws = row_workspace(p.workspace, p.rows.num_rows, row);
+  for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = __ldcg(ws.hist + i);
+  __syncthreads();
+  find_digit<kThreads>(s.hist, s.warp_sum, k, &s.digit, &s.above);
+  const uint32_t d0 = s.digit, above = s.above, need = k - above, bin = s.hist[d0];
+  if (bin == need) return;  // the filter emitted bin d0 whole: nothing left
+  const bool in_smem = bin <= kCandCap;
+  if (threadIdx.x == 0) {
+    s.out_count = above;  // the filter wrote entries [0, above)
+    s.cand_count = in_smem ? bin : 0u;
+  }
+  if (in_smem)
+    for (uint32_t i = threadIdx.x; i < bin; i += kThreads) {
+      s.cand_key[i] = __ldcg(ws.cand_key + i);
+      s.cand_pos[i] = __ldcg(ws.cand_pos + i);
+    }
+  __syncthreads();
+  select_in_top_bin(s, out, scores, len, d0, need, in_smem, false);
+  finish_slots(out, p.rows, seq, static_cast<int>(above));
+}
+
+}  // namespace
+
+size_t indexer_topk_workspace_bytes(int num_rows) { return num_rows > 0 ? size_t(num_rows) * kRowWorkspaceBytes : 0; }
+
+namespace {
+
+cudaError_t check_topk(const TopkParams& p) {
+  const RowLayout& rows = p.rows;
+  if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1)
+    return cudaErrorInvalidValue;
+  if (rows.num_rows == 0) return cudaSuccess;
+  if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.scores || !p.out_slots) return cudaErrorInvalidValue;
+  if ((reinterpret_cast<uintptr_t>(p.scores) & 15u) != 0 || p.score_stride % 4 != 0 || p.score_stride < rows.max_row_len)
+    return cudaErrorInvalidValue;
+  const bool have_workspace = p.workspace && p.workspace_bytes >= indexer_topk_workspace_bytes(rows.num_rows) &&
+                              (reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0;
+  if (p.split == 1 && (!have_workspace || rows.num_rows > 65535)) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+// Few long rows (decode): one block per row would leave most SMs idle while it reads its row twice.
+bool use_split(const TopkParams& p) {
+  const bool have_workspace = p.workspace && p.workspace_bytes >= indexer_topk_workspace_bytes(p.rows.num_rows) &&
+                              (reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0;
+  return p.split == 1 || (p.split == -1 && have_workspace && p.rows.num_rows <= 64 && p.rows.max_row_len > 16384);
+}
+
+cudaError_t clear_split_header(const TopkParams& p, cudaStream_t stream) {
+  return cudaMemsetAsync(p.workspace, 0, size_t(p.rows.num_rows) * kHeaderWords * 4, stream);
+}
+
+cudaError_t launch_topk_impl(const TopkParams& p, cudaStream_t stream) {
+  if (!use_split(p)) {
+    topk_row_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  const cudaError_t err = clear_split_header(p, stream);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.rows.max_row_len + kSplitChunk - 1) / kSplitChunk, p.rows.num_rows);
+  if (grid.x > 0) {
+    topk_split_hist_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
+    topk_split_filter_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
+  }
+  topk_split_finish_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_indexer_topk(const TopkParams& p, cudaStream_t stream) {
+  const cudaError_t err = check_topk(p);
+  if (err != cudaSuccess || p.rows.num_rows == 0) return err;
+  return launch_topk_impl(p, stream);
+}
+
+cudaError_t launch_indexer(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,
+                           size_t topk_workspace_bytes, cudaStream_t stream) {
+  TopkParams tp;
+  tp.rows = sp.rows;
+  tp.k = k;
+  tp.scores = sp.scores;
+  tp.score_stride = sp.score_stride;
+  tp.out_slots = out_slots;
+  tp.out_scores = out_scores;
+  tp.workspace = topk_workspace;
+  tp.workspace_bytes = topk_workspace_bytes;
+  cudaError_t err = check_topk(tp);  // before anything is queued
+  if (err != cudaSuccess) return err;
+  err = launch_indexer_scores(sp, stream);
+  if (err != cudaSuccess || sp.rows.num_rows == 0) return err;
+  return launch_topk_impl(tp, stream);
+}
+
+}  // namespace glm5rt::kernels::indexer

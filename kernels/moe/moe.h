@@ -1,0 +1,113 @@
+// GLM-5 MoE block on the GPU: router, token permutation by expert, grouped FP8 expert GEMMs, SwiGLU,
+// weighted combine back to token order, shared expert. Plain-struct parameters, launchers that return
+// cudaError_t, no host synchronisation, workspace from the caller (size from moe_workspace_size).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace glm5rt::kernels {
+
+constexpr int kRouterMaxExperts = 256;
+constexpr int kRouterMaxTopK = 16;
+constexpr int kRouterMaxGroups = 32;
+
+struct RouterParams {
+  int tokens = 0;
+  int hidden = 0;       // multiple of 8
+  int num_experts = 0;  // <= 256
+  int top_k = 0;        // <= 16, <= num_experts
+  int n_group = 1;      // divides num_experts, <= 32; experts per group >= 2 when n_group > 1
+  int topk_group = 1;   // <= n_group
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+  const __nv_bfloat16* x = nullptr;       // [tokens, hidden], row stride ldx (post-attention-norm output)
+  int ldx = 0;
+  const __nv_bfloat16* weight = nullptr;  // mlp.gate.weight [num_experts, hidden]
+  const float* bias = nullptr;            // e_score_correction_bias [num_experts] (float32)
+  float* logits = nullptr;                // out/workspace [tokens, num_experts] float32
+  int* topk_ids = nullptr;                // out [tokens, top_k]
+  float* topk_weights = nullptr;          // out [tokens, top_k]
+  bool pdl = false;                       // programmatic dependent launch (kernels/gemm/launch.cuh)
+};
+
+// GLM5.md step 9, with router_math.h's summation order and sigmoid: logits in float32, s = sigmoid,
+// c = s + bias (selection only), group score = sum of the group's top-2 c, keep topk_group groups, the
+// other groups' c become 0.0 (as transformers' masked_fill), top_k experts by c (ties: lower id first),
+// weights = s of the chosen experts, / (sum + 1e-20) when norm_topk_prob, * routed_scaling_factor.
+// Experts are listed by decreasing c.
+cudaError_t moe_route(const RouterParams& p, cudaStream_t stream);
+
+// Permutation: groups 0..E-1 are the routed experts, group E is the shared expert (all tokens) when
+// with_shared. Rows of a group are contiguous in the permuted order.
+struct PermuteParams {
+  int tokens = 0;
+  int top_k = 0;
+  int num_experts = 0;
+  bool with_shared = true;
+  const int* topk_ids = nullptr;  // [tokens, top_k]; ids outside [0, E) are dropped
+  int* group_offsets = nullptr;   // out [G + 1], G = E + with_shared
+  int* active_groups = nullptr;   // out [G] non-empty groups, ascending
+  int* num_active = nullptr;      // out [1]
+  int* tile_prefix = nullptr;     // out [G + 1] prefix of ceil(rows_g / tile_rows)
+  int tile_rows = 64;             // the prefill GEMM's tile rows (Fp8GemmParams::prefill_tile_rows)
+  int* row_token = nullptr;       // out [tokens * top_k + tokens]: permuted row -> token
+  int* slot_row = nullptr;        // out [tokens * top_k]: (token, k) -> permuted row, -1 if dropped
+  bool pdl = false;
+};
+cudaError_t moe_permute(const PermuteParams& p, cudaStream_t stream);
+
+// h = silu(gate) * up from the gate_up GEMM's bf16 rows [rows, 2 * inter] (gate | up), quantised per
+// 128-group to e4m3 [rows, inter] with scales [rows, inter / 128].
+cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
+                                cudaStream_t stream, bool pdl = false);
+
+// out[t] = sum_k w[t,k] * y[slot_row[t,k]] (+ y[*shared_row_begin + t] when shared_row_begin, a device
+// pointer, e.g. &group_offsets[E], is given), float32 sums in k order, bf16 result [tokens, hidden].
+cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
+                        const float* topk_weights, const int* shared_row_begin, __nv_bfloat16* out,
+                        cudaStream_t stream, bool pdl = false);
+
+// The whole MoE block. Expert weights as the checkpoint stores them (FP8 e4m3 + float32 scale_inv):
+// device arrays of pointers; expert E (index num_experts) is the shared expert.
+struct MoeParams {
+  int tokens = 0;
+  int hidden = 0;  // 6144
+  int inter = 0;   // moe_intermediate_size 2048 (shared expert: the same)
+  int num_experts = 0, top_k = 0, n_group = 1, topk_group = 1;
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+  bool with_shared = true;
+  const __nv_bfloat16* x = nullptr;  // [tokens, hidden] contiguous
+  const __nv_bfloat16* router_weight = nullptr;
+  const float* router_bias = nullptr;
+  // [(E + 1) * 2]: entry 2e = gate_proj, 2e + 1 = up_proj of expert e ([inter, hidden] e4m3 and
+  // [inter/128, hidden/128] f32).
+  const uint8_t* const* gate_up_w = nullptr;
+  const float* const* gate_up_s = nullptr;
+  // [E + 1]: down_proj [hidden, inter] e4m3 and [hidden/128, inter/128] f32.
+  const uint8_t* const* down_w = nullptr;
+  const float* const* down_s = nullptr;
+  __nv_bfloat16* out = nullptr;  // [tokens, hidden]
+  // Optional outputs for inspection (null: kept in the workspace only).
+  int* topk_ids_out = nullptr;
+  float* topk_weights_out = nullptr;
+  // Tuning overrides (benchmarks): GEMM path and prefill tile rows (0: defaults).
+  int path = 0;  // 0 automatic, 1 decode, 2 prefill
+  int prefill_tile_rows = 0;
+  int prefill_mma = 0;  // Fp8GemmParams::prefill_mma
+  int decode_depth = 0;  // Fp8GemmParams::decode_depth
+  // Programmatic dependent launch between the block's kernels (on GPUs with compute capability 9.0+).
+  bool pdl = true;
+  // Optional (benchmarks): 7 events recorded after route, permute, quantise, gate_up GEMM, SwiGLU,
+  // down GEMM and combine; each must be a valid event. Recording works inside graph capture too.
+  cudaEvent_t* stage_events = nullptr;
+};
+
+size_t moe_workspace_size(int tokens, int hidden, int inter, int num_experts, int top_k);
+cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace glm5rt::kernels

@@ -1,0 +1,183 @@
+// The MoE block as one sequence of launches on one stream (no host synchronisation, graph-capturable):
+// route -> permute -> quantise x -> gate_up grouped GEMM -> SwiGLU + quantise -> down grouped GEMM ->
+// combine. The shared expert is one more group holding every token.
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
+#include "kernels/moe/moe.h"
+
+namespace glm5rt::kernels {
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct Layout {
+  size_t logits, ids, weights, offsets, active, num_active, tiles, row_token, slot_row, xq, xs, gate_up, hq, hs,
+      y, total;
+};
+
+Layout layout(int T, int H, int I, int E, int K) {
+  const size_t G = static_cast<size_t>(E) + 1;
+  const size_t R = static_cast<size_t>(T) * K + T;
+  Layout l{};
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t here = at;
+    at += align_up(bytes);
+    return here;
+  };
+  l.logits = take(sizeof(float) * T * E);
+  l.ids = take(sizeof(int) * T * K);
+  l.weights = take(sizeof(float) * T * K);
+  l.offsets = take(sizeof(int) * (G + 1));
+  l.active = take(sizeof(int) * G);
+  l.num_active = take(sizeof(int));
+  l.tiles = take(sizeof(int) * (G + 1));
+  l.row_token = take(sizeof(int) * R);
+  l.slot_row = take(sizeof(int) * T * K);
+  l.xq = take(static_cast<size_t>(T) * H);
+  l.xs = take(sizeof(float) * T * (H / kFp8Block));
+  l.gate_up = take(sizeof(__nv_bfloat16) * R * 2 * I);
+  l.hq = take(R * I);
+  l.hs = take(sizeof(float) * R * (I / kFp8Block));
+  l.y = take(sizeof(__nv_bfloat16) * R * H);
+  l.total = at;
+  return l;
+}
+
+}  // namespace
+
+size_t moe_workspace_size(int tokens, int hidden, int inter, int num_experts, int top_k) {
+  if (tokens < 0 || hidden <= 0 || inter <= 0 || num_experts <= 0 || top_k <= 0) return 0;
+  return layout(tokens, hidden, inter, num_experts, top_k).total;
+}
+
+cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const int T = p.tokens, H = p.hidden, I = p.inter, E = p.num_experts, K = p.top_k;
+  if (T < 0 || H <= 0 || I <= 0 || H % kFp8Block != 0 || I % kFp8Block != 0 || E < 1 || K < 1)
+    return cudaErrorInvalidValue;
+  if (T == 0) return cudaSuccess;
+  if (!p.x || !p.gate_up_w || !p.gate_up_s || !p.down_w || !p.down_s || !p.out || !workspace)
+    return cudaErrorInvalidValue;
+  const Layout l = layout(T, H, I, E, K);
+  if (workspace_bytes < l.total) return cudaErrorInvalidValue;
+  char* ws = static_cast<char*>(workspace);
+  auto mark = [&](int stage) {
+    return p.stage_events ? cudaEventRecord(p.stage_events[stage], stream) : cudaSuccess;
+  };
+  auto at = [&](size_t off) { return static_cast<void*>(ws + off); };
+  int* ids = p.topk_ids_out ? p.topk_ids_out : static_cast<int*>(at(l.ids));
+  float* wts = p.topk_weights_out ? p.topk_weights_out : static_cast<float*>(at(l.weights));
+  const int G = E + (p.with_shared ? 1 : 0);
+  const int R = T * K + (p.with_shared ? T : 0);
+
+  const bool pdl = p.pdl && detail::pdl_supported();
+  RouterParams rp;
+  rp.pdl = pdl;
+  rp.tokens = T;
+  rp.hidden = H;
+  rp.num_experts = E;
+  rp.top_k = K;
+  rp.n_group = p.n_group;
+  rp.topk_group = p.topk_group;
+  rp.norm_topk_prob = p.norm_topk_prob;
+  rp.routed_scaling_factor = p.routed_scaling_factor;
+  rp.x = p.x;
+  rp.ldx = H;
+  rp.weight = p.router_weight;
+  rp.bias = p.router_bias;
+  rp.logits = static_cast<float*>(at(l.logits));
+  rp.topk_ids = ids;
+  rp.topk_weights = wts;
+  if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;
+  if (cudaError_t e = mark(0); e != cudaSuccess) return e;
+
+  PermuteParams pp;
+  pp.pdl = pdl;
+  pp.tokens = T;
+  pp.top_k = K;
+  pp.num_experts = E;
+  pp.with_shared = p.with_shared;
+  pp.topk_ids = ids;
+  pp.group_offsets = static_cast<int*>(at(l.offsets));
+  pp.active_groups = static_cast<int*>(at(l.active));
+  pp.num_active = static_cast<int*>(at(l.num_active));
+  pp.tile_prefix = static_cast<int*>(at(l.tiles));
+  pp.row_token = static_cast<int*>(at(l.row_token));
+  pp.slot_row = static_cast<int*>(at(l.slot_row));
+  const int tile_rows = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
+  pp.tile_rows = tile_rows;
+  if (cudaError_t e = moe_permute(pp, stream); e != cudaSuccess) return e;
+  if (cudaError_t e = mark(1); e != cudaSuccess) return e;
+
+  uint8_t* xq = static_cast<uint8_t*>(at(l.xq));
+  float* xs = static_cast<float*>(at(l.xs));
+  if (cudaError_t e = fp8_quantize_groups(p.x, H, T, H, xq, H, xs, H / kFp8Block, stream, pdl); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = mark(2); e != cudaSuccess) return e;
+
+  // Rows per routed expert on average; the shared group has T rows. The path choice uses the routed
+  // average since routed experts hold almost all of the groups.
+  const int expected = (T * K + E - 1) / E;
+  const int max_active = G < R ? G : R;
+
+  Fp8GemmParams g1;
+  g1.n = 2 * I;
+  g1.k = H;
+  g1.a = xq;
+  g1.a_scale = xs;
+  g1.lda = H;
+  g1.ld_scale = H / kFp8Block;
+  g1.a_row_map = pp.row_token;
+  g1.w = p.gate_up_w;
+  g1.w_scale = p.gate_up_s;
+  g1.num_parts = 2;
+  g1.part_rows = I;
+  g1.c = static_cast<__nv_bfloat16*>(at(l.gate_up));
+  g1.ldc = 2 * I;
+  g1.num_groups = G;
+  g1.max_rows = R;
+  g1.group_offsets = pp.group_offsets;
+  g1.active_groups = pp.active_groups;
+  g1.num_active = pp.num_active;
+  g1.tile_prefix = pp.tile_prefix;
+  g1.max_active = max_active;
+  g1.expected_rows_per_group = expected;
+  g1.prefill_tile_rows = tile_rows;
+  g1.prefill_mma = p.prefill_mma;
+  g1.decode_depth = p.decode_depth;
+  g1.pdl = pdl;
+  g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
+  if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
+  if (cudaError_t e = mark(3); e != cudaSuccess) return e;
+
+  uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
+  float* hs = static_cast<float*>(at(l.hs));
+  if (cudaError_t e = moe_swiglu_quantize(g1.c, R, I, hq, hs, stream, pdl); e != cudaSuccess) return e;
+  if (cudaError_t e = mark(4); e != cudaSuccess) return e;
+
+  Fp8GemmParams g2 = g1;
+  g2.n = H;
+  g2.k = I;
+  g2.a = hq;
+  g2.a_scale = hs;
+  g2.lda = I;
+  g2.ld_scale = I / kFp8Block;
+  g2.a_row_map = nullptr;
+  g2.w = p.down_w;
+  g2.w_scale = p.down_s;
+  g2.num_parts = 1;
+  g2.part_rows = H;
+  g2.c = static_cast<__nv_bfloat16*>(at(l.y));
+  g2.ldc = H;
+  if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
+  if (cudaError_t e = mark(5); e != cudaSuccess) return e;
+
+  if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts, p.with_shared ? pp.group_offsets + E : nullptr,
+                                  p.out, stream, pdl);
+      e != cudaSuccess)
+    return e;
+  return mark(6);
+}
+
+}  // namespace glm5rt::kernels

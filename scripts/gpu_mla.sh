@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Sparse MLA on the accelerator machine, in one go: build (kernels preset), GPU tests, the sm_120 resource
+# report and SASS check, the benchmark, the Triton baseline with the machine's ceilings, and the summary
+# table (printed last). Everything lands in $OUT (default ./out-mla): log, JSON, ptxas and SASS reports.
+#
+#   scripts/gpu_mla.sh                 # ARCHS=90 (run on the H200); ARCHS="80;90;120" for a full build
+# Each step continues past a failure of the previous one, so a failing test still leaves benchmark numbers.
+set -x
+set -o pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+OUT=${OUT:-$ROOT/out-mla}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/log") 2>&1
+ARCHS=${ARCHS:-90}
+BUILD=${BUILD:-$ROOT/build-kernels-gpu}
+JOBS=${JOBS:-$(nproc)}
+# A copy sent to the device has no .git of its own; the sender writes the commit into GIT_COMMIT.
+if [ -f "$ROOT/GIT_COMMIT" ]; then COMMIT=$(cat "$ROOT/GIT_COMMIT"); else COMMIT=$(git -C "$ROOT" rev-parse --verify -q HEAD || echo unknown); fi
+status=0
+
+date -u
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv || true
+nvcc --version | tail -2
+
+# 1. Build the kernels, the GPU tests and the benchmark.
+cmake --preset kernels -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tail -5 || status=1
+cmake --build "$BUILD" -j"$JOBS" --target glm5rt_gpu_tests glm5rt_bench_sparse_mla 2>&1 | tail -30 || status=1
+
+# 2. sm_120 resource report and SASS (in the background while the tests run).
+(
+  for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla; do
+    nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
+      -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
+  done
+  wait
+) >"$OUT/ptxas_sm120.txt" 2>&1 &
+sm120_pid=$!
+
+# 3. GPU tests (correctness against the float32 CPU reference).
+timeout 45 "$BUILD/tests/glm5rt_gpu_tests" -tc="sparse MLA*" >"$OUT/tests.txt" 2>&1
+test_rc=$?
+tail -45 "$OUT/tests.txt"
+echo "gpu tests exit code: $test_rc"
+[ "$test_rc" = 0 ] || status=1
+
+# 4. Benchmark (ours), then the Triton baseline and the ceilings.
+timeout 50 "$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla" --json "$OUT/ours.json" || status=1
+PYTHONUNBUFFERED=1 timeout 65 python3 bench/sparse_mla/triton_baseline.py --json "$OUT/triton.json" || status=1
+
+# 5. sm_120 checks: registers / shared memory / spills, and the instruction mix (no HGMMA / wgmma).
+wait "$sm120_pid"
+set +x
+{
+  echo "== ptxas -v, sm_120 =="
+  grep -E "Compiling entry|registers|spill|smem" "$OUT/ptxas_sm120.txt" | sed 's/ptxas info *: //'
+  echo "== SASS, sm_120 =="
+  if command -v cuobjdump >/dev/null; then
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla; do
+      sass=$(cuobjdump --dump-sass "$BUILD/sm120_$f.o" 2>&1)
+      printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
+        "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \
+        "$(echo "$sass" | grep -c ' HMMA')" "$(echo "$sass" | grep -c ' QMMA')" "$(echo "$sass" | grep -c ' LDSM')" \
+        "$(echo "$sass" | grep -c ' LDGSTS')" "$(echo "$sass" | grep -c 'HGMMA')" "$(echo "$sass" | grep -cE 'WGMMA|UTCMMA|UTCHMMA')"
+      if echo "$sass" | grep -qE 'HGMMA|WGMMA|UTCHMMA'; then echo "FAIL: Hopper/Blackwell-DC-only MMA in $f"; status=1; fi
+    done
+  else
+    echo "cuobjdump not found"
+  fi
+} | tee "$OUT/sass_sm120.txt"
+
+# 6. Summary (last, so it is at the end of the output).
+python3 bench/sparse_mla/report.py --ours "$OUT/ours.json" --triton "$OUT/triton.json" \
+  --out "$OUT/sparse_mla-h200.json" --commit "$COMMIT" --command "ARCHS=$ARCHS scripts/gpu_mla.sh" || status=1
+echo "gpu tests exit code: $test_rc; overall status: $status"
+exit $status

@@ -1,0 +1,228 @@
+// FP8 block-scaled GEMM and the activation quantiser against CPU references (exact FP8 decode, float64
+// sums) at GLM-5 shapes. Outputs are poisoned with NaN before each launch; inputs are fresh random data.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "kernels/gemm/fp8_gemm.h"
+#include "tests/gpu/fp8_reference.hpp"
+
+using namespace fp8ref;
+namespace k = glm5rt::kernels;
+
+namespace {
+
+std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
+
+// Quantises random activations on the GPU; checks them against the CPU rule; returns the host copies.
+void quantize_on_gpu(const std::vector<uint16_t>& x, int rows, int kdim, DeviceBuffer<uint8_t>& q,
+                     DeviceBuffer<float>& s, std::vector<uint8_t>& hq, std::vector<float>& hs) {
+  DeviceBuffer<uint16_t> dx(x.size());
+  dx.upload(x);
+  q.poison();
+  s.poison();
+  CUDA_OK(k::fp8_quantize_groups(reinterpret_cast<const __nv_bfloat16*>(dx.ptr), kdim, rows, kdim, q.ptr, kdim,
+                                 s.ptr, kdim / 128, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  hq = q.download();
+  hs = s.download();
+}
+
+struct GroupedCase {
+  int n, k, num_parts;
+  std::vector<int> counts;  // rows per group
+  bool row_map;
+  k::Fp8GemmPath path;
+  int tile_rows = 64;  // prefill tile rows (64 or 128)
+  int mma = 0;         // Fp8GemmParams::prefill_mma
+  int depth = 0;       // Fp8GemmParams::decode_depth
+};
+
+// Runs one (possibly grouped) GEMM against the CPU reference.
+void run_case(const GroupedCase& tc) {
+  auto rng = fresh_rng();
+  const int G = static_cast<int>(tc.counts.size());
+  std::vector<int> offsets(G + 1, 0), tiles(G + 1, 0), active;
+  for (int g = 0; g < G; ++g) {
+    offsets[g + 1] = offsets[g] + tc.counts[g];
+    tiles[g + 1] = tiles[g] + (tc.counts[g] + tc.tile_rows - 1) / tc.tile_rows;
+    if (tc.counts[g] > 0) active.push_back(g);
+  }
+  const int rows = offsets[G];
+  // Source activations: more rows than used when gathered, so the map matters.
+  const int src_rows = tc.row_map ? rows + 5 : rows;
+  std::vector<int> map(rows);
+  std::uniform_int_distribution<int> pick(0, src_rows - 1);
+  for (int r = 0; r < rows; ++r) map[r] = tc.row_map ? pick(rng) : r;
+
+  const auto x = random_bf16(static_cast<size_t>(src_rows) * tc.k, rng);
+  DeviceBuffer<uint8_t> dq(static_cast<size_t>(src_rows) * tc.k);
+  DeviceBuffer<float> ds(static_cast<size_t>(src_rows) * (tc.k / 128));
+  std::vector<uint8_t> hq;
+  std::vector<float> hs;
+  quantize_on_gpu(x, src_rows, tc.k, dq, ds, hq, hs);
+  const auto xa = dequant_act(hq, hs, src_rows, tc.k);
+
+  const int part_rows = tc.n / tc.num_parts;
+  std::vector<HostFp8Weight> w;
+  std::vector<std::vector<float>> wd;
+  std::vector<DeviceBuffer<uint8_t>*> dw;
+  std::vector<DeviceBuffer<float>*> dws;
+  std::vector<const uint8_t*> wptr;
+  std::vector<const float*> sptr;
+  for (int i = 0; i < G * tc.num_parts; ++i) {
+    w.push_back(random_weight(part_rows, tc.k, rng));
+    wd.push_back(dequant(w.back()));
+    dw.push_back(new DeviceBuffer<uint8_t>(w.back().q.size()));
+    dws.push_back(new DeviceBuffer<float>(w.back().scale.size()));
+    dw.back()->upload(w.back().q);
+    dws.back()->upload(w.back().scale);
+    wptr.push_back(dw.back()->ptr);
+    sptr.push_back(dws.back()->ptr);
+  }
+  DeviceBuffer<const uint8_t*> d_wptr(wptr.size());
+  DeviceBuffer<const float*> d_sptr(sptr.size());
+  d_wptr.upload(wptr);
+  d_sptr.upload(sptr);
+  DeviceBuffer<int> d_off(G + 1), d_tiles(G + 1), d_active(std::max<size_t>(1, active.size())), d_nact(1),
+      d_map(std::max(1, rows));
+  d_off.upload(offsets);
+  d_tiles.upload(tiles);
+  if (!active.empty()) d_active.upload(active);
+  d_nact.upload({static_cast<int>(active.size())});
+  if (rows) d_map.upload(map);
+  DeviceBuffer<uint16_t> dc(static_cast<size_t>(std::max(1, rows)) * tc.n);
+  dc.poison();
+
+  k::Fp8GemmParams p;
+  p.n = tc.n;
+  p.k = tc.k;
+  p.a = dq.ptr;
+  p.a_scale = ds.ptr;
+  p.lda = tc.k;
+  p.ld_scale = tc.k / 128;
+  p.a_row_map = tc.row_map ? d_map.ptr : nullptr;
+  p.w = d_wptr.ptr;
+  p.w_scale = d_sptr.ptr;
+  p.num_parts = tc.num_parts;
+  p.part_rows = part_rows;
+  p.c = reinterpret_cast<__nv_bfloat16*>(dc.ptr);
+  p.ldc = tc.n;
+  p.num_groups = G;
+  p.max_rows = rows;
+  if (G > 1) {
+    p.group_offsets = d_off.ptr;
+    p.active_groups = d_active.ptr;
+    p.num_active = d_nact.ptr;
+    p.tile_prefix = d_tiles.ptr;
+    p.max_active = G;
+  }
+  p.path = tc.path;
+  p.prefill_tile_rows = tc.tile_rows;
+  p.prefill_mma = tc.mma;
+  p.decode_depth = tc.depth;
+  CUDA_OK(k::fp8_gemm(p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto hc = dc.download();
+
+  std::vector<double> ref(static_cast<size_t>(rows) * tc.n);
+  parallel_for(rows, [&](int r) {
+    int g = 0;
+    while (offsets[g + 1] <= r) ++g;
+    const float* a = &xa[static_cast<size_t>(map[r]) * tc.k];
+    for (int n = 0; n < tc.n; ++n) {
+      const int part = n / part_rows;
+      const auto& W = wd[g * tc.num_parts + part];
+      ref[static_cast<size_t>(r) * tc.n + n] = dot(a, &W[static_cast<size_t>(n - part * part_rows) * tc.k], tc.k);
+    }
+  });
+  std::vector<float> out(ref.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(hc[i]);
+  const auto cmp = compare(out, ref, 8e-3, 2e-3);
+  const std::string path = tc.path == k::Fp8GemmPath::decode ? std::string("decode")
+                                                                : "prefill/" + std::to_string(tc.tile_rows) +
+                                                                      "/mma" + std::to_string(tc.mma);
+  MESSAGE("n=" << tc.n << " k=" << tc.k << " rows=" << rows << " groups=" << G << " path=" << path
+               << " rel_l2=" << cmp.rel_l2
+               << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad << " non-finite=" << cmp.non_finite);
+  CHECK(cmp.non_finite == 0);
+  CHECK(cmp.bad == 0);
+  CHECK(cmp.rel_l2 < 4e-3);
+  for (auto* b : dw) delete b;
+  for (auto* b : dws) delete b;
+}
+
+}  // namespace
+
+TEST_CASE("fp8 quantize_groups matches the CPU rule bit for bit") {
+  auto rng = fresh_rng();
+  const int rows = 37, kdim = 6144;
+  auto x = random_bf16(static_cast<size_t>(rows) * kdim, rng, 3.0f);
+  // Outliers, a zero group and tiny values exercise saturation, the 1e-10 floor and subnormals.
+  x[5] = float_to_bf16(3000.f);
+  x[kdim + 7] = float_to_bf16(-1e-30f);
+  for (int i = 0; i < 128; ++i) x[2 * static_cast<size_t>(kdim) + 256 + i] = 0;
+  for (int i = 0; i < 128; ++i) x[3 * static_cast<size_t>(kdim) + i] = float_to_bf16(1e-3f * (i - 64));
+  DeviceBuffer<uint8_t> dq(x.size());
+  DeviceBuffer<float> ds(static_cast<size_t>(rows) * (kdim / 128));
+  std::vector<uint8_t> hq;
+  std::vector<float> hs;
+  quantize_on_gpu(x, rows, kdim, dq, ds, hq, hs);
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xf[i] = bf16_to_float(x[i]);
+  std::vector<uint8_t> rq;
+  std::vector<float> rs;
+  quantize_rows(xf, rows, kdim, rq, rs);
+  size_t q_mismatch = 0, s_mismatch = 0;
+  for (size_t i = 0; i < rq.size(); ++i) q_mismatch += rq[i] != hq[i];
+  for (size_t i = 0; i < rs.size(); ++i) s_mismatch += std::memcmp(&rs[i], &hs[i], 4) != 0;
+  CHECK(q_mismatch == 0);
+  CHECK(s_mismatch == 0);
+}
+
+TEST_CASE("fp8 gemm dense, decode path, GLM-5 kv_a shape (partial 128-row block)") {
+  run_case({576, 6144, 1, {3}, false, k::Fp8GemmPath::decode});
+  run_case({576, 6144, 1, {5}, false, k::Fp8GemmPath::decode, 64, 0, 3});  // 3 K blocks in flight
+}
+
+TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {
+  run_case({6144, 2048, 1, {45}, false, k::Fp8GemmPath::decode});
+}
+
+TEST_CASE("fp8 gemm dense, prefill path, partial row and column tiles") {
+  run_case({576, 6144, 1, {200}, false, k::Fp8GemmPath::prefill, 64});
+  run_case({576, 6144, 1, {200}, false, k::Fp8GemmPath::prefill, 128});
+}
+
+TEST_CASE("fp8 gemm grouped gate|up (two parts), gathered rows, both paths") {
+  const std::vector<int> counts = {0, 3, 130, 1, 0, 17};
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode});
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 64});
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 128});
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 64, 1});   // native FP8 mma
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::prefill, 128, 2});  // f16 mma after conversion
+}
+
+TEST_CASE("fp8 gemm grouped down_proj, both paths") {
+  const std::vector<int> counts = {9, 0, 129, 2};
+  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode});
+  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::prefill, 64, 2});
+  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::prefill, 128, 1});
+}
+
+TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
+  k::Fp8GemmParams p;
+  p.n = 128;
+  p.k = 100;  // not a multiple of 128
+  p.lda = 128;
+  p.ld_scale = 1;
+  p.ldc = 128;
+  p.max_rows = 1;
+  CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
+  p.k = 128;
+  CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);  // null pointers
+  p.n = 7;
+  CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);  // odd n
+  CHECK(k::fp8_quantize_groups(nullptr, 64, 1, 64, nullptr, 64, nullptr, 1, nullptr) == cudaErrorInvalidValue);
+}

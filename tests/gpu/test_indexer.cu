@@ -1,0 +1,426 @@
+// Indexer kernels against CPU references: exact top-k (ties included) on identical float32 scores,
+// scores against a double-precision reference on the same quantized inputs, and recall of the true
+// float32 top-k through the bf16 and FP8 paths. Inputs are fresh random data every run (seed printed).
+#include "tests/gpu/indexer_reference.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+// Printed whether the test passes or not (doctest's MESSAGE shows only with failures).
+#define REPORT(x)                           \
+  do {                                      \
+    std::ostringstream o_;                  \
+    o_ << x;                                \
+    std::printf("%s\n", o_.str().c_str()); \
+    MESSAGE(o_.str());                      \
+  } while (0)
+
+namespace {
+
+using namespace glm5rt::indexer_test;
+namespace ki = glm5rt::kernels::indexer;
+
+#define CUDA_OK(expr)                                                      \
+  do {                                                                     \
+    const cudaError_t err_ = (expr);                                       \
+    REQUIRE_MESSAGE(err_ == cudaSuccess, #expr << ": " << cudaGetErrorString(err_)); \
+  } while (0)
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  explicit DeviceBuffer(size_t n) : count(n) { CUDA_OK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
+    CUDA_OK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::vector<T> download() const {
+    std::vector<T> host(count);
+    CUDA_OK(cudaMemcpy(host.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+  void fill_bytes(int value) { CUDA_OK(cudaMemset(ptr, value, std::max<size_t>(count, 1) * sizeof(T))); }
+};
+
+std::mt19937_64 fresh_rng(const char* what) {
+  const uint64_t seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  REPORT(what << ": seed " << seed);
+  return std::mt19937_64(seed);
+}
+
+// Random block tables (shuffled pages) for rows that each own a sequence.
+struct Tables {
+  int page_size = 64, stride = 0;
+  std::vector<int32_t> tables;
+  Tables(const std::vector<int32_t>& lens, std::mt19937_64& rng, int page_size_ = 64) : page_size(page_size_) {
+    int max_pages = 1, total = 0;
+    for (int n : lens) {
+      max_pages = std::max(max_pages, (n + page_size - 1) / page_size);
+      total += (n + page_size - 1) / page_size;
+    }
+    stride = max_pages;
+    std::vector<int32_t> perm(total + 5);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    tables.assign(lens.size() * stride, 0);
+    int next = 0;
+    for (size_t s = 0; s < lens.size(); ++s)
+      for (int pg = 0; pg < (lens[s] + page_size - 1) / page_size; ++pg) tables[s * stride + pg] = perm[next++];
+  }
+  int32_t slot(int seq, int pos) const { return tables[seq * stride + pos / page_size] * page_size + pos % page_size; }
+};
+
+// Runs launch_indexer_topk on host score rows and checks each row's set against the exact reference.
+void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int split) {
+  const int T = static_cast<int>(rows_scores.size());
+  std::vector<int32_t> lens(T), seqs(T);
+  int max_len = 0;
+  for (int t = 0; t < T; ++t) {
+    lens[t] = static_cast<int32_t>(rows_scores[t].size());
+    seqs[t] = t;
+    max_len = std::max(max_len, lens[t]);
+  }
+  const int64_t stride = ki::indexer_score_stride(max_len) + 4;  // slack that must never be read
+  std::vector<float> scores(static_cast<size_t>(T) * stride, std::nanf(""));  // NaN past each row's end
+  for (int t = 0; t < T; ++t) std::copy(rows_scores[t].begin(), rows_scores[t].end(), scores.begin() + t * stride);
+  Tables tables(lens, rng);
+  DeviceBuffer<float> d_scores(scores);
+  DeviceBuffer<int32_t> d_lens(lens), d_seqs(seqs), d_tables(tables.tables);
+  DeviceBuffer<int32_t> d_out(static_cast<size_t>(T) * k);
+  DeviceBuffer<float> d_out_scores(static_cast<size_t>(T) * k);
+  d_out.fill_bytes(0x7B);         // poison
+  d_out_scores.fill_bytes(0xFF);  // NaN poison
+
+  ki::TopkParams p;
+  p.rows.num_rows = T;
+  p.rows.row_seq = d_seqs.ptr;
+  p.rows.row_len = d_lens.ptr;
+  p.rows.block_tables = d_tables.ptr;
+  p.rows.block_table_stride = tables.stride;
+  p.rows.page_size = tables.page_size;
+  p.rows.max_row_len = max_len;
+  p.k = k;
+  p.scores = d_scores.ptr;
+  p.score_stride = stride;
+  p.out_slots = d_out.ptr;
+  p.out_scores = d_out_scores.ptr;
+  DeviceBuffer<uint8_t> workspace(ki::indexer_topk_workspace_bytes(T));
+  workspace.fill_bytes(0x5C);  // garbage: the split path must initialise what it uses
+  p.workspace = workspace.ptr;
+  p.workspace_bytes = workspace.count;
+  p.split = split;
+  CUDA_OK(ki::launch_indexer_topk(p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto out = d_out.download();
+  const auto out_scores = d_out_scores.download();
+  for (int t = 0; t < T; ++t) {
+    const auto ref = ref_topk_positions(rows_scores[t].data(), lens[t], k);
+    std::multiset<int32_t> want, got;
+    for (int pos : ref) want.insert(tables.slot(t, pos));
+    int padding = 0;
+    bool scores_ok = true;
+    std::set<int32_t> ref_slots(want.begin(), want.end());
+    for (int i = 0; i < k; ++i) {
+      const int32_t s = out[static_cast<size_t>(t) * k + i];
+      const float sc = out_scores[static_cast<size_t>(t) * k + i];
+      if (s == -1) {
+        ++padding;
+        scores_ok &= std::isinf(sc) && sc < 0;
+        continue;
+      }
+      got.insert(s);
+      // the score returned must be the row's score at that slot's position
+      const int pos = [&] {
+        for (int pos2 : ref)
+          if (tables.slot(t, pos2) == s) return pos2;
+        return -1;
+      }();
+      scores_ok &= pos >= 0 && !std::isnan(sc) && ki::detail::order_key(sc) == ki::detail::order_key(rows_scores[t][pos]);
+    }
+    INFO("row " << t << " len " << lens[t] << " k " << k << (split ? " (split path)" : " (one block per row)"));
+    CHECK(padding == std::max(0, k - lens[t]));
+    CHECK(got == want);
+    CHECK(scores_ok);
+  }
+}
+
+// Both top-k paths: one block per row, and the split (histogram, filter, finish) path.
+void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng) {
+  check_topk_rows_path(rows_scores, k, rng, 0);
+  check_topk_rows_path(rows_scores, k, rng, 1);
+}
+
+}  // namespace
+
+TEST_CASE("indexer top-k equals the CPU reference exactly on identical float32 scores (ties included)") {
+  auto rng = fresh_rng("topk exact");
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> small(0, 15);
+  auto random_row = [&](int n) {
+    std::vector<float> r(n);
+    for (auto& v : r) v = normal(rng);
+    return r;
+  };
+  SUBCASE("random rows of many lengths, k = 2048") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {1, 2, 100, 2047, 2048, 2049, 5000, 65536, 202752}) rows.push_back(random_row(n));
+    check_topk_rows(rows, 2048, rng);
+  }
+  SUBCASE("heavy ties: 16 distinct values, zeros of both signs, all-equal rows") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {3000, 50000, 202752}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = static_cast<float>(small(rng)) * 0.25f;
+      rows.push_back(r);
+    }
+    std::vector<float> zeros(30000);
+    for (auto& v : zeros) v = (small(rng) & 1) ? 0.f : -0.f;
+    rows.push_back(zeros);
+    rows.push_back(std::vector<float>(10000, 1.5f));
+    rows.push_back(std::vector<float>(202752, -3.0f));  // candidates overflow shared memory
+    check_topk_rows(rows, 2048, rng);
+  }
+  SUBCASE("concentrated scores (top digit bin overflows) and negative scores") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {20000, 150000}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = 10.f + 1e-3f * normal(rng);
+      rows.push_back(r);
+      for (auto& v : r) v = -std::fabs(normal(rng)) * 1e-20f;
+      rows.push_back(r);
+    }
+    check_topk_rows(rows, 2048, rng);
+  }
+  SUBCASE("many rows of mixed lengths and distributions") {
+    std::vector<std::vector<float>> rows;
+    std::uniform_int_distribution<int> length(1, 40000);
+    for (int t = 0; t < 80; ++t) {
+      std::vector<float> r(length(rng));
+      for (auto& v : r) v = t % 3 == 0 ? static_cast<float>(small(rng)) : t % 3 == 1 ? normal(rng) : 5.f + 1e-4f * normal(rng);
+      rows.push_back(r);
+    }
+    check_topk_rows(rows, 2048, rng);
+  }
+  SUBCASE("other k: 1, 100, 4096") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {1, 4095, 4097, 30000}) rows.push_back(random_row(n));
+    for (int n : {5000}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = static_cast<float>(small(rng));
+      rows.push_back(r);
+    }
+    for (int k : {1, 100, 4096}) check_topk_rows(rows, k, rng);
+  }
+}
+
+TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
+  ki::TopkParams p;
+  p.rows.num_rows = 1;
+  int32_t dummy_i = 0;
+  float dummy_f = 0;
+  p.rows.row_seq = p.rows.row_len = p.rows.block_tables = &dummy_i;
+  p.scores = &dummy_f;
+  p.out_slots = &dummy_i;
+  p.score_stride = 4;
+  p.k = 0;
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.k = ki::kMaxTopK + 1;
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.k = 16;
+  p.split = 1;  // the split path without a workspace
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  ki::ScoreParams sp;
+  sp.rows.num_rows = 1;
+  sp.rows.max_row_len = 8;
+  CHECK(ki::launch_indexer_scores(sp, nullptr) == cudaErrorInvalidValue);  // null pointers
+}
+
+namespace {
+
+struct DeviceProblem {
+  DeviceBuffer<uint8_t> cache, q;
+  DeviceBuffer<float> q_scale, w;
+  DeviceBuffer<int32_t> seqs, lens, tables;
+  int64_t stride;
+  DeviceBuffer<float> scores;
+  explicit DeviceProblem(const Problem& p)
+      : cache(p.cache), q(p.q), q_scale(p.q_scale), w(p.w), seqs(p.row_seq), lens(p.row_len), tables(p.block_tables),
+        stride(ki::indexer_score_stride(p.max_row_len())), scores(static_cast<size_t>(p.rows()) * stride) {
+    scores.fill_bytes(0xFF);  // NaN poison
+  }
+  ki::ScoreParams params(const Problem& p) const {
+    ki::ScoreParams sp;
+    sp.rows.num_rows = p.rows();
+    sp.rows.row_seq = seqs.ptr;
+    sp.rows.row_len = lens.ptr;
+    sp.rows.block_tables = tables.ptr;
+    sp.rows.block_table_stride = p.table_stride;
+    sp.rows.page_size = p.page_size;
+    sp.rows.max_row_len = p.max_row_len();
+    sp.format = p.fmt;
+    sp.q = q.ptr;
+    sp.q_scale = q_scale.ptr;
+    sp.weights = w.ptr;
+    sp.key_cache = cache.ptr;
+    sp.scores = scores.ptr;
+    sp.score_stride = stride;
+    return sp;
+  }
+};
+
+// GPU scores vs the double reference on the same quantized values. Returns the relative L2 error.
+double check_scores(const Problem& p, double max_rel_l2) {
+  DeviceProblem d(p);
+  CUDA_OK(ki::launch_indexer_scores(d.params(p), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto scores = d.scores.download();
+  double err2 = 0, ref2 = 0;
+  bool finite = true;
+  for (int t = 0; t < p.rows(); ++t)
+    for (int j = 0; j < p.row_len[t]; ++j) {
+      const double ref = ref_score(p, t, j, false);
+      const float got = scores[static_cast<size_t>(t) * d.stride + j];
+      finite &= std::isfinite(got);
+      err2 += (got - ref) * (got - ref);
+      ref2 += ref * ref;
+    }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  CHECK(finite);
+  CHECK(rel <= max_rel_l2);
+  return rel;
+}
+
+const char* fmt_name(KeyFormat f) { return f == KeyFormat::kBf16 ? "bf16" : "fp8"; }
+
+}  // namespace
+
+TEST_CASE("indexer scores match the double reference on the same quantized inputs") {
+  auto rng = fresh_rng("scores");
+  for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
+    // H200 (sm_90): 1.5e-7 (bf16) and 9e-8 (FP8) measured. FP8 keeps headroom for native e4m3 MMAs
+    // (SM120), whose accumulation precision was not measured here.
+    const double tol = fmt == KeyFormat::kBf16 ? 1e-5 : 1e-3;
+    SUBCASE("decode rows of several sequences and lengths") {
+      const Problem p = make_problem(fmt, {1, 63, 64, 1000, 5000}, {0, 1, 2, 3, 4, 4}, {1, 63, 64, 1000, 5000, 4321}, rng);
+      const double rel = check_scores(p, tol);
+      REPORT(fmt_name(fmt) << " decode scores rel L2 error " << rel);
+    }
+    SUBCASE("long decode rows, and 64 rows whose blocks walk several chunks (page-id prefetch)") {
+      const Problem p = make_problem(fmt, {20000, 50000}, {0, 1}, {20000, 50000}, rng);
+      const double rel = check_scores(p, tol);
+      REPORT(fmt_name(fmt) << " long decode scores rel L2 error " << rel);
+      std::vector<int> keys;
+      std::vector<int32_t> seqs, lens;
+      std::uniform_int_distribution<int> length(1500, 4000);
+      for (int t = 0; t < 64; ++t) {
+        keys.push_back(length(rng));
+        seqs.push_back(t);
+        lens.push_back(keys.back());
+      }
+      const Problem many = make_problem(fmt, keys, seqs, lens, rng, 32);
+      const double rel_many = check_scores(many, tol);
+      REPORT(fmt_name(fmt) << " 64-row decode scores rel L2 error " << rel_many);
+    }
+    SUBCASE("prefill chunk, causal, two sequences sharing row groups") {
+      std::vector<int32_t> seqs, lens;
+      for (int i = 0; i < 150; ++i) seqs.push_back(0), lens.push_back(200 + i + 1);   // rows at positions 200..349
+      for (int i = 0; i < 151; ++i) seqs.push_back(1), lens.push_back(i + 1);         // a fresh prompt
+      const Problem p = make_problem(fmt, {350, 151}, seqs, lens, rng, 16);
+      const double rel = check_scores(p, tol);
+      REPORT(fmt_name(fmt) << " prefill scores rel L2 error " << rel);
+    }
+  }
+}
+
+TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall of the float32 top-k") {
+  auto rng = fresh_rng("pipeline");
+  const int k = 2048;
+  for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
+    // rows: one token, shorter than k, and long rows (recall measured on rows with len > 4k)
+    const Problem p = make_problem(fmt, {1, 700, 8192, 32768}, {0, 1, 2, 3, 3}, {1, 700, 8192, 32768, 20000}, rng);
+    DeviceProblem d(p);
+    DeviceBuffer<int32_t> out(static_cast<size_t>(p.rows()) * k);
+    DeviceBuffer<float> out_scores(static_cast<size_t>(p.rows()) * k);
+    out.fill_bytes(0x7B);
+    out_scores.fill_bytes(0xFF);
+    DeviceBuffer<uint8_t> workspace(ki::indexer_topk_workspace_bytes(p.rows()));
+    workspace.fill_bytes(0x5C);
+    CUDA_OK(ki::launch_indexer(d.params(p), k, out.ptr, out_scores.ptr, workspace.ptr, workspace.count, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto slots = out.download();
+    // The same call without a top-k workspace runs the one-block-per-row top-k: same sets.
+    DeviceBuffer<int32_t> out_rows(static_cast<size_t>(p.rows()) * k);
+    out_rows.fill_bytes(0x7B);
+    CUDA_OK(ki::launch_indexer(d.params(p), k, out_rows.ptr, nullptr, nullptr, 0, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto slots_rows = out_rows.download();
+    for (int t = 0; t < p.rows(); ++t) {
+      std::multiset<int32_t> a(slots.begin() + t * k, slots.begin() + (t + 1) * k);
+      std::multiset<int32_t> b(slots_rows.begin() + t * k, slots_rows.begin() + (t + 1) * k);
+      CHECK_MESSAGE(a == b, "row " << t << ": split and one-block-per-row top-k differ");
+    }
+    const auto gpu_scores = d.scores.download();
+    const auto got_scores = out_scores.download();
+    for (int t = 0; t < p.rows(); ++t) {
+      const int len = p.row_len[t], seq = p.row_seq[t];
+      INFO(fmt_name(fmt) << " row " << t << " len " << len);
+      std::set<int32_t> got;
+      int padding = 0;
+      bool finite = true;
+      for (int i = 0; i < k; ++i) {
+        const int32_t s = slots[static_cast<size_t>(t) * k + i];
+        if (s == -1) {
+          ++padding;
+        } else {
+          got.insert(s);
+          finite &= std::isfinite(got_scores[static_cast<size_t>(t) * k + i]);
+        }
+      }
+      CHECK(finite);
+      CHECK(padding == std::max(0, k - len));
+      CHECK(got.size() == static_cast<size_t>(std::min(k, len)));
+      // exact against the CPU top-k of the GPU's own scores
+      std::set<int32_t> exact;
+      for (int pos : ref_topk_positions(&gpu_scores[static_cast<size_t>(t) * d.stride], len, k)) exact.insert(slot_of(p, seq, pos));
+      CHECK(got == exact);
+      // Recall of the true top-k (float32 inputs before quantization, double arithmetic), and agreement
+      // with the top-k of the same quantized inputs computed in double on the CPU.
+      std::vector<float> truth(len), quant(len);
+      for (int j = 0; j < len; ++j) {
+        truth[j] = static_cast<float>(ref_score(p, t, j, true));
+        quant[j] = static_cast<float>(ref_score(p, t, j, false));
+      }
+      const auto true_top = ref_topk_positions(truth.data(), len, k);
+      const auto quant_top = ref_topk_positions(quant.data(), len, k);
+      const std::set<int> quant_set(quant_top.begin(), quant_top.end());
+      int hit = 0, quant_hit = 0, agree = 0;
+      for (int pos : true_top) {
+        hit += got.count(slot_of(p, seq, pos)) ? 1 : 0;
+        quant_hit += quant_set.count(pos) ? 1 : 0;
+      }
+      for (int pos : quant_top) agree += got.count(slot_of(p, seq, pos)) ? 1 : 0;
+      const double recall = static_cast<double>(hit) / true_top.size();
+      const double quant_recall = static_cast<double>(quant_hit) / true_top.size();
+      const double agreement = static_cast<double>(agree) / quant_top.size();
+      REPORT(fmt_name(fmt) << " row " << t << " len " << len << " recall " << recall << " (CPU double on the same "
+                           << "quantized inputs: " << quant_recall << "), agreement with that CPU top-k " << agreement);
+      CHECK(agreement >= 0.995);  // the kernel adds (almost) nothing to the quantization's own loss
+      if (fmt == KeyFormat::kBf16) {
+        CHECK(recall >= 0.99);
+      } else {
+        // e4m3 keys with one scale per token cannot reach 0.99 on i.i.d. Gaussian data: the CPU in double on
+        // the same e4m3 values gets 0.97-0.98 at 8K-32K keys. Hold the kernel to that, not to a fixed 0.99.
+        CHECK(recall >= quant_recall - 0.005);
+        CHECK(recall >= 0.95);
+      }
+    }
+  }
+}

@@ -1,0 +1,464 @@
+// Sparse MLA kernels against a float32 CPU reference on random data.
+//
+// What is compared: out [T, H, 512] (bf16) and lse [T, H] (natural log) for every head count the kernels
+// support natively, top-k from 1 to 2048, rows padded with -1, rows shortened by `lengths`, rows with no
+// valid entry, both cache record formats (FP8 against the reference computed on the dequantized record),
+// automatic and forced top-k splits (direct write and the combine kernel). Outputs and workspace are
+// poisoned with NaN bytes before every run, and each run draws fresh inputs.
+//
+// Tolerances (the kernel rounds P to bf16 before P.V, accumulates in fp32 and rounds O to bf16; FP8
+// records are dequantized to bf16, one more rounding of the record):
+//   per (t, h) row: relative L2 error of out <= 2e-2, every element |o - r| <= 2e-2 * max|r_row| + 1e-4;
+//   whole output: relative L2 error <= 1e-2;
+//   lse: |lse - ref| <= 5e-3 + 1e-4 |ref| (bf16 records); 1e-2 + 1e-4 |ref| for FP8 records, whose
+//   dequantized values are rounded to bf16 for the MMA (the reference keeps them in fp32), which moves
+//   every score by a few 1e-3.
+//   A row with no valid entry must give exactly zero output and lse = -inf. NaN never passes.
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/sparse_mla.h"
+
+namespace {
+
+using glm5rt::kernels::MlaCacheFormat;
+using glm5rt::kernels::SparseMlaParams;
+
+#define CUDA_REQUIRE(x)                                                  \
+  do {                                                                   \
+    cudaError_t e_ = (x);                                                \
+    REQUIRE_MESSAGE(e_ == cudaSuccess, #x, ": ", cudaGetErrorString(e_)); \
+  } while (0)
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) {
+    if (bytes == 0) bytes = 16;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    REQUIRE_MESSAGE(e == cudaSuccess, "cudaMalloc: ", cudaGetErrorString(e));
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 r(0x5eed51a0ULL);
+  return r;
+}
+float uni(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
+
+uint16_t bf16_bits(float v) {
+  __nv_bfloat16 b = __float2bfloat16(v);
+  uint16_t u;
+  std::memcpy(&u, &b, 2);
+  return u;
+}
+float bf16_to_float(uint16_t u) {
+  __nv_bfloat16 b;
+  std::memcpy(&b, &u, 2);
+  return __bfloat162float(b);
+}
+float e4m3_to_float(uint8_t v) {
+  __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// How the entries of one row are filled.
+enum class RowKind { kFull, kScatteredPad, kShortLength, kEmpty, kOutOfRange };
+
+struct Problem {
+  int T = 1, H = 8, topk = 1;
+  MlaCacheFormat fmt = MlaCacheFormat::kBf16;
+  int64_t num_slots = 4096;
+  float scale = 0.0625f;
+  int splits = 0;
+  int heads_per_cta = 0;
+  bool use_lengths = false;
+  std::vector<RowKind> kinds;  // cycled over rows; empty = all full
+};
+
+struct HostData {
+  std::vector<uint16_t> q;      // T*H*576 bf16 bits
+  std::vector<uint8_t> cache;   // num_slots * record bytes
+  std::vector<float> kv;        // num_slots * 576 dequantized values (reference)
+  std::vector<int32_t> idx;     // T*topk
+  std::vector<int32_t> len;     // T (only with use_lengths)
+};
+
+HostData make_data(const Problem& pb) {
+  HostData d;
+  const size_t nq = static_cast<size_t>(pb.T) * pb.H * 576;
+  d.q.resize(nq);
+  for (auto& v : d.q) v = bf16_bits(uni(-1.f, 1.f));
+  const size_t rec = pb.fmt == MlaCacheFormat::kBf16 ? 1152 : 656;
+  d.cache.assign(static_cast<size_t>(pb.num_slots) * rec, 0);
+  d.kv.resize(static_cast<size_t>(pb.num_slots) * 576);
+  for (int64_t s = 0; s < pb.num_slots; ++s) {
+    uint8_t* r = d.cache.data() + s * rec;
+    float* kv = d.kv.data() + s * 576;
+    if (pb.fmt == MlaCacheFormat::kBf16) {
+      for (int i = 0; i < 576; ++i) {
+        const uint16_t b = bf16_bits(uni(-1.f, 1.f));
+        std::memcpy(r + 2 * i, &b, 2);
+        kv[i] = bf16_to_float(b);
+      }
+    } else {
+      for (int blk = 0; blk < 4; ++blk) {
+        const float amp = uni(0.25f, 4.f);
+        float vals[128], amax = 0.f;
+        for (int i = 0; i < 128; ++i) {
+          vals[i] = uni(-amp, amp);
+          amax = std::max(amax, std::fabs(vals[i]));
+        }
+        const float scale = std::max(amax, 1e-6f) / 448.f;
+        std::memcpy(r + 512 + 4 * blk, &scale, 4);
+        for (int i = 0; i < 128; ++i) {
+          const uint8_t e = __nv_cvt_float_to_fp8(vals[i] / scale, __NV_SATFINITE, __NV_E4M3);
+          r[blk * 128 + i] = e;
+          kv[blk * 128 + i] = e4m3_to_float(e) * scale;
+        }
+      }
+      for (int i = 0; i < 64; ++i) {
+        const uint16_t b = bf16_bits(uni(-1.f, 1.f));
+        std::memcpy(r + 528 + 2 * i, &b, 2);
+        kv[512 + i] = bf16_to_float(b);
+      }
+    }
+  }
+  // Distinct random slots per row, drawn from the whole pool (so they fall on many different pages).
+  std::vector<int32_t> perm(pb.num_slots);
+  std::iota(perm.begin(), perm.end(), 0);
+  d.idx.resize(static_cast<size_t>(pb.T) * pb.topk);
+  if (pb.use_lengths) d.len.assign(pb.T, pb.topk);
+  for (int t = 0; t < pb.T; ++t) {
+    for (int j = 0; j < pb.topk; ++j) {  // partial Fisher-Yates
+      const int64_t k = j + static_cast<int64_t>(rng()() % static_cast<uint64_t>(pb.num_slots - j));
+      std::swap(perm[j], perm[k]);
+    }
+    int32_t* row = d.idx.data() + static_cast<size_t>(t) * pb.topk;
+    std::copy(perm.begin(), perm.begin() + pb.topk, row);
+    const RowKind kind = pb.kinds.empty() ? RowKind::kFull : pb.kinds[t % pb.kinds.size()];
+    switch (kind) {
+      case RowKind::kFull: break;
+      case RowKind::kScatteredPad:  // about 30% unused entries anywhere, plus a -1 tail
+        for (int j = 0; j < pb.topk; ++j)
+          if (uni(0.f, 1.f) < 0.3f) row[j] = -1;
+        for (int j = pb.topk - pb.topk / 5; j < pb.topk; ++j) row[j] = -1;
+        break;
+      case RowKind::kShortLength: {
+        const int valid = static_cast<int>(rng()() % static_cast<uint64_t>(pb.topk)) ;  // 0 .. topk-1
+        if (pb.use_lengths) {
+          d.len[t] = valid;  // entries past the length stay real slots: the kernel must ignore them
+        } else {
+          for (int j = valid; j < pb.topk; ++j) row[j] = -1;
+        }
+        break;
+      }
+      case RowKind::kEmpty:
+        if (pb.use_lengths && (t & 1)) d.len[t] = 0;
+        else std::fill(row, row + pb.topk, -1);
+        break;
+      case RowKind::kOutOfRange:  // negative values other than -1 and slots past the pool are unused too
+        for (int j = 0; j < pb.topk; ++j) row[j] = (j & 1) ? static_cast<int32_t>(pb.num_slots + j) : -7 - j;
+        break;
+    }
+  }
+  return d;
+}
+
+struct Reference {
+  std::vector<float> out;  // T*H*512
+  std::vector<float> lse;  // T*H
+  std::vector<char> empty; // T
+};
+
+Reference reference(const Problem& pb, const HostData& d) {
+  Reference r;
+  r.out.assign(static_cast<size_t>(pb.T) * pb.H * 512, 0.f);
+  r.lse.assign(static_cast<size_t>(pb.T) * pb.H, -INFINITY);
+  r.empty.assign(pb.T, 1);
+  std::vector<float> qf(576), s;
+  std::vector<const float*> rows;
+  for (int t = 0; t < pb.T; ++t) {
+    const int len = pb.use_lengths ? std::clamp(d.len[t], 0, pb.topk) : pb.topk;
+    rows.clear();
+    for (int j = 0; j < len; ++j) {
+      const int32_t slot = d.idx[static_cast<size_t>(t) * pb.topk + j];
+      if (slot >= 0 && slot < pb.num_slots) rows.push_back(d.kv.data() + static_cast<size_t>(slot) * 576);
+    }
+    if (rows.empty()) continue;
+    r.empty[t] = 0;
+    s.resize(rows.size());
+    for (int h = 0; h < pb.H; ++h) {
+      const uint16_t* qb = d.q.data() + (static_cast<size_t>(t) * pb.H + h) * 576;
+      for (int i = 0; i < 576; ++i) qf[i] = bf16_to_float(qb[i]);
+      float mx = -INFINITY;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        float acc = 0.f;
+        for (int i = 0; i < 576; ++i) acc += qf[i] * rows[j][i];
+        s[j] = acc * pb.scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0.0;
+      float* o = r.out.data() + (static_cast<size_t>(t) * pb.H + h) * 512;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        const float p = std::exp(s[j] - mx);
+        sum += p;
+        for (int i = 0; i < 512; ++i) o[i] += p * rows[j][i];
+      }
+      for (int i = 0; i < 512; ++i) o[i] = static_cast<float>(o[i] / sum);
+      r.lse[static_cast<size_t>(t) * pb.H + h] = mx + static_cast<float>(std::log(sum));
+    }
+  }
+  return r;
+}
+
+std::string describe(const Problem& pb) {
+  return "T=" + std::to_string(pb.T) + " H=" + std::to_string(pb.H) + " topk=" + std::to_string(pb.topk) +
+         (pb.fmt == MlaCacheFormat::kBf16 ? " bf16" : " fp8") + " splits=" + std::to_string(pb.splits) +
+         " heads/cta=" + std::to_string(pb.heads_per_cta) + (pb.use_lengths ? " lengths" : "");
+}
+
+// Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
+void run_and_check(const Problem& pb) {
+  INFO(describe(pb));
+  const HostData d = make_data(pb);
+  const Reference ref = reference(pb, d);
+
+  DevBuf q(d.q.size() * 2), cache(d.cache.size()), idx(d.idx.size() * 4), len(std::max<size_t>(d.len.size(), 1) * 4);
+  DevBuf out(static_cast<size_t>(pb.T) * pb.H * 512 * 2), lse(static_cast<size_t>(pb.T) * pb.H * 4);
+  CUDA_REQUIRE(cudaMemcpy(q.p, d.q.data(), d.q.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemcpy(cache.p, d.cache.data(), d.cache.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemcpy(idx.p, d.idx.data(), d.idx.size() * 4, cudaMemcpyHostToDevice));
+  if (pb.use_lengths) CUDA_REQUIRE(cudaMemcpy(len.p, d.len.data(), d.len.size() * 4, cudaMemcpyHostToDevice));
+
+  SparseMlaParams p;
+  p.q = q.p;
+  p.cache = cache.p;
+  p.num_slots = pb.num_slots;
+  p.format = pb.fmt;
+  p.indices = static_cast<const int32_t*>(idx.p);
+  p.lengths = pb.use_lengths ? static_cast<const int32_t*>(len.p) : nullptr;
+  p.out = out.p;
+  p.lse = static_cast<float*>(lse.p);
+  p.num_tokens = pb.T;
+  p.num_heads = pb.H;
+  p.topk = pb.topk;
+  p.softmax_scale = pb.scale;
+  p.num_splits = pb.splits;
+  p.heads_per_cta = pb.heads_per_cta;
+  const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
+  const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
+  CHECK((nsplit > 1) == (ws_bytes > 0));
+  DevBuf ws(ws_bytes);
+
+  for (int run = 0; run < 2; ++run) {
+    CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
+    CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
+    if (ws_bytes) CUDA_REQUIRE(cudaMemset(ws.p, 0xff, ws_bytes));
+    CUDA_REQUIRE(glm5rt::kernels::sparse_mla_forward(p, ws.p, ws_bytes, nullptr));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<uint16_t> ob(static_cast<size_t>(pb.T) * pb.H * 512);
+    std::vector<float> lb(static_cast<size_t>(pb.T) * pb.H);
+    CUDA_REQUIRE(cudaMemcpy(ob.data(), out.p, ob.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_REQUIRE(cudaMemcpy(lb.data(), lse.p, lb.size() * 4, cudaMemcpyDeviceToHost));
+
+    double err2 = 0, ref2 = 0, worst_row = 0, worst_lse = 0;
+    int bad = 0;
+    for (int t = 0; t < pb.T; ++t) {
+      for (int h = 0; h < pb.H; ++h) {
+        const size_t row = static_cast<size_t>(t) * pb.H + h;
+        const float* r = ref.out.data() + row * 512;
+        const uint16_t* o = ob.data() + row * 512;
+        if (ref.empty[t]) {
+          bool zeros = true;
+          for (int i = 0; i < 512; ++i) zeros &= (o[i] & 0x7fff) == 0;
+          if (!zeros || !(std::isinf(lb[row]) && lb[row] < 0)) ++bad;
+          if (bad && bad < 4) {
+            CHECK_MESSAGE(zeros, "empty row ", t, " head ", h, " not zero");
+            CHECK_MESSAGE((std::isinf(lb[row]) && lb[row] < 0), "empty row lse ", lb[row]);
+          }
+          continue;
+        }
+        double e2 = 0, r2 = 0, rmax = 0;
+        bool finite = true;
+        for (int i = 0; i < 512; ++i) rmax = std::max(rmax, static_cast<double>(std::fabs(r[i])));
+        bool elem_ok = true;
+        for (int i = 0; i < 512; ++i) {
+          const float v = bf16_to_float(o[i]);
+          finite &= std::isfinite(v);
+          const double diff = static_cast<double>(v) - r[i];
+          e2 += diff * diff;
+          r2 += static_cast<double>(r[i]) * r[i];
+          elem_ok &= std::fabs(diff) <= 2e-2 * rmax + 1e-4;  // false for NaN
+        }
+        err2 += e2;
+        ref2 += r2;
+        const double rel = std::sqrt(e2 / std::max(r2, 1e-30));
+        worst_row = std::max(worst_row, finite ? rel : 1e30);
+        const double lerr = std::fabs(static_cast<double>(lb[row]) - ref.lse[row]);
+        const double lse_tol = pb.fmt == MlaCacheFormat::kBf16 ? 5e-3 : 1e-2;
+        const bool lse_ok = std::isfinite(lb[row]) && lerr <= lse_tol + 1e-4 * std::fabs(ref.lse[row]);
+        worst_lse = std::max(worst_lse, std::isfinite(lb[row]) ? lerr : 1e30);
+        if (!finite || !(rel <= 2e-2) || !elem_ok || !lse_ok) {
+          ++bad;
+          if (bad < 4)
+            CHECK_MESSAGE(false, "row t=", t, " h=", h, " rel=", rel, " finite=", finite, " elem_ok=", elem_ok,
+                          " lse=", lb[row], " ref_lse=", ref.lse[row]);
+        }
+      }
+    }
+    const double global = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
+    MESSAGE(describe(pb), " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
+            ", worst lse err ", worst_lse, ", bad rows ", bad);
+    CHECK(bad == 0);
+    CHECK(global <= 1e-2);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sparse MLA: every head count, both record formats, padded / short / empty rows") {
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    for (int H : {8, 16, 32, 64, 128}) {
+      Problem pb;
+      pb.T = 5;
+      pb.H = H;
+      pb.topk = 300;
+      pb.fmt = fmt;
+      pb.num_slots = 5000;
+      pb.scale = 0.0625f;
+      pb.use_lengths = true;
+      pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty,
+                  RowKind::kShortLength};
+      run_and_check(pb);
+    }
+  }
+}
+
+TEST_CASE("sparse MLA: top-k from 1 to 2048") {
+  for (int topk : {1, 2, 31, 32, 33, 100, 513, 2048}) {
+    for (int H : {16, 64}) {
+      Problem pb;
+      pb.T = 2;
+      pb.H = H;
+      pb.topk = topk;
+      pb.num_slots = std::max(4096, 2 * topk + 123);
+      pb.scale = 0.3f;  // peaked softmax: exercises the running-max rescale
+      pb.kinds = {RowKind::kFull, RowKind::kScatteredPad};
+      run_and_check(pb);
+    }
+  }
+  Problem pb;  // FP8 at the GLM-5 shape
+  pb.T = 2;
+  pb.H = 8;
+  pb.topk = 2048;
+  pb.fmt = MlaCacheFormat::kFp8;
+  pb.num_slots = 9000;
+  run_and_check(pb);
+}
+
+TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
+  for (int splits : {1, 2, 5, 22, 0}) {
+    Problem pb;
+    pb.T = 3;
+    pb.H = 32;
+    pb.topk = 700;
+    pb.splits = splits;
+    pb.scale = 0.2f;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad};
+    run_and_check(pb);
+  }
+}
+
+TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same rows)") {
+  for (int hc : {8, 16, 32}) {
+    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      Problem pb;
+      pb.T = 3;
+      pb.H = 64;
+      pb.topk = 200;
+      pb.fmt = fmt;
+      pb.heads_per_cta = hc;
+      pb.splits = hc == 16 ? 1 : 0;
+      pb.use_lengths = true;
+      pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad};
+      run_and_check(pb);
+    }
+  }
+}
+
+TEST_CASE("sparse MLA: many query tokens (prefill-like grid)") {
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    Problem pb;
+    pb.T = 96;
+    pb.H = 8;
+    pb.topk = 160;
+    pb.fmt = fmt;
+    pb.num_slots = 20000;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kFull};
+    run_and_check(pb);
+  }
+  Problem pb;
+  pb.T = 40;
+  pb.H = 64;
+  pb.topk = 96;
+  pb.splits = 1;
+  run_and_check(pb);
+}
+
+TEST_CASE("sparse MLA: rows without any valid index give zeros and lse = -inf") {
+  for (int splits : {0, 1}) {
+    Problem pb;
+    pb.T = 4;
+    pb.H = 64;
+    pb.topk = 64;
+    pb.splits = splits;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kEmpty, RowKind::kEmpty, RowKind::kOutOfRange, RowKind::kFull};
+    run_and_check(pb);
+  }
+}
+
+TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
+  SparseMlaParams p;
+  DevBuf buf(1 << 20);
+  p.q = p.cache = p.out = buf.p;
+  p.indices = static_cast<const int32_t*>(buf.p);
+  p.lse = static_cast<float*>(buf.p);
+  p.num_slots = 16;
+  p.num_tokens = 1;
+  p.topk = 64;
+  p.softmax_scale = 0.1f;
+  p.num_heads = 24;  // not a supported head count
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
+  p.num_heads = 64;
+  p.topk = 0;
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
+  p.topk = 2048;
+  p.num_splits = 8;
+  REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) > 0);
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 16, nullptr) == cudaErrorInvalidValue);  // too small
+  p.heads_per_cta = 24;  // not a supported group size
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.heads_per_cta = 0;
+  p.q = static_cast<char*>(buf.p) + 2;  // misaligned
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
