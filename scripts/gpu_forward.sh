@@ -65,7 +65,7 @@ wait $sm120_pid
 {
   echo "== summary ($(cat "$OUT/device.txt" | tail -1)), commit $COMMIT"
   echo "build rc=$build_rc tests rc=$tests_rc"
-  grep -E "^\[(logits|greedy|topk)\]|rel error|tests passed|tests failed|Failed|FAILED|ERROR" "$OUT/gpu_tests.log" 2>/dev/null | sort -u | head -120
+  grep -E "\[(logits|greedy|topk|route|hidden)\]|rel error|tests passed|tests failed|Failed|FAILED|ERROR" "$OUT/gpu_tests.log" 2>/dev/null | head -200
   grep -E "HGMMA|registers|spill|smem" "$OUT/sm120.log" | sort | uniq -c | sort -rn | head -30
   cat "$OUT/bench.log" 2>/dev/null
   tail -30 "$OUT/build.log" | grep -iE "error" | head -10
