@@ -18,6 +18,8 @@ static void usage(FILE* f) {
           "  --ignore-eos              do not stop at an end-of-sequence token (generate exactly N)\n"
           "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling (default greedy)\n"
           "  --threads N               CPU threads (default: all)\n"
+          "  --backend auto|cpu|cuda    compute backend (default: auto = CUDA when a usable GPU exists)\n"
+          "  --device N                CUDA device ordinal (default: 0)\n"
           "  --dump-prefill-logits F   write [N, V] float32 .npy: logits of every prompt position\n"
           "  --dump-decode-logits F    write [M, V] float32 .npy: logits that chose each generated token\n");
 }
@@ -85,6 +87,7 @@ static int parse_ids(const char* s, int32_t** out, size_t* n) {
 }
 
 int main(int argc, char** argv) {
+  int32_t backend = GLM5RT_BACKEND_AUTO, device = 0;
   const char *model_dir = NULL, *prompt_ids = NULL, *prompt_text = NULL, *dump_prefill = NULL, *dump_decode = NULL;
   long max_new = 32;
   int ignore_eos = 0, threads = 0;
@@ -109,6 +112,14 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--repeat-penalty")) { NEED_VALUE(); sampler.repetition_penalty = strtof(v, NULL); }
     else if (!strcmp(a, "--seed")) { NEED_VALUE(); seed = strtoull(v, NULL, 0); have_seed = 1; }
     else if (!strcmp(a, "--threads")) { NEED_VALUE(); threads = (int)strtol(v, NULL, 10); }
+    else if (!strcmp(a, "--backend")) {
+      NEED_VALUE();
+      if (!strcmp(v, "auto")) backend = GLM5RT_BACKEND_AUTO;
+      else if (!strcmp(v, "cpu")) backend = GLM5RT_BACKEND_CPU;
+      else if (!strcmp(v, "cuda")) backend = GLM5RT_BACKEND_CUDA;
+      else { fprintf(stderr, "glm5rt-generate: --backend must be auto, cpu or cuda\n"); return 2; }
+    }
+    else if (!strcmp(a, "--device")) { NEED_VALUE(); device = (int32_t)strtol(v, NULL, 10); }
     else if (!strcmp(a, "--dump-prefill-logits")) { NEED_VALUE(); dump_prefill = v; }
     else if (!strcmp(a, "--dump-decode-logits")) { NEED_VALUE(); dump_decode = v; }
     else { fprintf(stderr, "glm5rt-generate: unknown argument %s\n", a); usage(stderr); return 2; }
@@ -123,6 +134,8 @@ int main(int argc, char** argv) {
   glm5rt_model_params mp;
   glm5rt_model_default_params(&mp);
   mp.n_threads = threads;
+  mp.backend = backend;
+  mp.device_index = device;
   glm5rt_model* model = NULL;
   double t0 = now_s();
   glm5rt_status st = glm5rt_model_load(model_dir, &mp, &model);

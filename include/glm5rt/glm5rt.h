@@ -344,7 +344,8 @@ GLM5RT_API glm5rt_status glm5rt_session_tokens(const glm5rt_session* session, in
 
 /* Forgets every token (keeps the cache memory and the RNG stream). */
 GLM5RT_API glm5rt_status glm5rt_session_reset(glm5rt_session* session);
-/* Drops the last n tokens (n <= held tokens); logits become those of the new last position. */
+/* Keeps the first n_keep tokens (0 <= n_keep <= held tokens, else INVALID_ARGUMENT) and drops the rest;
+ * the logits become those of the new last position. n_keep 0 is the same as glm5rt_session_reset. */
 GLM5RT_API glm5rt_status glm5rt_session_truncate(glm5rt_session* session, int64_t n_keep);
 /* Reseeds the sampling RNG. */
 GLM5RT_API glm5rt_status glm5rt_session_set_seed(glm5rt_session* session, uint64_t seed);

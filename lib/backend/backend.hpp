@@ -61,6 +61,26 @@ struct ForwardProbe {
   // [layer] rows x index_topk: selected positions, ascending, -1 padded; empty for layers that reuse
   // the previous layer's selection
   std::vector<std::vector<int32_t>> topk;
+  // Input, for tests of lower-precision backends: when force_topk[L] is not empty (rows x index_topk,
+  // ascending, -1 padded), layer L attends to these positions instead of its own indexer's selection
+  // (the indexer still runs and writes its keys; topk[L] still reports its own choice). This separates
+  // arithmetic precision from near-tie flips of the discrete top-k. The CPU backend ignores it.
+  std::vector<std::vector<int32_t>> force_topk;
+  // [layer] rows x num_experts_per_tok: the experts each row chose (ascending) and their weights; empty
+  // for dense layers (-1 / 0 where fewer experts were eligible).
+  std::vector<std::vector<int32_t>> experts;
+  std::vector<std::vector<float>> expert_weights;
+  // Input, like force_topk: MoE layers use these experts and weights instead of their own routing
+  // (near-ties of the router flip under bf16 upstream). The CPU backend ignores it.
+  std::vector<std::vector<int32_t>> force_experts;
+  std::vector<std::vector<float>> force_expert_weights;
+};
+
+// Record formats of a cache, GLM5RT_DTYPE_* codes (AUTO: the backend's default: float32 on the CPU,
+// bf16 on CUDA). Chosen per session (glm5rt_session_params cache_dtype / index_cache_dtype).
+struct CacheDtypes {
+  int32_t latent = -1;  // GLM5RT_DTYPE_AUTO
+  int32_t index = -1;
 };
 
 class Backend {
@@ -71,10 +91,19 @@ class Backend {
   virtual int32_t kind() const = 0;  // GLM5RT_BACKEND_CPU or GLM5RT_BACKEND_CUDA
   virtual const ModelConfig& config() const = 0;
 
-  // Bytes of one token's records over all layers, and a whole page of them.
-  virtual int64_t cache_bytes_per_token() const = 0;
-  int64_t cache_page_bytes(int32_t page_size) const { return cache_bytes_per_token() * page_size; }
-  virtual std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size) = 0;
+  // Bytes of one token's records over all layers, and a whole page of them. Error(unsupported) for
+  // record formats the backend does not have.
+  virtual int64_t cache_bytes_per_token(const CacheDtypes& dtypes = {}) const = 0;
+  int64_t cache_page_bytes(int32_t page_size, const CacheDtypes& dtypes = {}) const {
+    return cache_bytes_per_token(dtypes) * page_size;
+  }
+  // Error(unsupported) for unsupported formats, Error(out_of_memory) when the pool does not fit.
+  virtual std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size,
+                                                     const CacheDtypes& dtypes = {}) = 0;
+  // Bytes a new session's cache may take when its params set no budget (0: no limit). The CUDA backend
+  // answers a fraction of the device's free memory, so that a default session (max_tokens = the model's
+  // context) does not ask for more than the card has.
+  virtual int64_t default_cache_budget() const { return 0; }
 
   // One forward over the batch: writes every row's records at its slot in every layer (records are
   // written once, never recomputed), runs the decoder over all rows, and stores the logits of

@@ -5,7 +5,11 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "runtime/error.hpp"
+#include "runtime/log.hpp"
 #include "tokenizer/tokenizer.hpp"
+#ifdef GLM5RT_WITH_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#endif
 
 namespace glm5rt {
 
@@ -14,15 +18,28 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   require(options.n_threads >= 0, Status::invalid_argument, "n_threads must be >= 0, got ", options.n_threads);
   require(options.device_index >= 0, Status::invalid_argument, "device_index must be >= 0, got ",
           options.device_index);
+  // Checked before reading any weights: a request we cannot serve should fail fast.
+  std::string why_no_cuda;
+#ifdef GLM5RT_WITH_CUDA
+  const bool cuda_ok = (options.backend == GLM5RT_BACKEND_AUTO || options.backend == GLM5RT_BACKEND_CUDA) &&
+                       cuda_device_usable(options.device_index, &why_no_cuda);
+#else
+  const bool cuda_ok = false;
+  why_no_cuda = "this build of libglm5rt has no CUDA backend (built without CUDA)";
+#endif
   int32_t backend = GLM5RT_BACKEND_CPU;
   switch (options.backend) {
-    case GLM5RT_BACKEND_AUTO:  // no CUDA backend in this build yet: AUTO means the CPU
+    case GLM5RT_BACKEND_AUTO:
+      backend = cuda_ok ? GLM5RT_BACKEND_CUDA : GLM5RT_BACKEND_CPU;
+      if (!cuda_ok) log(LogLevel::info, "backend AUTO: ", why_no_cuda, "; using the CPU backend");
+      break;
     case GLM5RT_BACKEND_CPU:
       backend = GLM5RT_BACKEND_CPU;
       break;
     case GLM5RT_BACKEND_CUDA:
-      // Checked before reading any weights: a request we cannot serve should fail fast.
-      fail(Status::no_device, "this build has no CUDA backend yet (the CPU is the only backend)");
+      require(cuda_ok, Status::no_device, "the CUDA backend was requested but ", why_no_cuda);
+      backend = GLM5RT_BACKEND_CUDA;
+      break;
     default:
       fail(Status::invalid_argument, "unknown backend ", options.backend,
            " (GLM5RT_BACKEND_AUTO, GLM5RT_BACKEND_CPU or GLM5RT_BACKEND_CUDA)");
@@ -41,6 +58,12 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   // or unsupported tokenizer.json fails the model load (before the long weight decoding) rather than
   // surfacing later.
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
+#ifdef GLM5RT_WITH_CUDA
+  if (backend == GLM5RT_BACKEND_CUDA) {
+    m->backend_ = make_cuda_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.device_index, half(0.5f));
+    return m;
+  }
+#endif
   m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
   return m;
 }

@@ -28,7 +28,8 @@ struct ModelOptions {
 class Model {
  public:
   // Loads the checkpoint in `dir` and picks the backend. Errors: io, format, cancelled, out_of_memory,
-  // no_device (CUDA requested: this build has no CUDA backend yet), invalid_argument.
+  // no_device (CUDA requested but this build has no CUDA or no usable device is present), device,
+  // invalid_argument. AUTO takes CUDA when a usable device exists, else the CPU (with an info log line).
   static std::shared_ptr<Model> load(const std::string& dir, const ModelOptions& options);
 
   const ModelConfig& config() const { return checkpoint_->config(); }

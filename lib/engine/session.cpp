@@ -29,9 +29,9 @@ std::shared_ptr<Session> Session::create(std::shared_ptr<const Model> model, con
   require(p.cache_bytes >= 0, Status::invalid_argument, "cache_bytes must be >= 0, got ", p.cache_bytes);
   require(p.max_tokens <= c.max_position_embeddings, Status::invalid_argument, "max_tokens ", p.max_tokens,
           " exceeds the model's context length ", c.max_position_embeddings);
-  for (int32_t dt : {p.cache_dtype, p.index_cache_dtype})
-    require(dt == GLM5RT_DTYPE_AUTO || dt == GLM5RT_DTYPE_F32, Status::unsupported,
-            "the CPU backend keeps float32 cache records (cache dtype AUTO or F32), got dtype ", dt);
+  // The record formats are the backend's to accept (Error(unsupported) otherwise), checked before anything
+  // is allocated.
+  model->backend()->cache_bytes_per_token({p.cache_dtype, p.index_cache_dtype});
   std::shared_ptr<Session> s(new Session());
   s->model_ = std::move(model);
   s->params_ = p;
@@ -69,10 +69,14 @@ Backend& Session::backend() const { return *model_->backend(); }
 Session::State Session::fresh_state() const {
   const int32_t ps = params_.page_size;
   int64_t n_pages = (max_tokens_ + ps - 1) / ps;
-  if (params_.cache_bytes > 0) n_pages = std::min(n_pages, params_.cache_bytes / backend().cache_page_bytes(ps));
+  const CacheDtypes dtypes{params_.cache_dtype, params_.index_cache_dtype};
+  const int64_t page_bytes = backend().cache_page_bytes(ps, dtypes);
+  int64_t budget = params_.cache_bytes;
+  if (budget == 0) budget = backend().default_cache_budget();  // 0: no limit
+  if (budget > 0) n_pages = std::min(n_pages, budget / page_bytes);
   State st;
   st.pool = std::make_shared<PagePool>(n_pages);
-  st.cache = backend().create_cache(n_pages, ps);
+  st.cache = backend().create_cache(n_pages, ps, dtypes);
   st.rng = state_.rng;
   return st;
 }

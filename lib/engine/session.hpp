@@ -30,7 +30,7 @@ struct SessionParams {
   int64_t max_tokens = 0;   // 0: the model's context length
   int64_t cache_bytes = 0;  // 0: enough for max_tokens
   int32_t page_size = 64;
-  int32_t cache_dtype = -1;        // GLM5RT_DTYPE_*; the CPU backend keeps float32 records
+  int32_t cache_dtype = -1;        // GLM5RT_DTYPE_*: CPU float32 only; CUDA bf16 (AUTO) or FP8_E4M3
   int32_t index_cache_dtype = -1;
   int32_t prefill_chunk = 512;
   uint64_t seed = 0x5eed;

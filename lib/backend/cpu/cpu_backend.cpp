@@ -41,9 +41,13 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
   int32_t kind() const override { return GLM5RT_BACKEND_CPU; }
   const ModelConfig& config() const override { return config_; }
-  int64_t cache_bytes_per_token() const override { return record_floats_per_token() * 4; }
+  int64_t cache_bytes_per_token(const CacheDtypes& dtypes) const override {
+    check_dtypes(dtypes);
+    return record_floats_per_token() * 4;
+  }
 
-  std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size) override {
+  std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size, const CacheDtypes& dtypes) override {
+    check_dtypes(dtypes);
     return std::make_unique<CpuCache>(n_pages, page_size, config_.num_hidden_layers, latent_dim(), config_.index_head_dim);
   }
 
@@ -78,6 +82,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The reference keeps float32 records; bf16 / FP8 records are the CUDA backend's.
+  static void check_dtypes(const CacheDtypes& d) {
+    for (int32_t dt : {d.latent, d.index})
+      require(dt == GLM5RT_DTYPE_AUTO || dt == GLM5RT_DTYPE_F32, Status::unsupported,
+              "the CPU backend keeps float32 cache records (cache dtype AUTO or F32), got dtype ", dt);
+  }
   int64_t latent_dim() const { return config_.kv_lora_rank + config_.qk_rope_head_dim; }
 
   struct Rows {  // per-forward row data shared by the layers
@@ -88,7 +98,7 @@ class CpuBackend final : public Backend {
 
   void attention(int64_t li, Rows& rows, const float* h, float* out, bool run_indexer);
   void indexer(int64_t li, Rows& rows, const float* h, const float* qr);
-  void mlp(int64_t li, const float* h2, int64_t R, float* out);
+  void mlp(int64_t li, const float* h2, int64_t R, float* out, ForwardProbe* probe);
   void swiglu(const CpuMlp& m, const float* x, int64_t R, float* out);
 
   ModelConfig config_;
@@ -124,6 +134,8 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
   if (probe) {
     probe->hidden.assign(L, {});
     probe->topk.assign(L, {});
+    probe->experts.assign(L, {});
+    probe->expert_weights.assign(L, {});
   }
 
   bool have_selection = false;
@@ -145,7 +157,7 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
     for (int64_t i = 0; i < R * D; ++i) x[i] += delta[i];
     for (int64_t r = 0; r < R; ++r)
       rms_norm(&x[r * D], w.post_attn_norm.data(), D, static_cast<float>(c.rms_norm_eps), &h[r * D]);
-    mlp(li, h.data(), R, delta.data());
+    mlp(li, h.data(), R, delta.data(), probe);
     for (int64_t i = 0; i < R * D; ++i) x[i] += delta[i];
     if (probe && li + 1 < L) probe->hidden[li] = x;
   }
@@ -305,7 +317,7 @@ void CpuBackend::swiglu(const CpuMlp& m, const float* x, int64_t R, float* out) 
   matmul(pool_, g.data(), R, m.down.data(), D, I, out);
 }
 
-void CpuBackend::mlp(int64_t li, const float* h2, int64_t R, float* out) {
+void CpuBackend::mlp(int64_t li, const float* h2, int64_t R, float* out, ForwardProbe* probe) {
   const ModelConfig& c = config_;
   const CpuLayer& w = weights_.layers[li];
   const int64_t D = c.hidden_size;
@@ -358,6 +370,17 @@ void CpuBackend::mlp(int64_t li, const float* h2, int64_t R, float* out) {
       ch.push_back({cand[i].second, wt});
     }
     std::sort(ch.begin(), ch.end());
+  }
+  if (probe) {
+    auto& ids = probe->experts[li];
+    auto& wts = probe->expert_weights[li];
+    ids.assign(R * K, -1);
+    wts.assign(R * K, 0.0f);
+    for (int64_t r = 0; r < R; ++r)
+      for (size_t i = 0; i < chosen[r].size(); ++i) {
+        ids[r * K + static_cast<int64_t>(i)] = chosen[r][i].first;
+        wts[r * K + static_cast<int64_t>(i)] = chosen[r][i].second;
+      }
   }
 
   // Experts in ascending id, each over the rows that chose it; every row accumulates its experts in

@@ -1,0 +1,888 @@
+#include "backend/cuda/cuda_backend.hpp"
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/rope.hpp"
+#include "kernels/common/simple_forward.cuh"
+#include "model/dtype_decode.hpp"
+#include "runtime/error.hpp"
+#include "runtime/log.hpp"
+
+namespace glm5rt {
+
+bool cuda_device_usable(int32_t device_index, std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
+    return false;
+  }
+  if (device_index >= n) {
+    if (why) *why = "CUDA device " + std::to_string(device_index) + " requested, " + std::to_string(n) + " present";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device_index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why) *why = "cannot query CUDA device " + std::to_string(device_index);
+    return false;
+  }
+  if (prop.major < 8) {
+    if (why) *why = std::string("CUDA device ") + prop.name + " has compute capability " + std::to_string(prop.major) +
+                    "." + std::to_string(prop.minor) + "; libglm5rt needs 8.0 or newer";
+    return false;
+  }
+  return true;
+}
+
+namespace cuda {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int64_t kAlign = 256;
+int64_t align_up(int64_t v, int64_t a = kAlign) { return (v + a - 1) / a * a; }
+
+// Sub-allocations of one device buffer, laid out in a fixed order so that equal capacities give equal
+// addresses (graphs stay valid).
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(int64_t count) {
+    T* p = reinterpret_cast<T*>(base_ ? base_ + used_ : nullptr);
+    used_ += align_up(count * static_cast<int64_t>(sizeof(T)));
+    return p;
+  }
+  int64_t used() const { return used_; }
+
+ private:
+  char* base_;
+  int64_t used_ = 0;
+};
+
+uint16_t f32_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Host encoding of n values into a record part: bf16, or e4m3 with one scale per `group` (same rule as
+// the device: scale = amax / 448).
+void encode_values(const float* v, int64_t n, bool fp8, int64_t group, char* out, char* scales) {
+  if (!fp8) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t b = f32_to_bf16_bits(v[i]);
+      std::memcpy(out + 2 * i, &b, 2);
+    }
+    return;
+  }
+  for (int64_t g = 0; g * group < n; ++g) {
+    float amax = 0.f;
+    for (int64_t i = g * group; i < std::min(n, (g + 1) * group); ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float s = amax > 0.f ? amax / 448.f : 1.f;
+    std::memcpy(scales + 4 * g, &s, 4);
+    for (int64_t i = g * group; i < std::min(n, (g + 1) * group); ++i)
+      out[i] = static_cast<char>(__nv_cvt_float_to_fp8(v[i] / s, __NV_SATFINITE, __NV_E4M3));
+  }
+}
+
+void decode_values(const char* in, int64_t n, bool fp8, int64_t group, const char* scales, float* v) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (fp8) {
+      float s;
+      std::memcpy(&s, scales + 4 * (i / group), 4);
+      v[i] = e4m3_to_f32(static_cast<uint8_t>(in[i])) * s;
+    } else {
+      uint16_t b;
+      std::memcpy(&b, in + 2 * i, 2);
+      v[i] = bf16_to_f32(b);
+    }
+  }
+}
+
+int32_t record_dtype(int32_t requested, const char* what) {
+  if (requested == GLM5RT_DTYPE_AUTO || requested == GLM5RT_DTYPE_BF16) return glm5k::kRecBf16;
+  if (requested == GLM5RT_DTYPE_FP8_E4M3) return glm5k::kRecFp8;
+  fail(Status::unsupported, "the CUDA backend keeps ", what, " records as bf16 or FP8 e4m3 (dtype AUTO, BF16 or ",
+       "FP8_E4M3), got dtype ", requested);
+}
+
+}  // namespace
+
+// ---- cache ----
+
+CudaCache::CudaCache(int64_t n_pages, int32_t page_size, int64_t n_layers, const glm5k::RecordFormat& fmt)
+    : n_pages_(n_pages), page_size_(page_size), fmt_(fmt) {
+  const size_t lb = static_cast<size_t>(n_layers * n_slots() * fmt.latent_bytes());
+  const size_t ib = static_cast<size_t>(n_layers * n_slots() * fmt.index_bytes());
+  latent_.allocate(lb, "the latent cache records");
+  index_.allocate(ib, "the indexer key cache records");
+  // Defined contents: a record is only read after it was written, but zeros keep stray reads harmless.
+  if (lb) check(cudaMemset(latent_.get(), 0, lb), "clearing the cache");
+  if (ib) check(cudaMemset(index_.get(), 0, ib), "clearing the cache");
+}
+
+// ---- per-forward work buffers ----
+
+struct CudaBackend::Work {
+  int64_t rows = 0, ctx = 0, n_out = 0;
+  DeviceBuffer mem;
+  float *x, *delta, *delta2, *h2f, *cos, *sin, *qa, *ckv, *q, *q_rot, *q_lat, *qi, *kraw, *iw, *scores;
+  bf16 *hb, *h2b, *qrb, *q_nope, *o_lat, *ob;
+  int32_t *sel, *n_sel;
+  float *g, *u;
+  bf16* act;
+  float *rlog, *rw, *eg, *eu, *ey, *sh;
+  int32_t *ids, *pair_rows, *pair_of, *tiles, *n_tiles;
+  int32_t max_tiles;
+  bf16* eact;
+  bf16* xn;
+  float* logits;
+  int32_t* argmax;
+
+  int64_t layout(const ModelConfig& c, char* base) {
+    const int64_t R = rows, D = c.hidden_size, H = c.num_attention_heads, half = c.qk_rope_head_dim / 2;
+    const int64_t qkd = c.qk_head_dim(), lat = c.kv_lora_rank + c.qk_rope_head_dim;
+    const int64_t I = std::max(c.intermediate_size, c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts));
+    const int64_t K = std::max<int64_t>(1, c.num_experts_per_tok), P = R * K, E = std::max<int64_t>(1, c.n_routed_experts);
+    Carver cv(base);
+    x = cv.take<float>(R * D);
+    delta = cv.take<float>(R * D);
+    delta2 = cv.take<float>(R * D);
+    h2f = cv.take<float>(R * D);
+    hb = cv.take<bf16>(R * D);
+    h2b = cv.take<bf16>(R * D);
+    cos = cv.take<float>(R * half);
+    sin = cv.take<float>(R * half);
+    qa = cv.take<float>(R * c.q_lora_rank);
+    qrb = cv.take<bf16>(R * c.q_lora_rank);
+    ckv = cv.take<float>(R * lat);
+    q = cv.take<float>(R * H * qkd);
+    q_nope = cv.take<bf16>(R * H * c.qk_nope_head_dim);
+    q_rot = cv.take<float>(R * H * c.qk_rope_head_dim);
+    q_lat = cv.take<float>(R * H * c.kv_lora_rank);
+    o_lat = cv.take<bf16>(R * H * c.kv_lora_rank);
+    ob = cv.take<bf16>(R * H * c.v_head_dim);
+    qi = cv.take<float>(R * c.index_n_heads * c.index_head_dim);
+    kraw = cv.take<float>(R * c.index_head_dim);
+    iw = cv.take<float>(R * c.index_n_heads);
+    scores = cv.take<float>(R * ctx);
+    sel = cv.take<int32_t>(R * c.index_topk);
+    n_sel = cv.take<int32_t>(R);
+    g = cv.take<float>(R * I);
+    u = cv.take<float>(R * I);
+    act = cv.take<bf16>(R * I);
+    const int64_t Im = std::max<int64_t>(1, c.moe_intermediate_size);
+    rlog = cv.take<float>(R * E);
+    ids = cv.take<int32_t>(P);
+    rw = cv.take<float>(P);
+    pair_rows = cv.take<int32_t>(P);
+    pair_of = cv.take<int32_t>(P);
+    max_tiles = glm5k::moe_max_tiles(static_cast<int32_t>(R), static_cast<int32_t>(K), static_cast<int32_t>(E));
+    tiles = cv.take<int32_t>(3 * static_cast<int64_t>(max_tiles));
+    n_tiles = cv.take<int32_t>(1);
+    eg = cv.take<float>(P * Im);
+    eu = cv.take<float>(P * Im);
+    eact = cv.take<bf16>(P * Im);
+    ey = cv.take<float>(P * D);
+    sh = cv.take<float>(R * D);
+    xn = cv.take<bf16>(n_out * D);
+    logits = cv.take<float>(n_out * c.vocab_size);
+    argmax = cv.take<int32_t>(n_out);
+    return cv.used();
+  }
+};
+
+// ---- backend ----
+
+CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t device)
+    : config_(c), device_(device), w_(std::move(weights)) {
+  require(c.qk_rope_head_dim % 2 == 0 && c.index_head_dim >= c.qk_rope_head_dim, Status::format,
+          "unsupported rope / indexer head dims");
+  require(c.n_group >= 1 && c.n_routed_experts % c.n_group == 0, Status::format,
+          "n_routed_experts must be a multiple of n_group");
+  require(c.index_head_dim <= 256 && c.n_routed_experts <= 256 && c.num_experts_per_tok <= 32, Status::unsupported,
+          "the CUDA backend supports index_head_dim <= 256, n_routed_experts <= 256, num_experts_per_tok <= 32");
+  require(c.kv_lora_rank % 4 == 0, Status::unsupported, "the CUDA backend needs kv_lora_rank % 4 == 0");
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  lt_ = std::make_unique<LtGemm>();
+  const cpu::Rope rope = cpu::Rope::from_config(c);
+  rope_factor_ = rope.attention_factor;
+  softmax_scale_ = cpu::attention_softmax_scale(c, true);
+  inv_freq_.allocate(rope.inv_freq.size() * 4, "rope frequencies");
+  check(cudaMemcpy(inv_freq_.get(), rope.inv_freq.data(), rope.inv_freq.size() * 4, cudaMemcpyHostToDevice),
+        "uploading rope frequencies");
+  if (w_.max_fp8_dense > 0) dequant_.allocate(static_cast<size_t>(w_.max_fp8_dense) * 2, "the FP8 dequantisation workspace");
+  work_ = std::make_unique<Work>();
+  if (const char* p = std::getenv("GLM5RT_CUDA_FP8_PATH")) set_fp8_path(p);
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  log(LogLevel::info, "cuda backend on device ", device_, " (", prop.name, "): weights ", w_.bytes >> 20, " MiB");
+}
+
+CudaBackend::~CudaBackend() {
+  (void)cudaSetDevice(device_);
+  if (stream_) (void)cudaStreamSynchronize(stream_);
+  clear_graphs();
+  if (plan_host_) (void)cudaFreeHost(plan_host_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::clear_graphs() {
+  for (auto& [k, g] : graphs_) (void)cudaGraphExecDestroy(g);
+  graphs_.clear();
+}
+
+void CudaBackend::set_fp8_path(const std::string& path) {
+  if (path == "auto") fp8_path_ = 0;
+  else if (path == "direct") fp8_path_ = 1;
+  else if (path == "dequant") fp8_path_ = 2;
+  else fail(Status::invalid_argument, "FP8 path must be auto, direct or dequant, got ", path);
+  clear_graphs();
+}
+
+MemoryReport CudaBackend::memory() const {
+  MemoryReport m;
+  m.weights = w_.bytes;
+  m.workspace = static_cast<int64_t>(work_->mem.bytes());
+  m.plan = static_cast<int64_t>(plan_dev_.bytes());
+  m.dequant = static_cast<int64_t>(dequant_.bytes());
+  m.cublas = static_cast<int64_t>(lt_->workspace_bytes());
+  return m;
+}
+
+glm5k::RecordFormat CudaBackend::record_format(const CacheDtypes& d) const {
+  glm5k::RecordFormat f;
+  f.latent_dtype = record_dtype(d.latent, "latent");
+  f.index_dtype = record_dtype(d.index, "indexer key");
+  f.kv_lora = static_cast<int32_t>(config_.kv_lora_rank);
+  f.rope = static_cast<int32_t>(config_.qk_rope_head_dim);
+  f.index_dim = static_cast<int32_t>(config_.index_head_dim);
+  return f;
+}
+
+int64_t CudaBackend::cache_bytes_per_token(const CacheDtypes& dtypes) const {
+  const glm5k::RecordFormat f = record_format(dtypes);
+  return config_.num_hidden_layers * (f.latent_bytes() + f.index_bytes());
+}
+
+std::unique_ptr<CacheStorage> CudaBackend::create_cache(int64_t n_pages, int32_t page_size, const CacheDtypes& dtypes) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  require(n_pages >= 0 && page_size > 0, Status::invalid_argument, "bad cache shape");
+  return std::make_unique<CudaCache>(n_pages, page_size, config_.num_hidden_layers, record_format(dtypes));
+}
+
+int64_t CudaBackend::default_cache_budget() const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaSetDevice(device_) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  // Keep room for the forward's work buffers (they grow with the batch) and other sessions.
+  const int64_t reserve = std::max<int64_t>(int64_t{1} << 30, static_cast<int64_t>(free_b) / 10);
+  return std::max<int64_t>(static_cast<int64_t>(free_b) - reserve, static_cast<int64_t>(free_b) / 4) / 2;
+}
+
+void CudaBackend::ensure_work(int64_t rows, int64_t ctx_cap, int64_t n_out) {
+  Work& w = *work_;
+  if (rows <= w.rows && ctx_cap <= w.ctx && n_out <= w.n_out && w.mem.get()) return;
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  clear_graphs();
+  w.rows = std::max(rows, w.rows);
+  w.ctx = std::max(ctx_cap, w.ctx);
+  w.n_out = std::max<int64_t>(std::max<int64_t>(1, n_out), w.n_out);
+  w.mem.release();
+  const int64_t bytes = w.layout(config_, nullptr);
+  w.mem.allocate(static_cast<size_t>(bytes), "the forward's work buffers");
+  w.layout(config_, w.mem.as<char>());
+}
+
+void CudaBackend::ensure_plan_capacity(size_t bytes) {
+  if (bytes <= plan_capacity_) return;
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  clear_graphs();
+  const size_t cap = std::max(bytes, plan_capacity_ * 2);
+  if (plan_host_) (void)cudaFreeHost(plan_host_);
+  plan_host_ = nullptr;
+  plan_capacity_ = 0;
+  const cudaError_t e = cudaMallocHost(&plan_host_, cap);
+  if (e != cudaSuccess) {
+    plan_host_ = nullptr;
+    check(e, "pinned host memory for the batch description");
+  }
+  plan_dev_.allocate(cap, "the batch description");
+  plan_capacity_ = cap;
+}
+
+void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y) {
+  if (m <= 0) return;
+  if (L.dtype == glm5k::kWBf16) {
+    if (lt_->run(x, L.k, static_cast<const bf16*>(L.w), L.k, y, L.n, m, L.n, L.k, stream_)) return;
+  } else if (L.dtype == glm5k::kWFp8) {
+    // "auto" dequantises: measured on the H200 (docs/PERFORMANCE.md), the simple row GEMM reading FP8
+    // directly was 3x slower than dequantise + cuBLASLt even for one row.
+    const bool direct = fp8_path_ == 1;
+    if (!direct) {
+      check(glm5k::launch_fp8_dequant(static_cast<const uint8_t*>(L.w), L.scale, L.n, L.k, L.block_n, L.block_k,
+                                      dequant_.as<bf16>(), stream_),
+            "fp8 dequantisation");
+      if (lt_->run(x, L.k, dequant_.as<bf16>(), L.k, y, L.n, m, L.n, L.k, stream_)) return;
+    }
+  }
+  glm5k::RowGemmParams p;
+  p.a = x;
+  p.a_bf16 = true;
+  p.lda = L.k;
+  p.w = L.w;
+  p.w_dtype = L.dtype;
+  p.ldw = L.k;
+  p.scale = L.scale;
+  p.block_n = L.block_n;
+  p.block_k = L.block_k;
+  p.ld_scale = L.ld_scale();
+  p.m = static_cast<int32_t>(m);
+  p.n = static_cast<int32_t>(L.n);
+  p.k = static_cast<int32_t>(L.k);
+  p.c = y;
+  p.ldc = L.n;
+  check(glm5k::launch_row_gemm(p, stream_), "row gemm");
+}
+
+void CudaBackend::swiglu(const bf16* x, int64_t m, const DevMlp& w, float* out) {
+  Work& k = *work_;
+  linear(x, m, w.gate, k.g);
+  linear(x, m, w.up, k.u);
+  check(glm5k::launch_silu_mul(k.g, k.u, static_cast<int32_t>(m), static_cast<int32_t>(w.gate.n), k.act, stream_),
+        "silu_mul");
+  linear(k.act, m, w.down, out);
+}
+
+void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::RecordFormat& fmt, int64_t ctx_cap) {
+  const ModelConfig& c = config_;
+  const DevLayer& w = w_.layers[li];
+  Work& k = *work_;
+  const int64_t R = rows_.rows, H = c.num_attention_heads, nope = c.qk_nope_head_dim, kvr = c.kv_lora_rank;
+  const int64_t vh = c.v_head_dim;
+  linear(k.hb, R, w.q_a, k.qa);
+  linear(k.hb, R, w.kv_a, k.ckv);
+  check(glm5k::launch_residual_rms_norm(k.qa, nullptr, nullptr, static_cast<int32_t>(R), static_cast<int32_t>(c.q_lora_rank),
+                                        w.q_a_norm, 1e-6f, k.qrb, nullptr, stream_),
+        "q_a norm");
+  linear(k.qrb, R, w.q_b, k.q);
+  glm5k::MlaPrepParams mp{k.ckv, w.kv_a_norm, k.q, k.cos, k.sin, rows_, fmt, static_cast<int32_t>(li),
+                          static_cast<int32_t>(H), static_cast<int32_t>(nope), k.q_nope, k.q_rot};
+  check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
+
+  glm5k::IndexerPrepParams ip{};
+  ip.cos = k.cos;
+  ip.sin = k.sin;
+  ip.batch = rows_;
+  ip.fmt = fmt;
+  ip.layer = static_cast<int32_t>(li);
+  ip.heads = static_cast<int32_t>(c.index_n_heads);
+  ip.head_scale = static_cast<float>(std::pow(static_cast<double>(c.index_n_heads), -0.5));
+  if (run_indexer) {
+    linear(k.qrb, R, w.idx_wq_b, k.qi);
+    linear(k.hb, R, w.idx_wk, k.kraw);
+    linear(k.hb, R, w.idx_wp, k.iw);
+    ip.kraw = k.kraw;
+    ip.k_norm_w = w.idx_k_norm_w;
+    ip.k_norm_b = w.idx_k_norm_b;
+    ip.qi = k.qi;
+    ip.wts = k.iw;
+  }
+  check(glm5k::launch_indexer_prep(ip, stream_), "indexer prep");
+  if (run_indexer) {
+    glm5k::IndexerScoreParams sp{k.qi, k.iw, rows_, fmt, static_cast<int32_t>(li), static_cast<int32_t>(c.index_n_heads),
+                                 static_cast<float>(std::pow(static_cast<double>(c.index_head_dim), -0.5)),
+                                 static_cast<int32_t>(ctx_cap), k.scores};
+    check(glm5k::launch_indexer_scores(sp, stream_), "indexer scores");
+    check(glm5k::launch_topk_select(k.scores, static_cast<int32_t>(ctx_cap), rows_.pos, static_cast<int32_t>(R),
+                                    static_cast<int32_t>(c.index_topk), k.sel, k.n_sel, stream_),
+          "indexer top-k");
+  }
+  if (forced_sel_ && !forced_sel_->empty()) {
+    // Tests: attend to a given selection (ForwardProbe::force_topk); the indexer's own is reported first.
+    require(static_cast<int64_t>(forced_sel_->size()) == R * c.index_topk, Status::invalid_argument,
+            "force_topk of layer ", li, " must hold rows x index_topk entries");
+    if (own_sel_) {
+      own_sel_->resize(R * c.index_topk);
+      check(cudaMemcpyAsync(own_sel_->data(), k.sel, own_sel_->size() * 4, cudaMemcpyDeviceToHost, stream_),
+            "probe copy");
+    }
+    std::vector<int32_t> counts(R, 0);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t i = 0; i < c.index_topk; ++i) counts[r] += (*forced_sel_)[r * c.index_topk + i] >= 0;
+    check(cudaMemcpyAsync(k.sel, forced_sel_->data(), forced_sel_->size() * 4, cudaMemcpyHostToDevice, stream_),
+          "forced selection");
+    check(cudaMemcpyAsync(k.n_sel, counts.data(), R * 4, cudaMemcpyHostToDevice, stream_), "forced selection");
+    check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
+  }
+  // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
+  glm5k::RowGemmParams ab;
+  ab.a = k.q_nope;
+  ab.lda = H * nope;
+  ab.a_batch_stride = nope;
+  ab.w = w.w_uk_t;
+  ab.w_dtype = glm5k::kWBf16;
+  ab.ldw = nope;
+  ab.w_batch_stride = kvr * nope;
+  ab.m = static_cast<int32_t>(R);
+  ab.n = static_cast<int32_t>(kvr);
+  ab.k = static_cast<int32_t>(nope);
+  ab.batch = static_cast<int32_t>(H);
+  ab.c = k.q_lat;
+  ab.ldc = H * kvr;
+  ab.c_batch_stride = kvr;
+  check(glm5k::launch_row_gemm(ab, stream_), "absorbed query");
+  glm5k::SparseMlaParams sm{k.q_lat, k.q_rot, k.sel, k.n_sel, static_cast<int32_t>(c.index_topk), rows_, fmt,
+                            static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
+  check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
+  glm5k::RowGemmParams uv;
+  uv.a = k.o_lat;
+  uv.lda = H * kvr;
+  uv.a_batch_stride = kvr;
+  uv.w = w.w_uv;
+  uv.w_dtype = glm5k::kWBf16;
+  uv.ldw = kvr;
+  uv.w_batch_stride = vh * kvr;
+  uv.m = static_cast<int32_t>(R);
+  uv.n = static_cast<int32_t>(vh);
+  uv.k = static_cast<int32_t>(kvr);
+  uv.batch = static_cast<int32_t>(H);
+  uv.c = k.ob;
+  uv.c_bf16 = true;
+  uv.ldc = H * vh;
+  uv.c_batch_stride = vh;
+  check(glm5k::launch_row_gemm(uv, stream_), "value up-projection");
+  linear(k.ob, R, w.o_proj, k.delta);
+}
+
+void CudaBackend::enqueue_mlp(int64_t li) {
+  const ModelConfig& c = config_;
+  const DevLayer& w = w_.layers[li];
+  Work& k = *work_;
+  const int64_t R = rows_.rows, D = c.hidden_size;
+  if (!w.is_moe) {
+    swiglu(k.h2b, R, w.dense, k.delta);
+    return;
+  }
+  const int32_t E = static_cast<int32_t>(c.n_routed_experts), K = static_cast<int32_t>(c.num_experts_per_tok);
+  const int32_t I = static_cast<int32_t>(c.moe_intermediate_size), P = static_cast<int32_t>(R) * K;
+  glm5k::RowGemmParams rp;  // router in float32
+  rp.a = k.h2f;
+  rp.a_bf16 = false;
+  rp.lda = D;
+  rp.w = w.router.w;
+  rp.w_dtype = glm5k::kWF32;
+  rp.ldw = D;
+  rp.m = static_cast<int32_t>(R);
+  rp.n = E;
+  rp.k = static_cast<int32_t>(D);
+  rp.c = k.rlog;
+  rp.ldc = E;
+  check(glm5k::launch_row_gemm(rp, stream_), "router");
+  glm5k::MoeRouteParams mr{k.rlog, w.router_bias, static_cast<int32_t>(R), E, K, static_cast<int32_t>(c.n_group),
+                           static_cast<int32_t>(c.topk_group), c.norm_topk_prob,
+                           static_cast<float>(c.routed_scaling_factor), k.ids, k.rw};
+  check(glm5k::launch_moe_route(mr, stream_), "moe routing");
+  if (probe_) {
+    auto& ids = probe_->experts[li];
+    auto& wts = probe_->expert_weights[li];
+    ids.resize(static_cast<size_t>(P));
+    wts.resize(static_cast<size_t>(P));
+    check(cudaMemcpyAsync(ids.data(), k.ids, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    check(cudaMemcpyAsync(wts.data(), k.rw, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    check(cudaStreamSynchronize(stream_), "probe copy");
+    const bool forced = static_cast<int64_t>(probe_->force_experts.size()) > li && !probe_->force_experts[li].empty();
+    if (forced) {
+      // Tests: route to the given experts (ForwardProbe::force_experts); -1 entries (fewer eligible
+      // experts) repeat the row's previous expert with weight 0, as the routing kernel does.
+      std::vector<int32_t> fid = probe_->force_experts[li];
+      std::vector<float> fw = probe_->force_expert_weights.at(li);
+      require(static_cast<int64_t>(fid.size()) == P && static_cast<int64_t>(fw.size()) == P, Status::invalid_argument,
+              "force_experts of layer ", li, " must hold rows x num_experts_per_tok entries");
+      for (int64_t i = 0; i < P; ++i)
+        if (fid[i] < 0) {
+          fid[i] = i % K ? fid[i - 1] : 0;
+          fw[i] = 0.f;
+        }
+      check(cudaMemcpyAsync(k.ids, fid.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
+      check(cudaMemcpyAsync(k.rw, fw.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
+      check(cudaStreamSynchronize(stream_), "forced routing");  // the vectors are locals
+    }
+  }
+  check(glm5k::launch_moe_plan(k.ids, static_cast<int32_t>(R), K, E, k.pair_rows, k.pair_of, k.tiles, k.n_tiles,
+                               k.max_tiles, stream_),
+        "moe plan");
+  auto grouped = [&](const DevLinear& L, const void* a, const int32_t* a_rows, float* out) {
+    glm5k::RowGemmParams p;
+    p.a = a;
+    p.a_bf16 = true;
+    p.lda = L.k;
+    p.a_rows = a_rows;
+    p.w = L.w;
+    p.w_dtype = L.dtype;
+    p.ldw = L.k;
+    p.scale = L.scale;
+    p.block_n = L.block_n;
+    p.block_k = L.block_k;
+    p.ld_scale = L.ld_scale();
+    p.w_group_stride = L.group_stride;
+    p.scale_group_stride = L.scale_group_stride;
+    p.tiles = k.tiles;
+    p.n_tiles = k.n_tiles;
+    p.max_tiles = k.max_tiles;
+    p.n = static_cast<int32_t>(L.n);
+    p.k = static_cast<int32_t>(L.k);
+    p.c = out;
+    p.ldc = L.n;
+    check(glm5k::launch_row_gemm(p, stream_), "grouped expert gemm");
+  };
+  grouped(w.experts.gate, k.h2b, k.pair_rows, k.eg);
+  grouped(w.experts.up, k.h2b, k.pair_rows, k.eu);
+  check(glm5k::launch_silu_mul(k.eg, k.eu, P, I, k.eact, stream_), "expert silu_mul");
+  grouped(w.experts.down, k.eact, nullptr, k.ey);
+  const float* shared = nullptr;
+  if (w.has_shared) {
+    swiglu(k.h2b, R, w.shared, k.sh);
+    shared = k.sh;
+  }
+  check(glm5k::launch_moe_combine(k.ey, k.pair_of, k.rw, shared, static_cast<int32_t>(R), K, static_cast<int32_t>(D),
+                                  k.delta, stream_),
+        "moe combine");
+}
+
+void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t ctx_cap, const glm5k::RecordFormat& fmt,
+                                  const std::function<bool()>& should_stop, ForwardProbe* probe, const BatchPlan* plan) {
+  const ModelConfig& c = config_;
+  Work& k = *work_;
+  const int64_t D = c.hidden_size, L = c.num_hidden_layers;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int32_t Ri = static_cast<int32_t>(R), Di = static_cast<int32_t>(D);
+  check(glm5k::launch_embed(w_.embed, Di, tokens_dev_, Ri, k.x, stream_), "embedding");
+  check(glm5k::launch_rope_tables(inv_freq_.as<float>(), static_cast<int32_t>(c.qk_rope_head_dim / 2), rope_factor_,
+                                  rows_.pos, Ri, k.cos, k.sin, stream_),
+        "rope tables");
+  // Pace the host for long eager forwards so that a cancel takes effect within a layer.
+  const bool pace = should_stop && R >= 64;
+  bool have_selection = false;
+  for (int64_t li = 0; li < L; ++li) {
+    if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
+    const DevLayer& w = w_.layers[li];
+    check(glm5k::launch_residual_rms_norm(k.x, li == 0 ? nullptr : k.delta2, nullptr, Ri, Di, w.input_norm, eps, k.hb,
+                                          nullptr, stream_),
+          "input norm");
+    if (probe && li > 0) {
+      auto& hcur = probe->hidden[li - 1];
+      hcur.resize(R * D);
+      check(cudaMemcpyAsync(hcur.data(), k.x, R * D * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    }
+    const bool run_indexer = c.indexer_types.at(li) == IndexerType::full || !have_selection;
+    const bool forced = probe && static_cast<int64_t>(probe->force_topk.size()) > li && !probe->force_topk[li].empty();
+    forced_sel_ = forced ? &probe->force_topk[li] : nullptr;
+    own_sel_ = forced && run_indexer ? &probe->topk[li] : nullptr;
+    enqueue_attention(li, run_indexer, fmt, ctx_cap);
+    forced_sel_ = nullptr;
+    own_sel_ = nullptr;
+    have_selection = true;
+    if (probe && run_indexer && !forced) {
+      auto& t = probe->topk[li];
+      t.resize(R * c.index_topk);
+      check(cudaMemcpyAsync(t.data(), k.sel, t.size() * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    }
+    check(glm5k::launch_residual_rms_norm(k.x, k.delta, nullptr, Ri, Di, w.post_norm, eps, k.h2b,
+                                          w.is_moe ? k.h2f : nullptr, stream_),
+          "post-attention norm");
+    // The MLP writes delta (the attention's delta is consumed above); the next layer adds it.
+    std::swap(k.delta, k.delta2);
+    probe_ = probe;
+    enqueue_mlp(li);
+    probe_ = nullptr;
+    std::swap(k.delta, k.delta2);
+    if (pace || probe) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  // Last residual add on every row (probe: the final-normed hidden state of every row), then the final
+  // norm of the logit rows only and lm_head.
+  check(glm5k::launch_residual_rms_norm(k.x, k.delta2, nullptr, Ri, Di, w_.final_norm, eps, nullptr,
+                                        probe ? k.h2f : nullptr, stream_),
+        "final residual");
+  if (probe) {
+    auto& last = probe->hidden[L - 1];
+    last.resize(R * D);
+    check(cudaMemcpyAsync(last.data(), k.h2f, R * D * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+  }
+  if (n_out > 0) {
+    check(glm5k::launch_residual_rms_norm(k.x, nullptr, logit_rows_dev_, static_cast<int32_t>(n_out), Di, w_.final_norm,
+                                          eps, k.xn, nullptr, stream_),
+          "final norm");
+    linear(k.xn, n_out, w_.lm_head, k.logits);
+  }
+  (void)plan;
+}
+
+const float* CudaBackend::forward_device(const BatchPlan& plan, const std::function<bool()>& should_stop,
+                                         ForwardProbe* probe) {
+  const ModelConfig& c = config_;
+  const int64_t R = plan.n_rows(), S = static_cast<int64_t>(plan.seqs.size()), n_out = plan.logit_rows.size();
+  require(R > 0, Status::invalid_argument, "empty batch");
+  require(R <= (int64_t{1} << 20), Status::invalid_argument, "batch of ", R, " rows is too large");
+  for (int64_t r = 0; r < R; ++r)
+    require(plan.tokens[r] >= 0 && plan.tokens[r] < c.vocab_size, Status::invalid_argument, "token id ",
+            plan.tokens[r], " is outside the vocabulary [0, ", c.vocab_size, ")");
+  for (int64_t r : plan.logit_rows)
+    require(r >= 0 && r < R, Status::invalid_argument, "logit row ", r, " is outside the batch");
+  const CudaCache* first = nullptr;
+  int64_t bt_total = 0;
+  bool decode = true;
+  for (const auto& s : plan.seqs) {
+    const auto* cc = dynamic_cast<const CudaCache*>(s.cache);
+    require(cc != nullptr, Status::invalid_argument, "the batch refers to a cache of another backend");
+    if (!first) first = cc;
+    require(cc->format().latent_dtype == first->format().latent_dtype &&
+                cc->format().index_dtype == first->format().index_dtype,
+            Status::unsupported, "one batch mixes cache record formats");
+    bt_total += static_cast<int64_t>(s.block_table.size());
+    decode = decode && s.n_new == 1;
+  }
+  const glm5k::RecordFormat fmt = first->format();
+  int64_t max_pos = 0;
+  for (int64_t p : plan.positions) max_pos = std::max(max_pos, p);
+  require(max_pos < (int64_t{1} << 30), Status::invalid_argument, "position out of range");
+  const bool use_graph = decode && !probe && !(std::getenv("GLM5RT_CUDA_GRAPHS") && std::string(std::getenv("GLM5RT_CUDA_GRAPHS")) == "0");
+  int64_t ctx_cap = align_up(max_pos + 1, 64);
+  if (use_graph) {  // a power of two so that a growing context re-captures rarely
+    ctx_cap = 256;
+    while (ctx_cap < max_pos + 1) ctx_cap *= 2;
+  }
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  ensure_work(R, ctx_cap, n_out);
+
+  // Batch description: one upload.
+  Carver lay(nullptr);
+  const int64_t o_tok = lay.used();
+  lay.take<int32_t>(R);
+  const int64_t o_pos = lay.used();
+  lay.take<int32_t>(R);
+  const int64_t o_seq = lay.used();
+  lay.take<int32_t>(R);
+  const int64_t o_slot = lay.used();
+  lay.take<int64_t>(R);
+  const int64_t o_lr = lay.used();
+  lay.take<int32_t>(std::max<int64_t>(1, n_out));
+  const int64_t o_sc = lay.used();
+  lay.take<glm5k::SeqCache>(S);
+  const int64_t o_bt = lay.used();
+  lay.take<int32_t>(std::max<int64_t>(1, bt_total));
+  ensure_plan_capacity(static_cast<size_t>(lay.used()));
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the pinned buffer may still be in flight
+  char* h = static_cast<char*>(plan_host_);
+  char* d = plan_dev_.as<char>();
+  auto* tok = reinterpret_cast<int32_t*>(h + o_tok);
+  auto* pos = reinterpret_cast<int32_t*>(h + o_pos);
+  auto* seq = reinterpret_cast<int32_t*>(h + o_seq);
+  auto* slot = reinterpret_cast<int64_t*>(h + o_slot);
+  auto* lr = reinterpret_cast<int32_t*>(h + o_lr);
+  auto* sc = reinterpret_cast<glm5k::SeqCache*>(h + o_sc);
+  auto* bt = reinterpret_cast<int32_t*>(h + o_bt);
+  for (int64_t r = 0; r < R; ++r) {
+    tok[r] = plan.tokens[r];
+    pos[r] = static_cast<int32_t>(plan.positions[r]);
+    seq[r] = plan.seq_of_row[r];
+    slot[r] = plan.slots[r];
+  }
+  for (int64_t i = 0; i < n_out; ++i) lr[i] = static_cast<int32_t>(plan.logit_rows[i]);
+  int64_t bt_at = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const auto& sp = plan.seqs[s];
+    const auto* cc = static_cast<const CudaCache*>(sp.cache);
+    require(static_cast<int64_t>(sp.block_table.size()) * cc->page_size() >= sp.n_past + sp.n_new,
+            Status::internal, "block table too short");
+    for (int32_t p : sp.block_table)
+      require(p >= 0 && p < cc->n_pages(), Status::internal, "page ", p, " is outside the cache");
+    sc[s].latent = cc->latent();
+    sc[s].index = cc->index();
+    sc[s].latent_layer_bytes = cc->latent_layer_bytes();
+    sc[s].index_layer_bytes = cc->index_layer_bytes();
+    sc[s].bt_offset = static_cast<int32_t>(bt_at);
+    sc[s].page_size = cc->page_size();
+    std::copy(sp.block_table.begin(), sp.block_table.end(), bt + bt_at);
+    bt_at += static_cast<int64_t>(sp.block_table.size());
+  }
+  check(cudaMemcpyAsync(d, h, static_cast<size_t>(lay.used()), cudaMemcpyHostToDevice, stream_), "uploading the batch");
+  tokens_dev_ = reinterpret_cast<const int32_t*>(d + o_tok);
+  rows_.seq = reinterpret_cast<const int32_t*>(d + o_seq);
+  rows_.pos = reinterpret_cast<const int32_t*>(d + o_pos);
+  rows_.slot = reinterpret_cast<const int64_t*>(d + o_slot);
+  rows_.seqs = reinterpret_cast<const glm5k::SeqCache*>(d + o_sc);
+  rows_.block_tables = reinterpret_cast<const int32_t*>(d + o_bt);
+  rows_.rows = static_cast<int32_t>(R);
+  logit_rows_dev_ = reinterpret_cast<const int32_t*>(d + o_lr);
+  last_n_out_ = n_out;
+  if (probe) {
+    probe->hidden.assign(c.num_hidden_layers, {});
+    probe->topk.assign(c.num_hidden_layers, {});
+    probe->experts.assign(c.num_hidden_layers, {});
+    probe->expert_weights.assign(c.num_hidden_layers, {});
+  }
+
+  if (!use_graph) {
+    enqueue_forward(R, S, n_out, ctx_cap, fmt, should_stop, probe, &plan);
+    return work_->logits;
+  }
+  if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
+  const GraphKey key{R, S, n_out, ctx_cap, fmt.latent_dtype * 16 + fmt.index_dtype};
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    try {
+      enqueue_forward(R, S, n_out, ctx_cap, fmt, {}, nullptr, &plan);
+    } catch (...) {
+      cudaGraph_t g = nullptr;
+      (void)cudaStreamEndCapture(stream_, &g);
+      if (g) (void)cudaGraphDestroy(g);
+      (void)cudaGetLastError();
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    check(e, "cudaGraphInstantiate");
+    it = graphs_.emplace(key, exec).first;
+    ++graphs_captured_;
+  } else {
+    ++graph_replays_;
+  }
+  check(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+  return work_->logits;
+}
+
+void CudaBackend::forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
+                          ForwardProbe* probe) {
+  const float* dev = forward_device(plan, should_stop, probe);
+  const size_t bytes = plan.logit_rows.size() * static_cast<size_t>(config_.vocab_size) * 4;
+  if (bytes) check(cudaMemcpyAsync(logits, dev, bytes, cudaMemcpyDeviceToHost, stream_), "copying logits");
+  check(cudaStreamSynchronize(stream_), "the forward");
+}
+
+std::vector<int32_t> CudaBackend::argmax_last() {
+  std::vector<int32_t> out(static_cast<size_t>(last_n_out_));
+  if (out.empty()) return out;
+  check(glm5k::launch_argmax_rows(work_->logits, static_cast<int32_t>(last_n_out_), static_cast<int32_t>(config_.vocab_size),
+                                  work_->argmax, stream_),
+        "argmax");
+  check(cudaMemcpyAsync(out.data(), work_->argmax, out.size() * 4, cudaMemcpyDeviceToHost, stream_), "copying tokens");
+  check(cudaStreamSynchronize(stream_), "argmax");
+  return out;
+}
+
+void CudaBackend::synchronize() { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+void CudaBackend::fill_cache_random(CacheStorage& cache, uint64_t seed) {
+  auto& cc = dynamic_cast<CudaCache&>(cache);
+  require(cc.format().latent_dtype == glm5k::kRecBf16 && cc.format().index_dtype == glm5k::kRecBf16,
+          Status::unsupported, "random cache fill needs bf16 records");
+  const int64_t L = config_.num_hidden_layers;
+  check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.latent()), L * cc.latent_layer_bytes() / 2, seed, 1.0f,
+                                       stream_),
+        "random cache fill");
+  check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.index()), L * cc.index_layer_bytes() / 2, seed + 1, 1.0f,
+                                       stream_),
+        "random cache fill");
+  synchronize();
+}
+
+// Copy-on-write for Session::fork: a page's records are page_size consecutive slots in every layer's
+// pool, so one strided device copy per pool moves the page for all layers.
+void CudaBackend::copy_page(CacheStorage& cache, int32_t src, int32_t dst) const {
+  auto& cc = dynamic_cast<CudaCache&>(cache);
+  const int64_t L = config_.num_hidden_layers, ps = cc.page_size();
+  const int64_t lb = cc.format().latent_bytes() * ps, ib = cc.format().index_bytes() * ps;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaMemcpy2DAsync(cc.latent() + dst * lb, cc.latent_layer_bytes(), cc.latent() + src * lb,
+                          cc.latent_layer_bytes(), lb, L, cudaMemcpyDeviceToDevice, stream_),
+        "copying a cache page");
+  check(cudaMemcpy2DAsync(cc.index() + dst * ib, cc.index_layer_bytes(), cc.index() + src * ib,
+                          cc.index_layer_bytes(), ib, L, cudaMemcpyDeviceToDevice, stream_),
+        "copying a cache page");
+}
+
+void CudaBackend::export_records(const CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, float* out) const {
+  const auto& cc = dynamic_cast<const CudaCache&>(cache);
+  const glm5k::RecordFormat f = cc.format();
+  const int64_t L = config_.num_hidden_layers, lb = f.latent_bytes(), ib = f.index_bytes();
+  const int64_t kvr = f.kv_lora, rope = f.rope, d = f.index_dim, rec = kvr + rope + d;
+  const bool lf = f.latent_dtype == glm5k::kRecFp8, xf = f.index_dtype == glm5k::kRecFp8;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  std::vector<char> lat(L * lb), idx(L * ib);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t slot = static_cast<int64_t>(bt[t / cc.page_size()]) * cc.page_size() + t % cc.page_size();
+    check(cudaMemcpy2D(lat.data(), lb, cc.latent() + slot * lb, cc.latent_layer_bytes(), lb, L, cudaMemcpyDeviceToHost),
+          "reading cache records");
+    check(cudaMemcpy2D(idx.data(), ib, cc.index() + slot * ib, cc.index_layer_bytes(), ib, L, cudaMemcpyDeviceToHost),
+          "reading cache records");
+    for (int64_t l = 0; l < L; ++l) {
+      float* o = out + (t * L + l) * rec;
+      const char* lr = lat.data() + l * lb;
+      const int64_t groups = (kvr + 127) / 128;
+      decode_values(lr, kvr, lf, 128, lr + kvr, o);
+      decode_values(lf ? lr + kvr + 4 * groups : lr + 2 * kvr, rope, false, 1, nullptr, o + kvr);
+      const char* ir = idx.data() + l * ib;
+      decode_values(ir, d, xf, d, ir + d, o + kvr + rope);
+    }
+  }
+}
+
+void CudaBackend::import_records(CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, const float* in) const {
+  auto& cc = dynamic_cast<CudaCache&>(cache);
+  const glm5k::RecordFormat f = cc.format();
+  const int64_t L = config_.num_hidden_layers, lb = f.latent_bytes(), ib = f.index_bytes();
+  const int64_t kvr = f.kv_lora, rope = f.rope, d = f.index_dim, rec = kvr + rope + d;
+  const bool lf = f.latent_dtype == glm5k::kRecFp8, xf = f.index_dtype == glm5k::kRecFp8;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  std::vector<char> lat(L * lb), idx(L * ib);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t l = 0; l < L; ++l) {
+      const float* v = in + (t * L + l) * rec;
+      char* lr = lat.data() + l * lb;
+      const int64_t groups = (kvr + 127) / 128;
+      encode_values(v, kvr, lf, 128, lr, lr + kvr);
+      encode_values(v + kvr, rope, false, 1, lf ? lr + kvr + 4 * groups : lr + 2 * kvr, nullptr);
+      char* ir = idx.data() + l * ib;
+      encode_values(v + kvr + rope, d, xf, d, ir, ir + d);
+    }
+    const int64_t slot = static_cast<int64_t>(bt[t / cc.page_size()]) * cc.page_size() + t % cc.page_size();
+    check(cudaMemcpy2D(cc.latent() + slot * lb, cc.latent_layer_bytes(), lat.data(), lb, lb, L, cudaMemcpyHostToDevice),
+          "writing cache records");
+    check(cudaMemcpy2D(cc.index() + slot * ib, cc.index_layer_bytes(), idx.data(), ib, ib, L, cudaMemcpyHostToDevice),
+          "writing cache records");
+  }
+}
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& config, const ModelWeights& weights, int32_t device_index,
+                                           const std::function<bool(float)>& progress) {
+  std::string why;
+  require(cuda_device_usable(device_index, &why), Status::no_device, why);
+  cuda::check(cudaSetDevice(device_index), "cudaSetDevice");
+  cuda::DevWeights w = cuda::upload_weights(config, weights, progress);
+  return std::make_unique<cuda::CudaBackend>(config, std::move(w), device_index);
+}
+
+}  // namespace glm5rt

@@ -1,0 +1,135 @@
+// The CUDA backend: the whole GLM-5 forward of docs/GLM5.md on one GPU, bf16 activations with float32
+// accumulation (float32 residual stream, norms, softmax and router), weights as uploaded by
+// cuda_weights.hpp, cache records bf16 or FP8 (kernels/common/simple_forward.cuh RecordFormat).
+//
+// One forward = one upload of the batch description, then only device work on one stream (no host round
+// trip inside a step), then the logits. Decode steps (every sequence adds one token) are captured in a
+// CUDA graph keyed on the batch shape and replayed. Dense projections go through cuBLASLt (FP8 weights
+// dequantised into a bf16 workspace first, or, for a few rows, read directly by the simple row GEMM);
+// MoE experts through the simple grouped row GEMM with a device-side routing plan.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cublaslt_gemm.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_weights.hpp"
+#include "model/weights.hpp"
+
+namespace glm5rt {
+
+// true when device_index names a usable CUDA device; otherwise why says what is missing.
+bool cuda_device_usable(int32_t device_index, std::string* why);
+
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig& config, const ModelWeights& weights, int32_t device_index,
+                                           const std::function<bool(float)>& progress = {});
+
+namespace cuda {
+
+class CudaCache final : public CacheStorage {
+ public:
+  CudaCache(int64_t n_pages, int32_t page_size, int64_t n_layers, const glm5k::RecordFormat& fmt);
+  int64_t n_pages() const override { return n_pages_; }
+  int32_t page_size() const override { return page_size_; }
+  const glm5k::RecordFormat& format() const { return fmt_; }
+  int64_t n_slots() const { return n_pages_ * page_size_; }
+  char* latent() const { return latent_.as<char>(); }
+  char* index() const { return index_.as<char>(); }
+  int64_t latent_layer_bytes() const { return n_slots() * fmt_.latent_bytes(); }
+  int64_t index_layer_bytes() const { return n_slots() * fmt_.index_bytes(); }
+
+ private:
+  int64_t n_pages_;
+  int32_t page_size_;
+  glm5k::RecordFormat fmt_;
+  DeviceBuffer latent_, index_;
+};
+
+struct MemoryReport {
+  int64_t weights = 0, workspace = 0, plan = 0, dequant = 0, cublas = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const ModelConfig& c, DevWeights weights, int32_t device);
+  ~CudaBackend() override;
+
+  const char* name() const override { return "cuda"; }
+  int32_t kind() const override { return GLM5RT_BACKEND_CUDA; }
+  const ModelConfig& config() const override { return config_; }
+  void copy_page(CacheStorage& cache, int32_t src, int32_t dst) const override;
+  int64_t cache_bytes_per_token(const CacheDtypes& dtypes) const override;
+  std::unique_ptr<CacheStorage> create_cache(int64_t n_pages, int32_t page_size, const CacheDtypes& dtypes) override;
+  int64_t default_cache_budget() const override;
+
+  void forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
+               ForwardProbe* probe) override;
+  void export_records(const CacheStorage& cache, const std::vector<int32_t>& block_table, int64_t n,
+                      float* out) const override;
+  void import_records(CacheStorage& cache, const std::vector<int32_t>& block_table, int64_t n,
+                      const float* in) const override;
+
+  // Runs the forward and leaves the logits of plan.logit_rows on the device (float32, rows x vocab,
+  // valid until the next forward); nothing is copied back. Asynchronous: synchronize() before timing.
+  const float* forward_device(const BatchPlan& plan, const std::function<bool()>& should_stop, ForwardProbe* probe);
+  // Greedy sampling on the device: argmax of each logit row of the last forward_device (lowest id wins ties).
+  std::vector<int32_t> argmax_last();
+  void synchronize();
+  cudaStream_t stream() const { return stream_; }
+  // Fills every record of a cache with random values (benchmarks that need a long context).
+  void fill_cache_random(CacheStorage& cache, uint64_t seed);
+  // FP8 dense projections: "auto" (= "dequant": dequantise into a bf16 workspace, then cuBLASLt) or
+  // "direct" (the simple row GEMM reads FP8). Also settable through GLM5RT_CUDA_FP8_PATH.
+  void set_fp8_path(const std::string& path);
+  MemoryReport memory() const;
+  int64_t graphs_captured() const { return graphs_captured_; }
+  int64_t graph_replays() const { return graph_replays_; }
+
+ private:
+  struct Work;  // per-forward device buffers, sized for (rows, context capacity, logit rows)
+  using GraphKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;  // rows, seqs, logit rows, ctx, fmt
+
+  glm5k::RecordFormat record_format(const CacheDtypes& d) const;
+  void ensure_work(int64_t rows, int64_t ctx_cap, int64_t n_out);
+  void ensure_plan_capacity(size_t bytes);
+  void enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t ctx_cap, const glm5k::RecordFormat& fmt,
+                       const std::function<bool()>& should_stop, ForwardProbe* probe, const BatchPlan* plan);
+  void enqueue_attention(int64_t li, bool run_indexer, const glm5k::RecordFormat& fmt, int64_t ctx_cap);
+  void enqueue_mlp(int64_t li);
+  void linear(const __nv_bfloat16* x, int64_t m, const DevLinear& L, float* y);
+  void swiglu(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
+  void clear_graphs();
+
+  ModelConfig config_;
+  int32_t device_;
+  DevWeights w_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<LtGemm> lt_;
+  float softmax_scale_ = 1.f, rope_factor_ = 1.f;
+  DeviceBuffer inv_freq_, dequant_;
+  std::unique_ptr<Work> work_;
+  DeviceBuffer plan_dev_;
+  void* plan_host_ = nullptr;  // pinned
+  size_t plan_capacity_ = 0;
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  int64_t graphs_captured_ = 0, graph_replays_ = 0;
+  int32_t fp8_path_ = 0;  // 0 auto, 1 direct, 2 dequant
+  int64_t last_n_out_ = 0;
+  glm5k::BatchRows rows_{};
+  const int32_t* logit_rows_dev_ = nullptr;
+  const int32_t* tokens_dev_ = nullptr;
+  const std::vector<int32_t>* forced_sel_ = nullptr;  // ForwardProbe::force_topk of the layer being enqueued
+  std::vector<int32_t>* own_sel_ = nullptr;
+  ForwardProbe* probe_ = nullptr;  // during enqueue_mlp of an eager forward with a probe
+};
+
+}  // namespace cuda
+}  // namespace glm5rt
