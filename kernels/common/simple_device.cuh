@@ -48,10 +48,25 @@ __device__ inline char* latent_record(const BatchRows& b, const RecordFormat& f,
   const SeqCache& s = b.seqs[seq];
   return s.latent + layer * s.latent_layer_bytes + slot * f.latent_bytes();
 }
-__device__ inline char* index_record(const BatchRows& b, const RecordFormat& f, int32_t layer, int32_t seq,
+// Indexer keys. bf16: index_dim bf16 per slot at slot * index_bytes. FP8: the per-page layout of
+// kernels/indexer (DeepGEMM/vLLM): a page of page_size slots is page_size * index_bytes bytes, first the
+// page_size index_dim-byte e4m3 vectors (slot-major), then page_size float32 scales. One layout for the
+// simple and the fast indexer, so a cache written by either is read by both.
+__device__ inline char* index_vector(const BatchRows& b, const RecordFormat& f, int32_t layer, int32_t seq,
                                      int64_t slot) {
   const SeqCache& s = b.seqs[seq];
-  return s.index + layer * s.index_layer_bytes + slot * f.index_bytes();
+  char* base = s.index + layer * s.index_layer_bytes;
+  if (f.index_dtype != kRecFp8) return base + slot * f.index_bytes();
+  const int64_t page = slot / s.page_size, off = slot % s.page_size;
+  return base + page * s.page_size * f.index_bytes() + off * f.index_dim;
+}
+// FP8 only: the float32 scale of a slot's indexer key.
+__device__ inline float* index_scale(const BatchRows& b, const RecordFormat& f, int32_t layer, int32_t seq,
+                                     int64_t slot) {
+  const SeqCache& s = b.seqs[seq];
+  const int64_t page = slot / s.page_size, off = slot % s.page_size;
+  char* page_base = s.index + layer * s.index_layer_bytes + page * s.page_size * f.index_bytes();
+  return reinterpret_cast<float*>(page_base + static_cast<int64_t>(s.page_size) * f.index_dim) + off;
 }
 
 __device__ inline float e4m3_to_float(uint8_t v) {
@@ -87,9 +102,10 @@ __device__ inline float2 latent_pair(const char* rec, const RecordFormat& f, int
   }
   return __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(rec)[c >> 1]);
 }
-__device__ inline float index_value(const char* rec, const RecordFormat& f, int32_t j) {
-  if (f.index_dtype == kRecFp8)
-    return e4m3_to_float(static_cast<uint8_t>(rec[j])) * *reinterpret_cast<const float*>(rec + f.index_dim);
+// Value j of an indexer key (vector from index_vector; scale from index_scale, FP8 only).
+__device__ inline float index_value(const char* vec, const RecordFormat& f, int32_t j, float scale) {
+  if (f.index_dtype == kRecFp8) return e4m3_to_float(static_cast<uint8_t>(vec[j])) * scale;
+  const char* rec = vec;
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(rec)[j]);
 }
 

@@ -149,8 +149,11 @@ __global__ void indexer_prep_kernel(IndexerPrepParams p) {
     for (int32_t i = threadIdx.x; i < d; i += blockDim.x) key[i] = 0.f;
   }
   __syncthreads();
-  char* rec = detail::index_record(p.batch, p.fmt, p.layer, p.batch.seq[r], p.batch.slot[r]);
-  write_quantized(key, d, p.fmt.index_dtype == kRecFp8, d, rec, rec + d);
+  const int32_t seq = p.batch.seq[r];
+  const bool fp8 = p.fmt.index_dtype == kRecFp8;
+  char* rec = detail::index_vector(p.batch, p.fmt, p.layer, seq, p.batch.slot[r]);
+  write_quantized(key, d, fp8, d, rec,
+                  fp8 ? reinterpret_cast<char*>(detail::index_scale(p.batch, p.fmt, p.layer, seq, p.batch.slot[r])) : nullptr);
   if (!p.qi) return;
   float* qi = p.qi + static_cast<int64_t>(r) * p.heads * d;
   for (int32_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {

@@ -22,7 +22,9 @@ enum RecordDtype : int32_t { kRecBf16 = 1, kRecFp8 = 3 };
 
 // Latent record: [kv (kv_lora) | k_rot (rope)]. bf16: (kv_lora + rope) bf16. FP8: kv_lora e4m3, then
 // ceil(kv_lora / 128) float32 scales (one per 128 values), then rope bf16 (656 bytes at GLM-5 sizes).
-// Indexer key: bf16: index_dim bf16. FP8: index_dim e4m3, then one float32 scale (132 bytes).
+// Indexer key: bf16: index_dim bf16 per slot. FP8: index_dim e4m3 and one float32 scale per slot (132
+// bytes at GLM-5 sizes), laid out per page as kernels/indexer expects: a page's page_size vectors, then
+// its page_size scales (simple_device.cuh index_vector / index_scale).
 struct RecordFormat {
   int32_t latent_dtype = kRecBf16, index_dtype = kRecBf16;
   int32_t kv_lora = 0, rope = 0, index_dim = 0;

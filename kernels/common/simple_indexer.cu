@@ -29,10 +29,12 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IndexerSc
       if (lane == 0) out[t] = -INFINITY;
       continue;
     }
-    const char* rec = detail::index_record(p.batch, p.fmt, p.layer, seq, detail::slot_of(p.batch, seq, t));
+    const int64_t slot = detail::slot_of(p.batch, seq, t);
+    const char* rec = detail::index_vector(p.batch, p.fmt, p.layer, seq, slot);
+    const float scale = p.fmt.index_dtype == kRecFp8 ? *detail::index_scale(p.batch, p.fmt, p.layer, seq, slot) : 1.f;
     float key[kMaxKeyPerLane];
 #pragma unroll
-    for (int j = 0; j < kMaxKeyPerLane; ++j) key[j] = lane + 32 * j < d ? detail::index_value(rec, p.fmt, lane + 32 * j) : 0.f;
+    for (int j = 0; j < kMaxKeyPerLane; ++j) key[j] = lane + 32 * j < d ? detail::index_value(rec, p.fmt, lane + 32 * j, scale) : 0.f;
     float s = 0.f;
     for (int32_t h = 0; h < H; ++h) {
       float part = 0.f;

@@ -116,11 +116,12 @@ struct Cache {
           LV[c] = bf_to_f(b);
         }
       }
-      char* X = &idx[s * ib];
+      // FP8 keys: the per-page layout (a page's vectors, then its scales), bf16: slot * 2d.
+      char* X = fp8 ? &idx[(s / page) * page * ib + (s % page) * d] : &idx[s * ib];
       float* XV = &idx_val[s * d];
       if (fp8) {
         const float sc = uni(0.001f, 0.01f);
-        std::memcpy(X + d, &sc, 4);
+        std::memcpy(&idx[(s / page) * page * ib + page * d + (s % page) * 4], &sc, 4);
         for (int j = 0; j < d; ++j) {
           const uint8_t q = to_e4m3(uni(-448.f, 448.f));
           X[j] = static_cast<char>(q);

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/rope.hpp"
+#include "kernels/attention/sparse_mla.h"
+#include "kernels/common/fast_bridge.cuh"
 #include "kernels/common/simple_forward.cuh"
+#include "kernels/indexer/indexer_params.hpp"
 #include "model/dtype_decode.hpp"
 #include "runtime/error.hpp"
 #include "runtime/log.hpp"
@@ -48,6 +52,9 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int64_t kAlign = 256;
+// Decode-sized batches use the fast indexer's split top-k (about 45 KB of workspace per row); larger
+// ones its one-block-per-row top-k.
+constexpr int64_t kFastTopkSplitRows = 64;
 int64_t align_up(int64_t v, int64_t a = kAlign) { return (v + a - 1) / a * a; }
 
 // Sub-allocations of one device buffer, laid out in a fixed order so that equal capacities give equal
@@ -110,6 +117,17 @@ void decode_values(const char* in, int64_t n, bool fp8, int64_t group, const cha
   }
 }
 
+// Byte offsets inside one layer's indexer-key pool of a slot's key vector and (FP8) its scale: bf16 keys
+// sit at slot * index_bytes; FP8 keys use the per-page layout (a page's vectors, then its scales) of
+// simple_device.cuh index_vector / index_scale and kernels/indexer.
+int64_t index_vector_offset(const glm5k::RecordFormat& f, int64_t page_size, int64_t slot) {
+  if (f.index_dtype != glm5k::kRecFp8) return slot * f.index_bytes();
+  return (slot / page_size) * page_size * f.index_bytes() + (slot % page_size) * f.index_dim;
+}
+int64_t index_scale_offset(const glm5k::RecordFormat& f, int64_t page_size, int64_t slot) {
+  return (slot / page_size) * page_size * f.index_bytes() + page_size * f.index_dim + (slot % page_size) * 4;
+}
+
 int32_t record_dtype(int32_t requested, const char* what) {
   if (requested == GLM5RT_DTYPE_AUTO || requested == GLM5RT_DTYPE_BF16) return glm5k::kRecBf16;
   if (requested == GLM5RT_DTYPE_FP8_E4M3) return glm5k::kRecFp8;
@@ -140,6 +158,11 @@ struct CudaBackend::Work {
   float *x, *delta, *delta2, *h2f, *cos, *sin, *qa, *ckv, *q, *q_rot, *q_lat, *qi, *kraw, *iw, *scores;
   bf16 *hb, *h2b, *qrb, *q_nope, *o_lat, *ob;
   int32_t *sel, *n_sel;
+  int32_t* sel_slots;  // the selection as physical slots, -1 padded (fast MLA input; fast indexer output)
+  bf16* q_pack;        // [rows, heads, kv_lora + rope] bf16 absorbed query (fast MLA)
+  float* lse;          // [rows, heads] (fast MLA writes it; unused)
+  uint8_t* qi_q;       // [rows, index heads, index dim] bf16 or e4m3 indexer query (fast indexer)
+  float* qi_scale;     // [rows, index heads] e4m3 query scales
   float *g, *u;
   bf16* act;
   float *rlog, *rw, *eg, *eu, *ey, *sh;
@@ -179,6 +202,11 @@ struct CudaBackend::Work {
     scores = cv.take<float>(R * ctx);
     sel = cv.take<int32_t>(R * c.index_topk);
     n_sel = cv.take<int32_t>(R);
+    sel_slots = cv.take<int32_t>(R * c.index_topk);
+    q_pack = cv.take<bf16>(R * H * lat);
+    lse = cv.take<float>(R * H);
+    qi_q = cv.take<uint8_t>(R * c.index_n_heads * c.index_head_dim * 2);
+    qi_scale = cv.take<float>(R * c.index_n_heads);
     g = cv.take<float>(R * I);
     u = cv.take<float>(R * I);
     act = cv.take<bf16>(R * I);
@@ -226,8 +254,15 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   if (w_.max_fp8_dense > 0) dequant_.allocate(static_cast<size_t>(w_.max_fp8_dense) * 2, "the FP8 dequantisation workspace");
   work_ = std::make_unique<Work>();
   if (const char* p = std::getenv("GLM5RT_CUDA_FP8_PATH")) set_fp8_path(p);
+  const int64_t H = c.num_attention_heads;
+  mla_dims_ok_ = c.kv_lora_rank == kernels::kMlaLatentDim && c.qk_rope_head_dim == kernels::kMlaRopeDim &&
+                 (H == 8 || H == 16 || H == 32 || H == 64 || H == 128) && c.index_topk >= 1;
+  idx_dims_ok_ = c.index_n_heads == kernels::indexer::kHeads && c.index_head_dim == kernels::indexer::kHeadDim &&
+                 c.index_topk >= 1 && c.index_topk <= kernels::indexer::kMaxTopK;
+  if (const char* p = std::getenv("GLM5RT_CUDA_KERNELS")) set_kernels(p);
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  num_sms_ = prop.multiProcessorCount;
   log(LogLevel::info, "cuda backend on device ", device_, " (", prop.name, "): weights ", w_.bytes >> 20, " MiB");
 }
 
@@ -252,6 +287,37 @@ void CudaBackend::set_fp8_path(const std::string& path) {
   clear_graphs();
 }
 
+void CudaBackend::set_kernels(const std::string& which) {
+  if (which == "simple") kernels_ = 0;
+  else if (which == "fast-mla") kernels_ = 1;
+  else if (which == "fast") kernels_ = 2;
+  else fail(Status::invalid_argument, "CUDA kernels must be simple, fast-mla or fast, got ", which);
+  clear_graphs();
+}
+
+std::string CudaBackend::kernels() const { return kernels_ == 0 ? "simple" : kernels_ == 1 ? "fast-mla" : "fast"; }
+
+// The fast families' workspaces for a forward of `rows` rows (grown outside any graph capture: a
+// captured graph keeps the addresses it saw).
+void CudaBackend::ensure_fast_workspace(int64_t rows, const glm5k::RecordFormat& fmt) {
+  size_t mla = 0, topk = 0;
+  if (use_fast_mla_) {
+    kernels::SparseMlaParams p;
+    p.num_tokens = static_cast<int>(rows);
+    p.num_heads = static_cast<int>(config_.num_attention_heads);
+    p.topk = static_cast<int>(config_.index_topk);
+    p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
+    p.num_sms = num_sms_;
+    mla = kernels::sparse_mla_workspace_size(p);
+  }
+  if (use_fast_idx_ && rows <= kFastTopkSplitRows) topk = kernels::indexer::indexer_topk_workspace_bytes(static_cast<int>(rows));
+  if (mla <= mla_ws_.bytes() && topk <= topk_ws_.bytes()) return;
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  clear_graphs();
+  if (mla > mla_ws_.bytes()) mla_ws_.allocate(mla, "the sparse MLA split workspace");
+  if (topk > topk_ws_.bytes()) topk_ws_.allocate(topk, "the indexer top-k workspace");
+}
+
 MemoryReport CudaBackend::memory() const {
   MemoryReport m;
   m.weights = w_.bytes;
@@ -259,6 +325,7 @@ MemoryReport CudaBackend::memory() const {
   m.plan = static_cast<int64_t>(plan_dev_.bytes());
   m.dequant = static_cast<int64_t>(dequant_.bytes());
   m.cublas = static_cast<int64_t>(lt_->workspace_bytes());
+  m.workspace += static_cast<int64_t>(mla_ws_.bytes() + topk_ws_.bytes());
   return m;
 }
 
@@ -403,30 +470,57 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     ip.wts = k.iw;
   }
   check(glm5k::launch_indexer_prep(ip, stream_), "indexer prep");
-  if (run_indexer) {
+  const int32_t topk = static_cast<int32_t>(c.index_topk);
+  if (run_indexer && use_fast_idx_) {
+    // kernels/indexer: scores of every visible key (page-table walk), then the exact top-k as slots.
+    const bool fp8 = fmt.index_dtype == glm5k::kRecFp8;
+    check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(c.index_n_heads),
+                                      static_cast<int32_t>(c.index_head_dim), fp8, k.qi_q, k.qi_scale, stream_),
+          "indexer query conversion");
+    namespace ki = kernels::indexer;
+    ki::ScoreParams sp;
+    sp.rows.num_rows = static_cast<int>(R);
+    sp.rows.row_seq = rows_.seq;
+    sp.rows.row_len = row_len_dev_;
+    sp.rows.block_tables = bt_padded_dev_;
+    sp.rows.block_table_stride = bt_stride_;
+    sp.rows.page_size = fast_cache_->page_size();
+    sp.rows.max_row_len = static_cast<int>(ctx_cap);
+    sp.format = fp8 ? ki::KeyFormat::kFp8 : ki::KeyFormat::kBf16;
+    sp.q = k.qi_q;
+    sp.q_scale = fp8 ? k.qi_scale : nullptr;
+    sp.weights = k.iw;  // already times index_n_heads^-0.5 (indexer prep)
+    sp.key_cache = fast_cache_->index() + li * fast_cache_->index_layer_bytes();
+    sp.scores = k.scores;
+    sp.score_stride = ki::indexer_score_stride(static_cast<int>(ctx_cap));
+    const bool split = R <= kFastTopkSplitRows && topk_ws_.get();
+    check(ki::launch_indexer(sp, topk, k.sel_slots, nullptr, split ? topk_ws_.get() : nullptr,
+                             split ? topk_ws_.bytes() : 0, stream_),
+          "fast indexer (scores + top-k)");
+  } else if (run_indexer) {
     glm5k::IndexerScoreParams sp{k.qi, k.iw, rows_, fmt, static_cast<int32_t>(li), static_cast<int32_t>(c.index_n_heads),
                                  static_cast<float>(std::pow(static_cast<double>(c.index_head_dim), -0.5)),
                                  static_cast<int32_t>(ctx_cap), k.scores};
     check(glm5k::launch_indexer_scores(sp, stream_), "indexer scores");
-    check(glm5k::launch_topk_select(k.scores, static_cast<int32_t>(ctx_cap), rows_.pos, static_cast<int32_t>(R),
-                                    static_cast<int32_t>(c.index_topk), k.sel, k.n_sel, stream_),
+    check(glm5k::launch_topk_select(k.scores, static_cast<int32_t>(ctx_cap), rows_.pos, static_cast<int32_t>(R), topk,
+                                    k.sel, k.n_sel, stream_),
           "indexer top-k");
+    if (use_fast_mla_)
+      check(glm5k::launch_positions_to_slots(k.sel, rows_, topk, k.sel_slots, stream_), "selection to slots");
   }
   if (forced_sel_ && !forced_sel_->empty()) {
     // Tests: attend to a given selection (ForwardProbe::force_topk); the indexer's own is reported first.
     require(static_cast<int64_t>(forced_sel_->size()) == R * c.index_topk, Status::invalid_argument,
             "force_topk of layer ", li, " must hold rows x index_topk entries");
-    if (own_sel_) {
-      own_sel_->resize(R * c.index_topk);
-      check(cudaMemcpyAsync(own_sel_->data(), k.sel, own_sel_->size() * 4, cudaMemcpyDeviceToHost, stream_),
-            "probe copy");
-    }
+    if (own_sel_) report_selection(*own_sel_);
     std::vector<int32_t> counts(R, 0);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t i = 0; i < c.index_topk; ++i) counts[r] += (*forced_sel_)[r * c.index_topk + i] >= 0;
     check(cudaMemcpyAsync(k.sel, forced_sel_->data(), forced_sel_->size() * 4, cudaMemcpyHostToDevice, stream_),
           "forced selection");
     check(cudaMemcpyAsync(k.n_sel, counts.data(), R * 4, cudaMemcpyHostToDevice, stream_), "forced selection");
+    if (use_fast_mla_)
+      check(glm5k::launch_positions_to_slots(k.sel, rows_, topk, k.sel_slots, stream_), "selection to slots");
     check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
   }
   // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
@@ -446,9 +540,31 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   ab.ldc = H * kvr;
   ab.c_batch_stride = kvr;
   check(glm5k::launch_row_gemm(ab, stream_), "absorbed query");
-  glm5k::SparseMlaParams sm{k.q_lat, k.q_rot, k.sel, k.n_sel, static_cast<int32_t>(c.index_topk), rows_, fmt,
-                            static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
-  check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
+  if (use_fast_mla_) {
+    // kernels/attention: bf16 query [R, H, 576], records addressed by physical slot (-1 = unused).
+    check(glm5k::launch_pack_mla_query(k.q_lat, k.q_rot, static_cast<int32_t>(R), static_cast<int32_t>(H),
+                                       static_cast<int32_t>(kvr), static_cast<int32_t>(c.qk_rope_head_dim), k.q_pack,
+                                       stream_),
+          "packing the MLA query");
+    kernels::SparseMlaParams p;
+    p.q = k.q_pack;
+    p.cache = fast_cache_->latent() + li * fast_cache_->latent_layer_bytes();
+    p.num_slots = fast_cache_->n_slots();
+    p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
+    p.indices = k.sel_slots;
+    p.out = k.o_lat;
+    p.lse = k.lse;
+    p.num_tokens = static_cast<int>(R);
+    p.num_heads = static_cast<int>(H);
+    p.topk = topk;
+    p.softmax_scale = softmax_scale_;  // includes YaRN's mscale^2 (cpu::attention_softmax_scale)
+    p.num_sms = num_sms_;
+    check(kernels::sparse_mla_forward(p, mla_ws_.get(), mla_ws_.bytes(), stream_), "fast sparse mla");
+  } else {
+    glm5k::SparseMlaParams sm{k.q_lat, k.q_rot, k.sel, k.n_sel, topk, rows_, fmt,
+                              static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
+    check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
+  }
   glm5k::RowGemmParams uv;
   uv.a = k.o_lat;
   uv.lda = H * kvr;
@@ -467,6 +583,45 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   uv.c_batch_stride = vh;
   check(glm5k::launch_row_gemm(uv, stream_), "value up-projection");
   linear(k.ob, R, w.o_proj, k.delta);
+}
+
+// Probe report of the selection the indexer just made: positions, ascending, -1 padded (the CPU
+// backend's format). The fast indexer returns physical slots in no particular order: they are mapped
+// back to positions through the plan's block tables.
+void CudaBackend::report_selection(std::vector<int32_t>& out) {
+  const Work& k = *work_;
+  const int64_t R = rows_.rows, K = config_.index_topk;
+  out.resize(static_cast<size_t>(R * K));
+  if (!use_fast_idx_) {
+    check(cudaMemcpyAsync(out.data(), k.sel, out.size() * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+    check(cudaStreamSynchronize(stream_), "probe copy");
+    return;
+  }
+  require(plan_ != nullptr, Status::internal, "selection report without a batch plan");
+  check(cudaMemcpyAsync(out.data(), k.sel_slots, out.size() * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+  check(cudaStreamSynchronize(stream_), "probe copy");
+  const int64_t ps = fast_cache_->page_size();
+  std::map<int32_t, std::vector<int32_t>> page_index;  // sequence -> page -> block-table index
+  for (int64_t r = 0; r < R; ++r) {
+    const int32_t s = plan_->seq_of_row[r];
+    auto it = page_index.find(s);
+    if (it == page_index.end()) {
+      std::vector<int32_t> idx(static_cast<size_t>(fast_cache_->n_pages()), -1);
+      const auto& bt = plan_->seqs[s].block_table;
+      for (size_t b = 0; b < bt.size(); ++b)
+        if (idx[bt[b]] < 0) idx[bt[b]] = static_cast<int32_t>(b);
+      it = page_index.emplace(s, std::move(idx)).first;
+    }
+    int32_t* row = out.data() + r * K;
+    for (int64_t i = 0; i < K; ++i) {
+      if (row[i] < 0) continue;
+      const int32_t b = it->second.at(static_cast<size_t>(row[i] / ps));
+      require(b >= 0, Status::internal, "the fast indexer selected slot ", row[i], ", outside row ", r, "'s pages");
+      row[i] = static_cast<int32_t>(b * ps + row[i] % ps);
+    }
+    // Ascending positions, then the -1 padding.
+    std::sort(row, row + K, [](int32_t a, int32_t b) { return a >= 0 && (b < 0 || a < b); });
+  }
 }
 
 void CudaBackend::enqueue_mlp(int64_t li) {
@@ -597,11 +752,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
     forced_sel_ = nullptr;
     own_sel_ = nullptr;
     have_selection = true;
-    if (probe && run_indexer && !forced) {
-      auto& t = probe->topk[li];
-      t.resize(R * c.index_topk);
-      check(cudaMemcpyAsync(t.data(), k.sel, t.size() * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
-    }
+    if (probe && run_indexer && !forced) report_selection(probe->topk[li]);
     check(glm5k::launch_residual_rms_norm(k.x, k.delta, nullptr, Ri, Di, w.post_norm, eps, k.h2b,
                                           w.is_moe ? k.h2f : nullptr, stream_),
           "post-attention norm");
@@ -645,11 +796,12 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
     require(r >= 0 && r < R, Status::invalid_argument, "logit row ", r, " is outside the batch");
   const CudaCache* first = nullptr;
   int64_t bt_total = 0;
-  bool decode = true;
+  bool decode = true, one_cache = true;
   for (const auto& s : plan.seqs) {
     const auto* cc = dynamic_cast<const CudaCache*>(s.cache);
     require(cc != nullptr, Status::invalid_argument, "the batch refers to a cache of another backend");
     if (!first) first = cc;
+    one_cache = one_cache && cc == first;
     require(cc->format().latent_dtype == first->format().latent_dtype &&
                 cc->format().index_dtype == first->format().index_dtype,
             Status::unsupported, "one batch mixes cache record formats");
@@ -668,6 +820,15 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   }
   check(cudaSetDevice(device_), "cudaSetDevice");
   ensure_work(R, ctx_cap, n_out);
+  // The fast kernels take one cache pool and int32 slots; the fast FP8 indexer wants 16-byte page bases.
+  use_fast_mla_ = kernels_ >= 1 && mla_dims_ok_ && one_cache && first->n_slots() <= INT32_MAX;
+  use_fast_idx_ = use_fast_mla_ && kernels_ >= 2 && idx_dims_ok_ &&
+                  (fmt.index_dtype != glm5k::kRecFp8 || (int64_t{first->page_size()} * fmt.index_bytes()) % 16 == 0);
+  fast_cache_ = use_fast_mla_ ? first : nullptr;
+  // Block tables padded to one stride for the fast indexer: entries for positions < ctx_cap (the
+  // stride stays fixed for a graph key).
+  bt_stride_ = use_fast_idx_ ? static_cast<int32_t>((ctx_cap + first->page_size() - 1) / first->page_size()) : 0;
+  ensure_fast_workspace(R, fmt);
 
   // Batch description: one upload.
   Carver lay(nullptr);
@@ -683,6 +844,10 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   lay.take<int32_t>(std::max<int64_t>(1, n_out));
   const int64_t o_sc = lay.used();
   lay.take<glm5k::SeqCache>(S);
+  const int64_t o_len = lay.used();
+  lay.take<int32_t>(use_fast_idx_ ? R : 1);
+  const int64_t o_btp = lay.used();
+  lay.take<int32_t>(std::max<int64_t>(1, S * bt_stride_));
   const int64_t o_bt = lay.used();
   lay.take<int32_t>(std::max<int64_t>(1, bt_total));
   ensure_plan_capacity(static_cast<size_t>(lay.used()));
@@ -696,7 +861,10 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   auto* lr = reinterpret_cast<int32_t*>(h + o_lr);
   auto* sc = reinterpret_cast<glm5k::SeqCache*>(h + o_sc);
   auto* bt = reinterpret_cast<int32_t*>(h + o_bt);
+  auto* row_len = reinterpret_cast<int32_t*>(h + o_len);
+  auto* btp = reinterpret_cast<int32_t*>(h + o_btp);
   for (int64_t r = 0; r < R; ++r) {
+    if (use_fast_idx_) row_len[r] = static_cast<int32_t>(plan.positions[r] + 1);
     tok[r] = plan.tokens[r];
     pos[r] = static_cast<int32_t>(plan.positions[r]);
     seq[r] = plan.seq_of_row[r];
@@ -719,6 +887,11 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
     sc[s].page_size = cc->page_size();
     std::copy(sp.block_table.begin(), sp.block_table.end(), bt + bt_at);
     bt_at += static_cast<int64_t>(sp.block_table.size());
+    if (use_fast_idx_) {  // page 0 pads: never read (row_len bounds the walk), but a valid page
+      const int64_t n = std::min<int64_t>(bt_stride_, static_cast<int64_t>(sp.block_table.size()));
+      std::fill(btp + s * bt_stride_, btp + (s + 1) * bt_stride_, 0);
+      std::copy(sp.block_table.begin(), sp.block_table.begin() + n, btp + s * bt_stride_);
+    }
   }
   check(cudaMemcpyAsync(d, h, static_cast<size_t>(lay.used()), cudaMemcpyHostToDevice, stream_), "uploading the batch");
   tokens_dev_ = reinterpret_cast<const int32_t*>(d + o_tok);
@@ -728,6 +901,8 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   rows_.seqs = reinterpret_cast<const glm5k::SeqCache*>(d + o_sc);
   rows_.block_tables = reinterpret_cast<const int32_t*>(d + o_bt);
   rows_.rows = static_cast<int32_t>(R);
+  row_len_dev_ = reinterpret_cast<const int32_t*>(d + o_len);
+  bt_padded_dev_ = reinterpret_cast<const int32_t*>(d + o_btp);
   logit_rows_dev_ = reinterpret_cast<const int32_t*>(d + o_lr);
   last_n_out_ = n_out;
   if (probe) {
@@ -738,11 +913,22 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   }
 
   if (!use_graph) {
-    enqueue_forward(R, S, n_out, ctx_cap, fmt, should_stop, probe, &plan);
+    plan_ = &plan;
+    try {
+      enqueue_forward(R, S, n_out, ctx_cap, fmt, should_stop, probe, &plan);
+    } catch (...) {
+      plan_ = nullptr;
+      throw;
+    }
+    plan_ = nullptr;
     return work_->logits;
   }
   if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
-  const GraphKey key{R, S, n_out, ctx_cap, fmt.latent_dtype * 16 + fmt.index_dtype};
+  const int64_t choice = (use_fast_mla_ ? 1 : 0) + (use_fast_idx_ ? 2 : 0);
+  const GraphKey key{R, S, n_out, ctx_cap,
+                     fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice +
+                         (use_fast_mla_ ? 1024 * int64_t{fast_cache_->page_size()} : 0),
+                     use_fast_mla_ ? static_cast<int64_t>(reinterpret_cast<intptr_t>(fast_cache_->latent())) : 0};
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -806,7 +992,8 @@ void CudaBackend::fill_cache_random(CacheStorage& cache, uint64_t seed) {
 }
 
 // Copy-on-write for Session::fork: a page's records are page_size consecutive slots in every layer's
-// pool, so one strided device copy per pool moves the page for all layers.
+// pool (for FP8 indexer keys too: the page's vectors then its scales fill the same page_size * 132
+// bytes), so one strided device copy per pool moves the page for all layers.
 void CudaBackend::copy_page(CacheStorage& cache, int32_t src, int32_t dst) const {
   auto& cc = dynamic_cast<CudaCache&>(cache);
   const int64_t L = config_.num_hidden_layers, ps = cc.page_size();
@@ -833,8 +1020,14 @@ void CudaBackend::export_records(const CacheStorage& cache, const std::vector<in
     const int64_t slot = static_cast<int64_t>(bt[t / cc.page_size()]) * cc.page_size() + t % cc.page_size();
     check(cudaMemcpy2D(lat.data(), lb, cc.latent() + slot * lb, cc.latent_layer_bytes(), lb, L, cudaMemcpyDeviceToHost),
           "reading cache records");
-    check(cudaMemcpy2D(idx.data(), ib, cc.index() + slot * ib, cc.index_layer_bytes(), ib, L, cudaMemcpyDeviceToHost),
+    // Host copy per layer: [key vector | scale], ib bytes.
+    check(cudaMemcpy2D(idx.data(), ib, cc.index() + index_vector_offset(f, cc.page_size(), slot), cc.index_layer_bytes(),
+                       xf ? d : ib, L, cudaMemcpyDeviceToHost),
           "reading cache records");
+    if (xf)
+      check(cudaMemcpy2D(idx.data() + d, ib, cc.index() + index_scale_offset(f, cc.page_size(), slot),
+                         cc.index_layer_bytes(), 4, L, cudaMemcpyDeviceToHost),
+            "reading cache records");
     for (int64_t l = 0; l < L; ++l) {
       float* o = out + (t * L + l) * rec;
       const char* lr = lat.data() + l * lb;
@@ -869,8 +1062,13 @@ void CudaBackend::import_records(CacheStorage& cache, const std::vector<int32_t>
     const int64_t slot = static_cast<int64_t>(bt[t / cc.page_size()]) * cc.page_size() + t % cc.page_size();
     check(cudaMemcpy2D(cc.latent() + slot * lb, cc.latent_layer_bytes(), lat.data(), lb, lb, L, cudaMemcpyHostToDevice),
           "writing cache records");
-    check(cudaMemcpy2D(cc.index() + slot * ib, cc.index_layer_bytes(), idx.data(), ib, ib, L, cudaMemcpyHostToDevice),
+    check(cudaMemcpy2D(cc.index() + index_vector_offset(f, cc.page_size(), slot), cc.index_layer_bytes(), idx.data(), ib,
+                       xf ? d : ib, L, cudaMemcpyHostToDevice),
           "writing cache records");
+    if (xf)
+      check(cudaMemcpy2D(cc.index() + index_scale_offset(f, cc.page_size(), slot), cc.index_layer_bytes(), idx.data() + d,
+                         ib, 4, L, cudaMemcpyHostToDevice),
+            "writing cache records");
   }
 }
 

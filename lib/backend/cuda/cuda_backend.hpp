@@ -7,6 +7,11 @@
 // CUDA graph keyed on the batch shape and replayed. Dense projections go through cuBLASLt (FP8 weights
 // dequantised into a bf16 workspace first, or, for a few rows, read directly by the simple row GEMM);
 // MoE experts through the simple grouped row GEMM with a device-side routing plan.
+//
+// Attention kernels: the fast families (kernels/attention sparse MLA, kernels/indexer scores + top-k)
+// where the model has GLM-5's attention shapes (kv_lora 512, rope 64, heads 8..128; indexer 32 x 128),
+// the simple kernels of kernels/common otherwise and as the reference they are tested against
+// (set_kernels / GLM5RT_CUDA_KERNELS). Both read and write the same cache records.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -89,13 +94,25 @@ class CudaBackend final : public Backend {
   // FP8 dense projections: "auto" (= "dequant": dequantise into a bf16 workspace, then cuBLASLt) or
   // "direct" (the simple row GEMM reads FP8). Also settable through GLM5RT_CUDA_FP8_PATH.
   void set_fp8_path(const std::string& path);
+  // Attention kernel families: "simple" (kernels/common only), "fast-mla" (fast sparse MLA, simple
+  // indexer) or "fast" (fast sparse MLA and fast indexer, the default). Also settable through
+  // GLM5RT_CUDA_KERNELS. A fast family runs only where the model has its shapes and the batch's
+  // sequences share one cache (else that forward uses the simple kernels): see fast_*_supported and
+  // last_forward_used_fast_*.
+  void set_kernels(const std::string& which);
+  std::string kernels() const;
+  bool fast_mla_supported() const { return mla_dims_ok_; }
+  bool fast_indexer_supported() const { return idx_dims_ok_; }
+  bool last_forward_used_fast_mla() const { return use_fast_mla_; }
+  bool last_forward_used_fast_indexer() const { return use_fast_idx_; }
   MemoryReport memory() const;
   int64_t graphs_captured() const { return graphs_captured_; }
   int64_t graph_replays() const { return graph_replays_; }
 
  private:
   struct Work;  // per-forward device buffers, sized for (rows, context capacity, logit rows)
-  using GraphKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;  // rows, seqs, logit rows, ctx, fmt
+  // rows, seqs, logit rows, ctx, fmt + kernel choice + page size, cache address (fast kernels bake it in)
+  using GraphKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
   glm5k::RecordFormat record_format(const CacheDtypes& d) const;
   void ensure_work(int64_t rows, int64_t ctx_cap, int64_t n_out);
@@ -107,6 +124,8 @@ class CudaBackend final : public Backend {
   void linear(const __nv_bfloat16* x, int64_t m, const DevLinear& L, float* y);
   void swiglu(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
   void clear_graphs();
+  void ensure_fast_workspace(int64_t rows, const glm5k::RecordFormat& fmt);
+  void report_selection(std::vector<int32_t>& out);
 
   ModelConfig config_;
   int32_t device_;
@@ -122,6 +141,17 @@ class CudaBackend final : public Backend {
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   int64_t graphs_captured_ = 0, graph_replays_ = 0;
   int32_t fp8_path_ = 0;  // 0 auto, 1 direct, 2 dequant
+  int32_t kernels_ = 2;   // 0 simple, 1 fast MLA, 2 fast MLA + fast indexer
+  bool mla_dims_ok_ = false, idx_dims_ok_ = false;
+  int32_t num_sms_ = 0;
+  // Decided per forward (part of the graph key): which fast families run, and on which cache.
+  bool use_fast_mla_ = false, use_fast_idx_ = false;
+  const CudaCache* fast_cache_ = nullptr;
+  DeviceBuffer mla_ws_, topk_ws_;
+  const int32_t* row_len_dev_ = nullptr;    // [rows] pos + 1 (fast indexer)
+  const int32_t* bt_padded_dev_ = nullptr;  // [seqs, bt_stride_] block tables (fast indexer)
+  int32_t bt_stride_ = 0;
+  const BatchPlan* plan_ = nullptr;         // during an eager forward (probe reports)
   int64_t last_n_out_ = 0;
   glm5k::BatchRows rows_{};
   const int32_t* logit_rows_dev_ = nullptr;

@@ -1,0 +1,475 @@
+// The CUDA backend's fast attention kernels (kernels/attention sparse MLA, kernels/indexer scores + top-k)
+// against its simple kernels (kernels/common) and the float32 CPU backend, whole model.
+//
+// The fixtures are too small for the fast families (they need GLM-5's attention shapes: kv_lora 512,
+// rope 64, 8..128 heads, indexer 32 heads x 128 dims), so this test builds a small model with exactly
+// those attention shapes and random float32 weights in host memory (hidden 256, 3 layers: dense + full
+// indexer, MoE + full indexer, MoE + shared indexer). Every run asserts which kernels it used, so the test
+// cannot pass by silently falling back to the simple path.
+//
+// Checks (bf16 and FP8 cache records, page sizes 16 and 64, scrambled pages):
+// 1. teacher-forced prefill, the CPU's top-k selections and expert choices forced: fast vs CPU and simple
+//    vs CPU (max |diff| / max |ref| <= 2e-2 for bf16 records, 1e-1 for FP8; argmax on decisive rows), and
+//    fast vs simple;
+// 2. free run: the fast indexer's selections against the CPU's and the simple indexer's, per layer;
+// 3. decode rows one at a time (the T = 1 paths: split MLA, decode indexer scores, split top-k), forced;
+// 4. a 2-sequence decode batch captured in a CUDA graph against eager forwards of the same state.
+// Also: the records the cache writer produced, as export_records decodes them, against the CPU's.
+// Lines to read in the log: [fast-logits], [fast-topk], [fast-records], [fast-decode], [fast-graph].
+#ifdef GLM5RT_GPU_TESTS_WITH_CORE
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "backend/backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cuda/cuda_backend.hpp"
+#include "model/config.hpp"
+#include "model/weights.hpp"
+
+using namespace glm5rt;
+
+namespace {
+
+// A model with GLM-5's attention shapes, small elsewhere; weights are float32 views into owned vectors.
+struct HostModel {
+  ModelConfig c;
+  ModelWeights w;
+  std::vector<std::unique_ptr<std::vector<float>>> store;
+  std::mt19937_64 rng;
+
+  explicit HostModel(uint64_t seed) : rng(seed) {}
+
+  TensorView tensor(const std::string& name, std::vector<int64_t> shape, float center, float spread) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    auto v = std::make_unique<std::vector<float>>(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (auto& x : *v) x = center + spread * u(rng);
+    TensorView t;
+    t.name = name;
+    t.dtype = DType::f32;
+    t.shape = std::move(shape);
+    t.data = v->data();
+    store.push_back(std::move(v));
+    return t;
+  }
+  // [out, in] with entries ~ U(-1, 1) * sqrt(3 / in): unit-variance outputs for unit-variance inputs.
+  TensorView linear(const std::string& name, int64_t out, int64_t in) {
+    return tensor(name, {out, in}, 0.f, std::sqrt(3.f / static_cast<float>(in)));
+  }
+  TensorView norm(const std::string& name, int64_t n) { return tensor(name, {n}, 1.f, 0.2f); }
+  MlpWeights mlp(const std::string& p, int64_t d, int64_t i) {
+    return {linear(p + ".gate_proj", i, d), linear(p + ".up_proj", i, d), linear(p + ".down_proj", d, i)};
+  }
+};
+
+std::unique_ptr<HostModel> glm5_attention_model(uint64_t seed) {
+  auto m = std::make_unique<HostModel>(seed);
+  ModelConfig& c = m->c;
+  c.vocab_size = 512;
+  c.hidden_size = 256;
+  c.num_hidden_layers = 3;
+  c.intermediate_size = 384;
+  c.moe_intermediate_size = 96;
+  c.n_routed_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.n_shared_experts = 1;
+  c.n_group = 1;
+  c.topk_group = 1;
+  c.routed_scaling_factor = 2.5;
+  c.norm_topk_prob = true;
+  c.num_attention_heads = 16;
+  c.q_lora_rank = 192;
+  c.kv_lora_rank = 512;
+  c.qk_nope_head_dim = 64;
+  c.qk_rope_head_dim = 64;
+  c.v_head_dim = 64;
+  c.index_n_heads = 32;
+  c.index_head_dim = 128;
+  c.index_topk = 64;
+  c.rms_norm_eps = 1e-5;
+  c.rope.theta = 10000.0;
+  c.max_position_embeddings = 4096;
+  c.indexer_types = {IndexerType::full, IndexerType::full, IndexerType::shared};
+  c.mlp_types = {MlpType::dense, MlpType::moe, MlpType::moe};
+  c.torch_dtype = "float32";
+  const int64_t D = c.hidden_size, H = c.num_attention_heads;
+  ModelWeights& w = m->w;
+  w.embed_tokens = m->tensor("embed_tokens", {c.vocab_size, D}, 0.f, 1.f);
+  w.final_norm = m->norm("norm", D);
+  w.lm_head = m->linear("lm_head", c.vocab_size, D);
+  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
+    const std::string p = "layers." + std::to_string(li) + ".";
+    LayerWeights L;
+    L.input_layernorm = m->norm(p + "input_layernorm", D);
+    L.post_attention_layernorm = m->norm(p + "post_attention_layernorm", D);
+    L.q_a_proj = m->linear(p + "q_a_proj", c.q_lora_rank, D);
+    L.q_a_layernorm = m->norm(p + "q_a_layernorm", c.q_lora_rank);
+    L.q_b_proj = m->linear(p + "q_b_proj", H * c.qk_head_dim(), c.q_lora_rank);
+    L.kv_a_proj_with_mqa = m->linear(p + "kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, D);
+    L.kv_a_layernorm = m->norm(p + "kv_a_layernorm", c.kv_lora_rank);
+    L.kv_b_proj = m->linear(p + "kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    L.o_proj = m->linear(p + "o_proj", D, H * c.v_head_dim);
+    if (c.indexer_types[li] == IndexerType::full) {
+      L.idx_wq_b = m->linear(p + "indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+      L.idx_wk = m->linear(p + "indexer.wk", c.index_head_dim, D);
+      L.idx_k_norm_weight = m->norm(p + "indexer.k_norm.weight", c.index_head_dim);
+      L.idx_k_norm_bias = m->tensor(p + "indexer.k_norm.bias", {c.index_head_dim}, 0.f, 0.1f);
+      L.idx_weights_proj = m->linear(p + "indexer.weights_proj", c.index_n_heads, D);
+    }
+    L.is_moe = c.mlp_types[li] == MlpType::moe;
+    if (!L.is_moe) {
+      L.dense = m->mlp(p + "mlp", D, c.intermediate_size);
+    } else {
+      L.router_weight = m->linear(p + "mlp.gate", c.n_routed_experts, D);
+      L.router_bias = m->tensor(p + "mlp.gate.e_score_correction_bias", {c.n_routed_experts}, 0.f, 0.05f);
+      for (int64_t e = 0; e < c.n_routed_experts; ++e)
+        L.experts.push_back(m->mlp(p + "mlp.experts." + std::to_string(e), D, c.moe_intermediate_size));
+      L.shared_expert = m->mlp(p + "mlp.shared_experts", D, c.moe_intermediate_size * c.n_shared_experts);
+    }
+    w.layers.push_back(std::move(L));
+  }
+  return m;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> u(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = u(rng);
+  return t;
+}
+
+// Rows [r0, r1) of every non-empty per-layer entry of rows x width.
+template <typename T>
+std::vector<std::vector<T>> slice_rows(const std::vector<std::vector<T>>& v, int64_t r0, int64_t r1, int64_t width) {
+  std::vector<std::vector<T>> out(v.size());
+  for (size_t l = 0; l < v.size(); ++l)
+    if (!v[l].empty()) out[l].assign(v[l].begin() + r0 * width, v[l].begin() + r1 * width);
+  return out;
+}
+
+struct Rows {
+  std::vector<float> logits;
+  ForwardProbe probe;
+};
+
+// One forward of rows [n_past, n_past + n_new) of `tokens` (positions n_past..), logits of every new row.
+// force: rows x width slices to force (nullptr: free run). probe: whether to pass a probe (eager path).
+Rows forward_rows(Backend& be, CacheStorage* cache, const std::vector<int32_t>& bt, int32_t ps,
+                  const std::vector<int32_t>& tokens, int64_t n_past, int64_t n_new, const ForwardProbe* force,
+                  bool probe = true) {
+  const ModelConfig& c = be.config();
+  BatchPlan plan;
+  plan.add_sequence(cache, bt, ps, n_past, tokens.data() + n_past, n_new);
+  for (int64_t r = 0; r < n_new; ++r) plan.logit_rows.push_back(r);
+  Rows out;
+  if (force) {
+    out.probe.force_topk = slice_rows(force->topk, n_past, n_past + n_new, c.index_topk);
+    out.probe.force_experts = slice_rows(force->experts, n_past, n_past + n_new, c.num_experts_per_tok);
+    out.probe.force_expert_weights = slice_rows(force->expert_weights, n_past, n_past + n_new, c.num_experts_per_tok);
+  }
+  out.logits.assign(static_cast<size_t>(n_new * c.vocab_size), NAN);  // poisoned
+  be.forward(plan, out.logits.data(), {}, probe ? &out.probe : nullptr);
+  return out;
+}
+
+std::vector<int32_t> scrambled_pages(int64_t n_pages, uint64_t seed) {
+  std::vector<int32_t> bt(static_cast<size_t>(n_pages));
+  for (int64_t p = 0; p < n_pages; ++p) bt[p] = static_cast<int32_t>(p);
+  std::shuffle(bt.begin(), bt.end(), std::mt19937_64(seed));
+  return bt;
+}
+
+struct Agreement {
+  double rel = 0, max_diff = 0, max_ref = 0;
+  int64_t nan = 0, argmax_checked = 0, argmax_mismatch = 0;
+};
+
+Agreement compare(const std::vector<float>& got, const std::vector<float>& ref, int64_t V) {
+  Agreement a;
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) ++a.nan;
+    a.max_diff = std::max(a.max_diff, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    a.max_ref = std::max(a.max_ref, std::fabs(static_cast<double>(ref[i])));
+  }
+  a.rel = a.nan ? INFINITY : a.max_diff / a.max_ref;
+  for (size_t r = 0; r * V < ref.size(); ++r) {
+    const float* c = &ref[r * V];
+    const float* g = &got[r * V];
+    const int64_t ca = std::max_element(c, c + V) - c, ga = std::max_element(g, g + V) - g;
+    float second = -INFINITY;
+    for (int64_t i = 0; i < V; ++i)
+      if (i != ca) second = std::max(second, c[i]);
+    if (c[ca] - second > 0.05f * (c[ca] - *std::min_element(c, c + V))) {
+      ++a.argmax_checked;
+      a.argmax_mismatch += ca != ga;
+    }
+  }
+  return a;
+}
+
+void print(const char* tag, const std::string& what, const Agreement& a) {
+  std::printf("[%s] %-44s rel %.3e (max diff %.3e, max ref %.3e), argmax differs on %lld of %lld decisive rows, "
+              "%lld non-finite\n",
+              tag, what.c_str(), a.rel, a.max_diff, a.max_ref, static_cast<long long>(a.argmax_mismatch),
+              static_cast<long long>(a.argmax_checked), static_cast<long long>(a.nan));
+}
+
+// Mean overlap |A n B| / |A| of two selections (rows x k, -1 padded) over rows; also checks the format
+// (ascending, -1 padded) and equal set sizes.
+double topk_overlap(const std::vector<int32_t>& got, const std::vector<int32_t>& ref, int64_t k, int64_t* same_rows) {
+  REQUIRE(got.size() == ref.size());
+  const int64_t N = static_cast<int64_t>(ref.size()) / k;
+  double overlap = 0;
+  *same_rows = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    std::set<int32_t> a, b;
+    for (int64_t i = 0; i < k; ++i) {
+      if (ref[r * k + i] >= 0) a.insert(ref[r * k + i]);
+      if (got[r * k + i] >= 0) b.insert(got[r * k + i]);
+      if (i > 0 && got[r * k + i] >= 0) CHECK(got[r * k + i - 1] >= 0);
+      if (i > 0 && got[r * k + i] >= 0) CHECK(got[r * k + i - 1] < got[r * k + i]);
+    }
+    CHECK(a.size() == b.size());
+    int64_t both = 0;
+    for (int32_t t : a) both += b.count(t);
+    overlap += a.empty() ? 1.0 : static_cast<double>(both) / static_cast<double>(a.size());
+    *same_rows += a == b;
+  }
+  return overlap / static_cast<double>(N);
+}
+
+cuda::CudaBackend& as_cuda(Backend& b) {
+  auto* cb = dynamic_cast<cuda::CudaBackend*>(&b);
+  REQUIRE(cb != nullptr);
+  return *cb;
+}
+
+const char* dtype_name_of(const CacheDtypes& dt) { return dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16"; }
+
+}  // namespace
+
+TEST_CASE("cuda fast kernels: whole-model logits fast vs simple vs CPU at GLM-5 attention shapes") {
+  auto m = glm5_attention_model(20261130);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, K = c.index_topk, N = 300;  // N >= 256: the prefill paths of the indexer
+  const std::vector<int32_t> tokens = random_tokens(N, V, 7);
+  auto cpu = make_cpu_backend(c, m->w, 2);
+  auto gpu_ptr = make_cuda_backend(c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  REQUIRE(gpu.fast_mla_supported());
+  REQUIRE(gpu.fast_indexer_supported());
+  REQUIRE(gpu.kernels() == (std::getenv("GLM5RT_CUDA_KERNELS") ? std::string(std::getenv("GLM5RT_CUDA_KERNELS")) : "fast"));
+
+  // CPU reference: one teacher-forced forward (float32 records), its selections and routing reported.
+  const int32_t cps = 16;
+  auto ccache = cpu->create_cache((N + cps - 1) / cps, cps);
+  const Rows rc = forward_rows(*cpu, ccache.get(), scrambled_pages((N + cps - 1) / cps, 1), cps, tokens, 0, N, nullptr);
+
+  const CacheDtypes bf16_dt{}, fp8_dt{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3};
+  for (const int32_t ps : {16, 64}) {
+    for (const CacheDtypes& dt : {bf16_dt, fp8_dt}) {
+      const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
+      const std::string tag = std::string(dtype_name_of(dt)) + " records, page " + std::to_string(ps);
+      CAPTURE(tag);
+      const int64_t n_pages = (N + ps - 1) / ps + 3;
+      const std::vector<int32_t> bt = scrambled_pages(n_pages, 100 + ps);
+      std::vector<float> records;  // of the last run
+      auto run = [&](const char* kernels, const ForwardProbe* force) {
+        gpu.set_kernels(kernels);
+        auto cache = gpu.create_cache(n_pages, ps, dt);
+        Rows r = forward_rows(gpu, cache.get(), bt, ps, tokens, 0, N, force);
+        records.assign(static_cast<size_t>(N * gpu.record_floats_per_token()), NAN);
+        gpu.export_records(*cache, bt, N, records.data());
+        const bool fast = std::string(kernels) != "simple";
+        CHECK(gpu.last_forward_used_fast_mla() == fast);
+        CHECK(gpu.last_forward_used_fast_indexer() == (std::string(kernels) == "fast"));
+        return r;
+      };
+      // 1. Forced selections and routing: the arithmetic alone.
+      const Rows fs = run("simple", &rc.probe);
+      const Rows ff = run("fast", &rc.probe);
+      // The records the cache writer produced, decoded by export_records (the layout the fast kernels
+      // read), against the CPU's float32 records: latent and indexer-key parts separately.
+      {
+        const int64_t per = gpu.record_floats_per_token(), lat = c.kv_lora_rank + c.qk_rope_head_dim;
+        std::vector<float> cref(static_cast<size_t>(N * per));
+        cpu->export_records(*ccache, scrambled_pages((N + cps - 1) / cps, 1), N, cref.data());
+        double dl = 0, rl = 0, di = 0, ri = 0;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < N * per; ++i) {
+          const bool key = (i % (per / c.num_hidden_layers)) >= lat;
+          if (!std::isfinite(records[i])) ++bad;
+          const double d = std::fabs(static_cast<double>(records[i]) - cref[i]), r = std::fabs(cref[i]);
+          (key ? di : dl) = std::max(key ? di : dl, d);
+          (key ? ri : rl) = std::max(key ? ri : rl, r);
+        }
+        std::printf("[fast-records] %-28s exported vs cpu: latent rel %.3e, indexer keys rel %.3e, %lld non-finite\n",
+                    tag.c_str(), dl / rl, di / ri, static_cast<long long>(bad));
+        CHECK(bad == 0);
+        CHECK(dl / rl <= (fp8 ? 1.5e-1 : 3e-2));
+        CHECK(di / ri <= (fp8 ? 1.5e-1 : 3e-2));
+      }
+      const Rows fm = run("fast-mla", &rc.probe);
+      const Agreement s_cpu = compare(fs.logits, rc.logits, V), f_cpu = compare(ff.logits, rc.logits, V);
+      const Agreement f_s = compare(ff.logits, fs.logits, V), m_s = compare(fm.logits, fs.logits, V);
+      print("fast-logits", "forced, simple vs cpu, " + tag, s_cpu);
+      print("fast-logits", "forced, fast vs cpu, " + tag, f_cpu);
+      print("fast-logits", "forced, fast vs simple, " + tag, f_s);
+      print("fast-logits", "forced, fast-mla vs simple, " + tag, m_s);
+      const double bar = fp8 ? 1e-1 : 2e-2;
+      CHECK(f_cpu.nan == 0);
+      CHECK(f_cpu.rel <= bar);
+      CHECK(s_cpu.rel <= bar);
+      CHECK(f_s.rel <= 2e-2);
+      CHECK(m_s.rel <= 2e-2);
+      if (!fp8) {
+        CHECK(f_cpu.argmax_mismatch == 0);
+        CHECK(f_s.argmax_mismatch == 0);
+      }
+      // The indexers' own choices were reported although forced: fast vs CPU and fast vs simple.
+      for (size_t l = 0; l < rc.probe.topk.size(); ++l) {
+        if (rc.probe.topk[l].empty()) continue;
+        REQUIRE(ff.probe.topk[l].size() == rc.probe.topk[l].size());
+        int64_t same_c = 0, same_s = 0;
+        const double oc = topk_overlap(ff.probe.topk[l], rc.probe.topk[l], K, &same_c);
+        const double os = topk_overlap(ff.probe.topk[l], fs.probe.topk[l], K, &same_s);
+        std::printf("[fast-topk] %-28s layer %zu: fast vs cpu identical %lld/%lld rows, overlap %.4f; fast vs simple "
+                    "identical %lld/%lld, overlap %.4f\n",
+                    tag.c_str(), l, static_cast<long long>(same_c), static_cast<long long>(N), oc,
+                    static_cast<long long>(same_s), static_cast<long long>(N), os);
+        // Layer 0 sees identical inputs in every run (only the query's rounding differs: bf16 or e4m3 for
+        // the fast indexer, float32 for the simple one), later layers the forced runs' hidden states.
+        CHECK(oc >= (fp8 ? 0.8 : 0.9));
+        CHECK(os >= (fp8 ? 0.8 : 0.9));
+      }
+      // 2. Free run (the fast indexer's own selections drive the attention): reported.
+      const Rows free_f = run("fast", nullptr);
+      print("fast-logits", "free, fast vs cpu, " + tag, compare(free_f.logits, rc.logits, V));
+      CHECK(compare(free_f.logits, rc.logits, V).nan == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with forced selections") {
+  auto m = glm5_attention_model(424242);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, K = c.index_topk, N = 160, P = 150;
+  const std::vector<int32_t> tokens = random_tokens(N, V, 11);
+  auto cpu = make_cpu_backend(c, m->w, 2);
+  auto gpu_ptr = make_cuda_backend(c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  const int32_t ps = 64;
+  auto ccache = cpu->create_cache((N + ps - 1) / ps, ps);
+  const Rows rc = forward_rows(*cpu, ccache.get(), scrambled_pages((N + ps - 1) / ps, 3), ps, tokens, 0, N, nullptr);
+  const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
+  for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
+    std::vector<float> got[2];
+    double own_overlap[2] = {0, 0};
+    int64_t own_count = 0;
+    for (int which = 0; which < 2; ++which) {
+      gpu.set_kernels(which ? "fast" : "simple");
+      const int64_t n_pages = (N + ps - 1) / ps + 2;
+      const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
+      auto cache = gpu.create_cache(n_pages, ps, dt);
+      (void)forward_rows(gpu, cache.get(), bt, ps, tokens, 0, P, &rc.probe);
+      for (int64_t r = P; r < N; ++r) {
+        const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
+        CHECK(gpu.last_forward_used_fast_mla() == (which == 1));
+        CHECK(gpu.last_forward_used_fast_indexer() == (which == 1));
+        got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
+        for (size_t l = 0; l < rc.probe.topk.size(); ++l) {
+          if (rc.probe.topk[l].empty()) continue;
+          const std::vector<int32_t> ref_row(rc.probe.topk[l].begin() + r * K, rc.probe.topk[l].begin() + (r + 1) * K);
+          int64_t same = 0;
+          own_overlap[which] += topk_overlap(d.probe.topk[l], ref_row, K, &same);
+          if (which == 0) ++own_count;
+        }
+      }
+    }
+    const std::string tag = std::string(dtype_name_of(dt)) + " records, rows " + std::to_string(P) + ".." +
+                            std::to_string(N - 1);
+    const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
+                    fs = compare(got[1], got[0], V);
+    print("fast-decode", "forced, simple vs cpu, " + tag, sc);
+    print("fast-decode", "forced, fast vs cpu, " + tag, fc);
+    print("fast-decode", "forced, fast vs simple, " + tag, fs);
+    std::printf("[fast-decode] %-40s indexer's own choice vs cpu: mean overlap simple %.4f, fast %.4f\n", tag.c_str(),
+                own_overlap[0] / own_count, own_overlap[1] / own_count);
+    CHECK(fc.nan == 0);
+    CHECK(fc.rel <= (fp8 ? 1e-1 : 2e-2));
+    CHECK(fs.rel <= 2e-2);
+    if (!fp8) CHECK(fc.argmax_mismatch == 0);
+    CHECK(own_overlap[1] / own_count >= (fp8 ? 0.8 : 0.9));
+  }
+}
+
+TEST_CASE("cuda fast kernels: a two-sequence decode batch replayed from a graph equals eager forwards") {
+  auto m = glm5_attention_model(777);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, P = 100, steps = 4;
+  const std::vector<int32_t> tx = random_tokens(P + steps, V, 21), tz = random_tokens(P + steps + 30, V, 22);
+  const int64_t PZ = P + 30;  // the sequences have different lengths
+  auto gpu_ptr = make_cuda_backend(c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  gpu.set_kernels("fast");
+  const int32_t ps = 16;
+  for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    // Two caches with identical contents: A steps as a 2-sequence graph-captured batch, B as eager
+    // single-sequence forwards (a probe forces the eager path). Pages of X and Z interleave.
+    const int64_t n_pages = 2 * ((PZ + steps + ps - 1) / ps) + 2;
+    std::vector<int32_t> all = scrambled_pages(n_pages, 5), bx, bz;
+    for (size_t i = 0; i < all.size(); ++i) (i % 2 ? bz : bx).push_back(all[i]);
+    auto ca = gpu.create_cache(n_pages, ps, dt), cb = gpu.create_cache(n_pages, ps, dt);
+    for (auto* cache : {ca.get(), cb.get()}) {
+      (void)forward_rows(gpu, cache, bx, ps, tx, 0, P, nullptr, false);
+      (void)forward_rows(gpu, cache, bz, ps, tz, 0, PZ, nullptr, false);
+    }
+    double worst = 0;
+    for (int64_t s = 0; s < steps; ++s) {
+      BatchPlan plan;
+      plan.add_sequence(ca.get(), bx, ps, P + s, tx.data() + P + s, 1);
+      plan.add_sequence(ca.get(), bz, ps, PZ + s, tz.data() + PZ + s, 1);
+      plan.logit_rows = {0, 1};
+      std::vector<float> g(2 * V, NAN);
+      gpu.forward(plan, g.data(), {}, nullptr);
+      CHECK(gpu.last_forward_used_fast_indexer());
+      const Rows ex = forward_rows(gpu, cb.get(), bx, ps, tx, P + s, 1, nullptr, true);
+      const Rows ez = forward_rows(gpu, cb.get(), bz, ps, tz, PZ + s, 1, nullptr, true);
+      std::vector<float> e(ex.logits);
+      e.insert(e.end(), ez.logits.begin(), ez.logits.end());
+      const Agreement a = compare(g, e, V);
+      worst = std::max(worst, a.rel);
+      CHECK(a.nan == 0);
+    }
+    std::printf("[fast-graph] %-5s records: graph batch vs eager single rows, worst rel %.3e over %lld steps; graphs "
+                "captured %lld, replayed %lld\n",
+                dtype_name_of(dt), worst, static_cast<long long>(steps), static_cast<long long>(gpu.graphs_captured()),
+                static_cast<long long>(gpu.graph_replays()));
+    // Same kernels on the same state: only the batch composition differs (split planning may differ).
+    CHECK(worst <= 5e-2);
+  }
+  CHECK(gpu.graph_replays() > 0);
+}
+
+TEST_CASE("cuda fast kernels: the kernel family switch") {
+  auto m = glm5_attention_model(1);
+  auto gpu_ptr = make_cuda_backend(m->c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  for (const char* k : {"simple", "fast-mla", "fast"}) {
+    gpu.set_kernels(k);
+    CHECK(gpu.kernels() == k);
+  }
+  CHECK_THROWS_AS(gpu.set_kernels("fastest"), Error);
+}
+
+#endif  // GLM5RT_GPU_TESTS_WITH_CORE
