@@ -299,18 +299,22 @@ std::string CudaBackend::kernels() const { return kernels_ == 0 ? "simple" : ker
 
 // The fast families' workspaces for a forward of `rows` rows (grown outside any graph capture: a
 // captured graph keeps the addresses it saw).
-void CudaBackend::ensure_fast_workspace(int64_t rows, const glm5k::RecordFormat& fmt) {
+void CudaBackend::ensure_fast_workspace(const glm5k::RecordFormat& fmt) {
   size_t mla = 0, topk = 0;
-  if (use_fast_mla_) {
-    kernels::SparseMlaParams p;
-    p.num_tokens = static_cast<int>(rows);
-    p.num_heads = static_cast<int>(config_.num_attention_heads);
-    p.topk = static_cast<int>(config_.index_topk);
-    p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
-    p.num_sms = num_sms_;
-    mla = kernels::sparse_mla_workspace_size(p);
+  for (const FastGroup& g : groups_) {  // the groups run one after the other: the largest need suffices
+    const int64_t rows = g.r1 - g.r0;
+    if (use_fast_mla_) {
+      kernels::SparseMlaParams p;
+      p.num_tokens = static_cast<int>(rows);
+      p.num_heads = static_cast<int>(config_.num_attention_heads);
+      p.topk = static_cast<int>(config_.index_topk);
+      p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
+      p.num_sms = num_sms_;
+      mla = std::max(mla, kernels::sparse_mla_workspace_size(p));
+    }
+    if (use_fast_idx_ && rows <= kFastTopkSplitRows)
+      topk = std::max(topk, kernels::indexer::indexer_topk_workspace_bytes(static_cast<int>(rows)));
   }
-  if (use_fast_idx_ && rows <= kFastTopkSplitRows) topk = kernels::indexer::indexer_topk_workspace_bytes(static_cast<int>(rows));
   if (mla <= mla_ws_.bytes() && topk <= topk_ws_.bytes()) return;
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   clear_graphs();
@@ -474,29 +478,34 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   if (run_indexer && use_fast_idx_) {
     // kernels/indexer: scores of every visible key (page-table walk), then the exact top-k as slots.
     const bool fp8 = fmt.index_dtype == glm5k::kRecFp8;
-    check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(c.index_n_heads),
-                                      static_cast<int32_t>(c.index_head_dim), fp8, k.qi_q, k.qi_scale, stream_),
+    const int64_t IH = c.index_n_heads, ID = c.index_head_dim;
+    check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(IH), static_cast<int32_t>(ID),
+                                      fp8, k.qi_q, k.qi_scale, stream_),
           "indexer query conversion");
     namespace ki = kernels::indexer;
-    ki::ScoreParams sp;
-    sp.rows.num_rows = static_cast<int>(R);
-    sp.rows.row_seq = rows_.seq;
-    sp.rows.row_len = row_len_dev_;
-    sp.rows.block_tables = bt_padded_dev_;
-    sp.rows.block_table_stride = bt_stride_;
-    sp.rows.page_size = fast_cache_->page_size();
-    sp.rows.max_row_len = static_cast<int>(ctx_cap);
-    sp.format = fp8 ? ki::KeyFormat::kFp8 : ki::KeyFormat::kBf16;
-    sp.q = k.qi_q;
-    sp.q_scale = fp8 ? k.qi_scale : nullptr;
-    sp.weights = k.iw;  // already times index_n_heads^-0.5 (indexer prep)
-    sp.key_cache = fast_cache_->index() + li * fast_cache_->index_layer_bytes();
-    sp.scores = k.scores;
-    sp.score_stride = ki::indexer_score_stride(static_cast<int>(ctx_cap));
-    const bool split = R <= kFastTopkSplitRows && topk_ws_.get();
-    check(ki::launch_indexer(sp, topk, k.sel_slots, nullptr, split ? topk_ws_.get() : nullptr,
-                             split ? topk_ws_.bytes() : 0, stream_),
-          "fast indexer (scores + top-k)");
+    const int64_t stride = ki::indexer_score_stride(static_cast<int>(ctx_cap));
+    for (const FastGroup& g : groups_) {
+      const int64_t r0 = g.r0, T = g.r1 - g.r0;
+      ki::ScoreParams sp;
+      sp.rows.num_rows = static_cast<int>(T);
+      sp.rows.row_seq = rows_.seq + r0;  // sequence indices of the whole batch: rows of bt_padded_dev_
+      sp.rows.row_len = row_len_dev_ + r0;
+      sp.rows.block_tables = bt_padded_dev_;
+      sp.rows.block_table_stride = bt_stride_;
+      sp.rows.page_size = g.cache->page_size();
+      sp.rows.max_row_len = static_cast<int>(ctx_cap);
+      sp.format = fp8 ? ki::KeyFormat::kFp8 : ki::KeyFormat::kBf16;
+      sp.q = k.qi_q + r0 * IH * ID * (fp8 ? 1 : 2);
+      sp.q_scale = fp8 ? k.qi_scale + r0 * IH : nullptr;
+      sp.weights = k.iw + r0 * IH;  // already times index_n_heads^-0.5 (indexer prep)
+      sp.key_cache = g.cache->index() + li * g.cache->index_layer_bytes();
+      sp.scores = k.scores + r0 * stride;
+      sp.score_stride = stride;
+      const bool split = T <= kFastTopkSplitRows && topk_ws_.get();
+      check(ki::launch_indexer(sp, topk, k.sel_slots + r0 * topk, nullptr, split ? topk_ws_.get() : nullptr,
+                               split ? topk_ws_.bytes() : 0, stream_),
+            "fast indexer (scores + top-k)");
+    }
   } else if (run_indexer) {
     glm5k::IndexerScoreParams sp{k.qi, k.iw, rows_, fmt, static_cast<int32_t>(li), static_cast<int32_t>(c.index_n_heads),
                                  static_cast<float>(std::pow(static_cast<double>(c.index_head_dim), -0.5)),
@@ -546,20 +555,24 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
                                        static_cast<int32_t>(kvr), static_cast<int32_t>(c.qk_rope_head_dim), k.q_pack,
                                        stream_),
           "packing the MLA query");
-    kernels::SparseMlaParams p;
-    p.q = k.q_pack;
-    p.cache = fast_cache_->latent() + li * fast_cache_->latent_layer_bytes();
-    p.num_slots = fast_cache_->n_slots();
-    p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
-    p.indices = k.sel_slots;
-    p.out = k.o_lat;
-    p.lse = k.lse;
-    p.num_tokens = static_cast<int>(R);
-    p.num_heads = static_cast<int>(H);
-    p.topk = topk;
-    p.softmax_scale = softmax_scale_;  // includes YaRN's mscale^2 (cpu::attention_softmax_scale)
-    p.num_sms = num_sms_;
-    check(kernels::sparse_mla_forward(p, mla_ws_.get(), mla_ws_.bytes(), stream_), "fast sparse mla");
+    const int64_t qw = kvr + c.qk_rope_head_dim;
+    for (const FastGroup& g : groups_) {
+      const int64_t r0 = g.r0;
+      kernels::SparseMlaParams p;
+      p.q = k.q_pack + r0 * H * qw;
+      p.cache = g.cache->latent() + li * g.cache->latent_layer_bytes();
+      p.num_slots = g.cache->n_slots();
+      p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
+      p.indices = k.sel_slots + r0 * topk;
+      p.out = k.o_lat + r0 * H * kvr;
+      p.lse = k.lse + r0 * H;
+      p.num_tokens = static_cast<int>(g.r1 - g.r0);
+      p.num_heads = static_cast<int>(H);
+      p.topk = topk;
+      p.softmax_scale = softmax_scale_;  // includes YaRN's mscale^2 (cpu::attention_softmax_scale)
+      p.num_sms = num_sms_;
+      check(kernels::sparse_mla_forward(p, mla_ws_.get(), mla_ws_.bytes(), stream_), "fast sparse mla");
+    }
   } else {
     glm5k::SparseMlaParams sm{k.q_lat, k.q_rot, k.sel, k.n_sel, topk, rows_, fmt,
                               static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
@@ -600,13 +613,14 @@ void CudaBackend::report_selection(std::vector<int32_t>& out) {
   require(plan_ != nullptr, Status::internal, "selection report without a batch plan");
   check(cudaMemcpyAsync(out.data(), k.sel_slots, out.size() * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
   check(cudaStreamSynchronize(stream_), "probe copy");
-  const int64_t ps = fast_cache_->page_size();
   std::map<int32_t, std::vector<int32_t>> page_index;  // sequence -> page -> block-table index
   for (int64_t r = 0; r < R; ++r) {
     const int32_t s = plan_->seq_of_row[r];
+    const auto* cc = static_cast<const CudaCache*>(plan_->seqs[s].cache);
+    const int64_t ps = cc->page_size();
     auto it = page_index.find(s);
     if (it == page_index.end()) {
-      std::vector<int32_t> idx(static_cast<size_t>(fast_cache_->n_pages()), -1);
+      std::vector<int32_t> idx(static_cast<size_t>(cc->n_pages()), -1);
       const auto& bt = plan_->seqs[s].block_table;
       for (size_t b = 0; b < bt.size(); ++b)
         if (idx[bt[b]] < 0) idx[bt[b]] = static_cast<int32_t>(b);
@@ -796,12 +810,13 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
     require(r >= 0 && r < R, Status::invalid_argument, "logit row ", r, " is outside the batch");
   const CudaCache* first = nullptr;
   int64_t bt_total = 0;
-  bool decode = true, one_cache = true;
+  bool decode = true, slots_fit = true, fp8_keys_fit = true;
   for (const auto& s : plan.seqs) {
     const auto* cc = dynamic_cast<const CudaCache*>(s.cache);
     require(cc != nullptr, Status::invalid_argument, "the batch refers to a cache of another backend");
     if (!first) first = cc;
-    one_cache = one_cache && cc == first;
+    slots_fit = slots_fit && cc->n_slots() <= INT32_MAX;
+    fp8_keys_fit = fp8_keys_fit && (int64_t{cc->page_size()} * cc->format().index_bytes()) % 16 == 0;
     require(cc->format().latent_dtype == first->format().latent_dtype &&
                 cc->format().index_dtype == first->format().index_dtype,
             Status::unsupported, "one batch mixes cache record formats");
@@ -820,15 +835,25 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   }
   check(cudaSetDevice(device_), "cudaSetDevice");
   ensure_work(R, ctx_cap, n_out);
-  // The fast kernels take one cache pool and int32 slots; the fast FP8 indexer wants 16-byte page bases.
-  use_fast_mla_ = kernels_ >= 1 && mla_dims_ok_ && one_cache && first->n_slots() <= INT32_MAX;
-  use_fast_idx_ = use_fast_mla_ && kernels_ >= 2 && idx_dims_ok_ &&
-                  (fmt.index_dtype != glm5k::kRecFp8 || (int64_t{first->page_size()} * fmt.index_bytes()) % 16 == 0);
-  fast_cache_ = use_fast_mla_ ? first : nullptr;
-  // Block tables padded to one stride for the fast indexer: entries for positions < ctx_cap (the
-  // stride stays fixed for a graph key).
-  bt_stride_ = use_fast_idx_ ? static_cast<int32_t>((ctx_cap + first->page_size() - 1) / first->page_size()) : 0;
-  ensure_fast_workspace(R, fmt);
+  // The fast kernels take one cache pool per launch and int32 slots; the fast FP8 indexer wants 16-byte
+  // page bases.
+  use_fast_mla_ = kernels_ >= 1 && mla_dims_ok_ && slots_fit;
+  use_fast_idx_ = use_fast_mla_ && kernels_ >= 2 && idx_dims_ok_ && (fmt.index_dtype != glm5k::kRecFp8 || fp8_keys_fit);
+  groups_.clear();
+  bt_stride_ = 0;
+  if (use_fast_mla_) {
+    for (const auto& sp : plan.seqs) {
+      const auto* cc = static_cast<const CudaCache*>(sp.cache);
+      const int32_t r0 = static_cast<int32_t>(sp.first_row), r1 = static_cast<int32_t>(sp.first_row + sp.n_new);
+      if (!groups_.empty() && groups_.back().cache == cc && groups_.back().r1 == r0) groups_.back().r1 = r1;
+      else if (r1 > r0) groups_.push_back({cc, r0, r1});
+      // Block tables padded to one stride for the fast indexer: entries for positions < ctx_cap (the
+      // stride stays fixed for a graph key).
+      bt_stride_ = std::max(bt_stride_, static_cast<int32_t>((ctx_cap + cc->page_size() - 1) / cc->page_size()));
+    }
+  }
+  if (!use_fast_idx_) bt_stride_ = 0;
+  ensure_fast_workspace(fmt);
 
   // Batch description: one upload.
   Carver lay(nullptr);
@@ -925,10 +950,13 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   }
   if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
   const int64_t choice = (use_fast_mla_ ? 1 : 0) + (use_fast_idx_ ? 2 : 0);
-  const GraphKey key{R, S, n_out, ctx_cap,
-                     fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice +
-                         (use_fast_mla_ ? 1024 * int64_t{fast_cache_->page_size()} : 0),
-                     use_fast_mla_ ? static_cast<int64_t>(reinterpret_cast<intptr_t>(fast_cache_->latent())) : 0};
+  GraphKey key{R, S, n_out, ctx_cap, fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice};
+  for (const FastGroup& g : groups_) {
+    key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(g.cache->latent())));
+    key.push_back(g.cache->page_size());
+    key.push_back(g.r0);
+    key.push_back(g.r1);
+  }
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");

@@ -97,8 +97,9 @@ class CudaBackend final : public Backend {
   // Attention kernel families: "simple" (kernels/common only), "fast-mla" (fast sparse MLA, simple
   // indexer) or "fast" (fast sparse MLA and fast indexer, the default). Also settable through
   // GLM5RT_CUDA_KERNELS. A fast family runs only where the model has its shapes and the batch's
-  // sequences share one cache (else that forward uses the simple kernels): see fast_*_supported and
-  // last_forward_used_fast_*.
+  // cache shapes fit (int32 slots; FP8 indexer keys: page_size % 4 == 0), else that forward uses the
+  // simple kernels: see fast_*_supported and last_forward_used_fast_*. A batch over several caches runs
+  // the fast kernels once per run of consecutive sequences sharing a cache.
   void set_kernels(const std::string& which);
   std::string kernels() const;
   bool fast_mla_supported() const { return mla_dims_ok_; }
@@ -111,8 +112,14 @@ class CudaBackend final : public Backend {
 
  private:
   struct Work;  // per-forward device buffers, sized for (rows, context capacity, logit rows)
-  // rows, seqs, logit rows, ctx, fmt + kernel choice + page size, cache address (fast kernels bake it in)
-  using GraphKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  // rows, seqs, logit rows, ctx, fmt + kernel choice, then per fast row group (the fast kernels bake
+  // cache addresses and row ranges into the graph): cache address, page size, first row, end row.
+  using GraphKey = std::vector<int64_t>;
+  // Consecutive rows whose sequences share one cache: the fast kernels run once per group.
+  struct FastGroup {
+    const CudaCache* cache;
+    int32_t r0, r1;
+  };
 
   glm5k::RecordFormat record_format(const CacheDtypes& d) const;
   void ensure_work(int64_t rows, int64_t ctx_cap, int64_t n_out);
@@ -124,7 +131,7 @@ class CudaBackend final : public Backend {
   void linear(const __nv_bfloat16* x, int64_t m, const DevLinear& L, float* y);
   void swiglu(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
   void clear_graphs();
-  void ensure_fast_workspace(int64_t rows, const glm5k::RecordFormat& fmt);
+  void ensure_fast_workspace(const glm5k::RecordFormat& fmt);
   void report_selection(std::vector<int32_t>& out);
 
   ModelConfig config_;
@@ -146,7 +153,7 @@ class CudaBackend final : public Backend {
   int32_t num_sms_ = 0;
   // Decided per forward (part of the graph key): which fast families run, and on which cache.
   bool use_fast_mla_ = false, use_fast_idx_ = false;
-  const CudaCache* fast_cache_ = nullptr;
+  std::vector<FastGroup> groups_;
   DeviceBuffer mla_ws_, topk_ws_;
   const int32_t* row_len_dev_ = nullptr;    // [rows] pos + 1 (fast indexer)
   const int32_t* bt_padded_dev_ = nullptr;  // [seqs, bt_stride_] block tables (fast indexer)
