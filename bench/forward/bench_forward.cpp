@@ -196,9 +196,11 @@ int main(int argc, char** argv) {
     std::ostringstream js;
     js << "{\n  \"command\": \"" << cmdline << "\",\n  \"date\": \"" << now_utc() << "\",\n  \"card\": \"" << prop.name
        << "\",\n  \"commit\": \"" << o.commit << "\",\n  \"layers\": " << o.layers << ",\n  \"dense_layers\": "
-       << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \"" << o.fp8_path << "\",\n  \"bandwidth_ceiling\": "
+       << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \"" << o.fp8_path << "\",\n  \"attention_kernels\": \"" << be.kernels()
+       << "\",\n  \"bandwidth_ceiling\": "
        << o.bw << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights
        << ",\n  \"decode\": [";
+    std::printf("\nattention kernels: %s (GLM5RT_CUDA_KERNELS)\n", be.kernels().c_str());
     std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
     const int ps = 64;
     bool first = true;
