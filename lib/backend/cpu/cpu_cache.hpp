@@ -10,6 +10,7 @@
 
 #include "backend/backend.hpp"
 #include "runtime/error.hpp"
+#include "runtime/host_memory.hpp"
 
 namespace glm5rt::cpu {
 
@@ -46,7 +47,7 @@ class CpuCache final : public CacheStorage {
     const int64_t p = slot / page_size_;
     require(p >= 0 && p < n_pages(), Status::internal, "cache slot ", slot, " is outside the pool");
     auto& mem = pages_[static_cast<size_t>(p)];
-    if (!mem) mem.reset(new float[static_cast<size_t>(n_layers_ * page_size_ * (latent_ + index_))]());
+    if (!mem) mem = host_zeros(static_cast<size_t>(n_layers_ * page_size_ * (latent_ + index_)));
     return mem.get();
   }
   const float* page(int64_t slot) const {
@@ -58,7 +59,7 @@ class CpuCache final : public CacheStorage {
 
   int32_t page_size_;
   int64_t n_layers_, latent_, index_;
-  std::vector<std::unique_ptr<float[]>> pages_;
+  std::vector<std::unique_ptr<float[], HostFree>> pages_;
 };
 
 }  // namespace glm5rt::cpu

@@ -19,7 +19,9 @@ Tensor take(const TensorView& t, std::vector<int64_t> shape) {
     for (auto d : t.shape) got += std::to_string(d) + ",";
     fail(Status::format, "tensor ", t.name, " has shape [", got, "], expected [", want, "]");
   }
-  return decode_f32(t);
+  Tensor out(static_cast<size_t>(t.numel()));
+  decode_rows_f32(t, 0, t.rows(), out.data());  // straight into aligned memory, no temporary copy
+  return out;
 }
 
 CpuMlp take_mlp(const MlpWeights& m, int64_t hidden, int64_t inter) {

@@ -8,10 +8,11 @@
 
 #include "model/config.hpp"
 #include "model/weights.hpp"
+#include "runtime/host_memory.hpp"
 
 namespace glm5rt::cpu {
 
-using Tensor = std::vector<float>;
+using Tensor = std::vector<float, HostAllocator<float>>;  // 64-byte aligned, from mimalloc
 
 struct CpuMlp {
   Tensor gate, up, down;  // [inter, hidden], [inter, hidden], [hidden, inter]
