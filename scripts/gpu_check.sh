@@ -37,7 +37,7 @@ build_rc=$?
 stamp "build rc=$build_rc"
 tests_rc=-1
 if [ $build_rc -eq 0 ]; then
-  (cd build-gpu && timeout ${TEST_TIMEOUT:-300} ctest -L gpu -j2 --timeout 240 --output-on-failure) > "$OUT/gpu_tests.log" 2>&1
+  (cd build-gpu && timeout ${TEST_TIMEOUT:-300} ctest -L gpu -j2 --timeout 240 -V) > "$OUT/gpu_tests.log" 2>&1
   tests_rc=$?
   stamp "gpu tests rc=$tests_rc"
 fi
@@ -45,7 +45,7 @@ wait $sm120
 {
   echo "== $(cat "$OUT/device.txt"), commit $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null)"
   echo "build rc=$build_rc, gpu tests rc=$tests_rc"
-  grep -E "tests passed|tests failed|\*\*\*Failed|Timeout" "$OUT/gpu_tests.log"
+  grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|^[0-9]+: \[[a-z-]+\]" "$OUT/gpu_tests.log" | cut -c1-200 | head -150
   grep -E "^SASS" "$OUT/sm120.log"
   grep -E "registers" "$OUT/sm120.log" | sed -E 's/.*Used ([0-9]+) registers.*/\1/' | sort -n | tail -1 | sed 's/^/max registers (sm_120): /'
   grep -E "spill" "$OUT/sm120.log" | grep -v " 0 bytes spill stores, 0 bytes spill loads" | head -5
