@@ -81,6 +81,12 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
                                                                  float* __restrict__ lse) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the main kernel (sm_90+): this block may start before the main
+  // kernel has finished; wait here until it has completed and its partials are visible. A no-op when the
+  // launch was an ordinary one.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t row = blockIdx.x;  // t * H + h
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
@@ -126,6 +132,13 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
   if (tid == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
 }
 
+// Which kernel runs: the pipelined one unless the caller forces round 1 (see PERFORMANCE.md for the
+// measurements behind the default).
+int kernel_variant(const SparseMlaParams& p) {
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 3) return p.kernel_variant;
+  return 2;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -145,7 +158,8 @@ size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
 cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
-      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0)
+      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
+      p.kernel_variant < 0 || p.kernel_variant > 3)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -178,14 +192,37 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     a.part_lse = a.part_o + rows * kMlaLatentDim;
   }
   const int hc = heads_per_cta(p);
-  cudaError_t err = p.format == MlaCacheFormat::kBf16 ? sparse_mla_detail::launch_bf16(hc, a, stream)
-                                                      : sparse_mla_detail::launch_fp8(hc, a, stream);
+  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  cudaError_t err;
+  const int variant = kernel_variant(p);
+  if (variant >= 2) {
+    const bool two_per_sm = variant == 3;
+    err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
+  } else
+    err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
   if (err != cudaSuccess || nsplit == 1) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
-  sparse_mla_combine<<<static_cast<unsigned>(out_rows), kMaxSplits, 0, stream>>>(
-      a.part_o, a.part_lse, nsplit, out_rows, a.out, a.lse);
-  return cudaGetLastError();
+  // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the
+  // pipelined kernel releases it once all its CTAs are resident) instead of after it drains; the combine
+  // waits on griddepcontrol.wait. Older GPUs: an ordinary launch.
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return cudaErrorInvalidDevice;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(out_rows));
+  cfg.blockDim = dim3(kMaxSplits);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = major >= 9 ? 1 : 0;
+  const float* part_o = a.part_o;
+  const float* part_lse = a.part_lse;
+  return cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
 }
 
 }  // namespace glm5rt::kernels

@@ -3,7 +3,8 @@
 // What is compared: out [T, H, 512] (bf16) and lse [T, H] (natural log) for every head count the kernels
 // support natively, top-k from 1 to 2048, rows padded with -1, rows shortened by `lengths`, rows with no
 // valid entry, both cache record formats (FP8 against the reference computed on the dequantized record),
-// automatic and forced top-k splits (direct write and the combine kernel). Outputs and workspace are
+// automatic and forced top-k splits (direct write and the combine kernel), both kernel variants (round 1
+// and the pipelined one, on the same inputs). Outputs and workspace are
 // poisoned with NaN bytes before every run, and each run draws fresh inputs.
 //
 // Tolerances (the kernel rounds P to bf16 before P.V, accumulates in fp32 and rounds O to bf16; FP8
@@ -266,7 +267,12 @@ void run_and_check(const Problem& pb) {
   CHECK((nsplit > 1) == (ws_bytes > 0));
   DevBuf ws(ws_bytes);
 
-  for (int run = 0; run < 2; ++run) {
+  // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM) on the same inputs
+  // and reference, twice each.
+  for (int run = 0; run < 6; ++run) {
+    p.kernel_variant = 1 + run / 2;
+    const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant);
+    INFO(variant_desc);
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
     if (ws_bytes) CUDA_REQUIRE(cudaMemset(ws.p, 0xff, ws_bytes));
@@ -323,7 +329,7 @@ void run_and_check(const Problem& pb) {
       }
     }
     const double global = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
-    MESSAGE(describe(pb), " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
+    MESSAGE(describe(pb), " kernel ", p.kernel_variant, " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
             ", worst lse err ", worst_lse, ", bad rows ", bad);
     CHECK(bad == 0);
     CHECK(global <= 1e-2);
@@ -458,6 +464,9 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
+  p.kernel_variant = 4;  // no such kernel
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned
   CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
   CHECK(cudaGetLastError() == cudaSuccess);
