@@ -33,6 +33,29 @@ int sm_count(const SparseMlaParams& p) {
   return n > 0 ? n : 1;
 }
 
+// Which kernel runs: the pipelined one unless the caller forces round 1 (see PERFORMANCE.md for the
+// measurements behind the default).
+int kernel_variant(const SparseMlaParams& p) {
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 3) return p.kernel_variant;
+  return 2;
+}
+
+// CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
+// H100 / H200, 100 KB on SM120, so one there) and registers (the 32-head kernels of variants 1 and 2 use
+// more than 128 per thread at 256 threads: one per SM; variant 3 and the 128-thread kernels fit two).
+int ctas_per_sm(const SparseMlaParams& p, int hc) {
+  const int variant = kernel_variant(p);
+  int dev = 0, smem = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+    smem = 0;
+  const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
+  const int by_smem = smem / need;
+  const int by_regs = (hc >= 32 && variant != 3) ? 1 : 2;
+  const int n = by_smem < by_regs ? by_smem : by_regs;
+  return n > 1 ? n : 1;
+}
+
 // Splits so that small T still fills the GPU. A CTA is latency-bound (about one gather round trip per
 // 32-token tile), so the model is in microseconds: waves * (tiles per split * 1 us + 2 us of Q / index
 // loads and epilogue) + for s > 1 the combine kernel (2 us + 0.03 us per split + writing and reading the
@@ -51,7 +74,7 @@ int plan_splits(const SparseMlaParams& p) {
   };
   if (p.num_splits > 0) return effective(p.num_splits);
   const int hc = heads_per_cta(p);
-  const int64_t slots = static_cast<int64_t>(sm_count(p)) * (hc >= 32 ? 1 : 2);
+  const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, hc);
   const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   int best = effective(1);
   double best_cost = 1e300;
@@ -130,13 +153,6 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
   packed.y = *reinterpret_cast<uint32_t*>(&hi);
   *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
   if (tid == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
-}
-
-// Which kernel runs: the pipelined one unless the caller forces round 1 (see PERFORMANCE.md for the
-// measurements behind the default).
-int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 3) return p.kernel_variant;
-  return 2;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

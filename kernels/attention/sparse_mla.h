@@ -61,8 +61,8 @@ struct SparseMlaParams {
 };
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
-// Both are pure functions of the parameters and the SM count: call them with the same parameters (and
-// the same current device) as sparse_mla_forward.
+// Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
+// with the same parameters (and the same current device) as sparse_mla_forward.
 int sparse_mla_num_splits(const SparseMlaParams& p);
 size_t sparse_mla_workspace_size(const SparseMlaParams& p);
 

@@ -16,6 +16,20 @@ cudaError_t launch_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stre
 cudaError_t launch_pipe_bf16(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
 
+// Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
+// uses it to count how many CTAs share an SM.
+template <template <int, bool> class Config>
+int smem_of(int hc, bool fp8) {
+  switch (hc) {
+    case 8: return fp8 ? Config<8, true>::kSmemBytes : Config<8, false>::kSmemBytes;
+    case 16: return fp8 ? Config<16, true>::kSmemBytes : Config<16, false>::kSmemBytes;
+    default: return fp8 ? Config<32, true>::kSmemBytes : Config<32, false>::kSmemBytes;
+  }
+}
+inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
+  return variant == 1 ? smem_of<Cfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
+}
+
 template <int HC, bool FP8>
 cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
   using C = Cfg<HC, FP8>;
