@@ -238,7 +238,14 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   cfg.numAttrs = major >= 9 ? 1 : 0;
   const float* part_o = a.part_o;
   const float* part_lse = a.part_lse;
-  return cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  err = cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  if (err != cudaSuccess && cfg.numAttrs > 0) {
+    // A driver or virtualisation layer that refuses the attribute: clear the error, launch plainly.
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    err = cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  }
+  return err;
 }
 
 }  // namespace glm5rt::kernels

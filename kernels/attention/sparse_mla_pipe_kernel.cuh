@@ -5,6 +5,8 @@
 //
 // Per 16-token step i (slot i % NST):
 //   wait for slot i; barrier A; issue the gather of step i + NST - 1 into the slot step i - 1 used
+//          (L2 prefetch hint sized to the record: 128 B for bf16 records, none for FP8; round 1's 256 B
+//          fetched 1280 bytes per 1152-byte record and up to 1024 per 656-byte one)
 //   [FP8: dequantize the raw slot into the bf16 tile; barrier]
 //   GEMM1, split over the head dimension k: warp (wh, kq) computes S^T[16 tok x 8*kNTw heads] over
 //          9 of the 36 k-steps (K read from shared memory once per head half instead of once per 8 heads:
@@ -140,7 +142,10 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
       const int idx = sidx[r];
       const bool ok = idx >= 0;
       const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
-      cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
+      if constexpr (FP8)
+        cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
+      else
+        cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
     }
   };
 
