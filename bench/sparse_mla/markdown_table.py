@@ -17,15 +17,17 @@ def fmt(v, spec):
 def main():
     d = json.load(open(sys.argv[1]))
     print("| phase | records | T | H | splits | time (us) | TFLOP/s | TB/s | roofline (us) | of roofline | "
-          "Triton (us) | vs Triton | FP8 / bf16 | round-1 kernel (us) | vs round 1 | variant 3 (us) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "Triton (us) | vs Triton | FP8 / bf16 | round-1 kernel (us) | vs round 1 | variant 3 (us) | "
+          "variant 4 (us) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in d["results"]:
         bound = "mem" if r["bound"] == "memory" else "compute"
         print(f"| {r['phase']} | {r['format']} | {r['T']} | {r['H']} | {r['splits']} | {r['graph_us']:.1f} | "
               f"{r['tflops']:.1f} | {r['tbps']:.2f} | {r['roofline_us']:.1f} ({bound}) | {r['of_roofline']:.2f} | "
               f"{fmt(r.get('triton_us'), '.1f')} | {fmt(r.get('speedup_vs_triton'), '.2f')}x | "
               f"{fmt(r.get('fp8_speedup_over_bf16'), '.2f')} | {fmt(r.get('v1_graph_us'), '.1f')} | "
-              f"{fmt(r.get('speedup_vs_round1_kernel'), '.2f')}x | {fmt(r.get('v3_graph_us'), '.1f')} |")
+              f"{fmt(r.get('speedup_vs_round1_kernel'), '.2f')}x | {fmt(r.get('v3_graph_us'), '.1f')} | "
+              f"{fmt(r.get('v4_graph_us'), '.1f')} |")
     sweeps = defaultdict(list)
     for s in d.get("split_sweep", []):
         sweeps[(s["T"], s["H"], s["format"])].append(s)

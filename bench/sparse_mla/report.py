@@ -71,7 +71,7 @@ def main():
     print(f"Sparse MLA on {merged['card']}  (topk {ours['topk']}; ceilings: copy {copy:.2f} TB/s, "
           f"bf16 GEMM {gemm or float('nan'):.0f} TFLOP/s; commit {args.commit[:12]})")
     hdr = (f"{'phase':7s} {'fmt':4s} {'T':>5s} {'H':>4s} {'spl':>3s} {'us':>9s} {'TFLOP/s':>8s} {'TB/s':>6s} "
-           f"{'roof us':>8s} {'of roof':>7s} {'triton us':>9s} {'vs Tri':>6s} {'fp8/bf16':>8s} {'r1 us':>9s} {'vs r1':>6s} {'2/SM us':>8s}")
+           f"{'roof us':>8s} {'of roof':>7s} {'triton us':>9s} {'vs Tri':>6s} {'fp8/bf16':>8s} {'r1 us':>9s} {'vs r1':>6s} {'2/SM us':>8s} {'256B us':>8s}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -82,10 +82,12 @@ def main():
         r1 = f"{v1:9.1f} {r['speedup_vs_round1_kernel']:6.2f}" if v1 else f"{'-':>9s} {'-':>6s}"
         v3 = r.get("v3_graph_us")
         r1 += f" {v3:8.1f}" if v3 else f" {'-':>8s}"
+        v4 = r.get("v4_graph_us")
+        r1 += f" {v4:8.1f}" if v4 else f" {'-':>8s}"
         print(f"{r['phase']:7s} {r['format']:4s} {r['T']:5d} {r['H']:4d} {r['splits']:3d} {r['graph_us']:9.2f} "
               f"{r['tflops']:8.1f} {r['tbps']:6.2f} {r['roofline_us']:8.2f} {r['of_roofline']:7.2f} {tri_us} {sp} {f8} {r1}")
     print(f"Triton and ceilings: {args.triton_source}; r1 = the round-1 kernel timed in this run; "
-          f"2/SM = variant 3 (32-head CTAs compiled for two per SM)")
+          f"2/SM = variant 3 (32-head CTAs compiled for two per SM); 256B = variant 4 (L2::256B gather hint)")
     print(f"wrote {args.out}")
 
 

@@ -90,6 +90,7 @@ struct Result {
   double graph_us, event_us, tflops, tbps, bytes, flops;
   double v1_graph_us;  // the round-1 kernel (kernel_variant = 1), same shape, automatic splits
   double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as auto)
+  double v4_graph_us;  // variant 4 (the pipelined kernel with round 1's L2::256B hint); decode only
 };
 
 double median(std::vector<double> v) {
@@ -199,9 +200,10 @@ int main(int argc, char** argv) {
     std::fprintf(f,
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
-                 "\"v1_graph_us\": %.3f, \"v3_graph_us\": %.3f}%s\n",
+                 "\"v1_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v4_graph_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v3_graph_us, i + 1 < results.size() ? "," : "");
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v3_graph_us, r.v4_graph_us,
+                 i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
@@ -356,7 +358,7 @@ int main(int argc, char** argv) {
       p.heads_per_cta = 0;
     }
     // The round-1 kernel on the same shape (automatic splits), for the before / after comparison.
-    double v1_us = 0, v3_us = 0;
+    double v1_us = 0, v3_us = 0, v4_us = 0;
     {
       double e;
       p.kernel_variant = 1;
@@ -365,6 +367,10 @@ int main(int argc, char** argv) {
         p.kernel_variant = 3;
         v3_us = time_config(0, &e);
       }
+      if (decode) {
+        p.kernel_variant = 4;
+        v4_us = time_config(0, &e);
+      }
       p.kernel_variant = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
@@ -372,11 +378,11 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v3_us});
+                       bytes, flops, v1_us, v3_us, v4_us});
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  graph %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  round-1 kernel %9.2f us  2/SM variant %9.2f us\n",
+                "  round-1 kernel %9.2f us  2/SM variant %9.2f us  L2::256B variant %9.2f us\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v3_us);
+                results.back().tflops, results.back().tbps, v1_us, v3_us, v4_us);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

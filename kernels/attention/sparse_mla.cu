@@ -36,7 +36,7 @@ int sm_count(const SparseMlaParams& p) {
 // Which kernel runs: the pipelined one unless the caller forces round 1 (see PERFORMANCE.md for the
 // measurements behind the default).
 int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 3) return p.kernel_variant;
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 4) return p.kernel_variant;
   return 2;
 }
 
@@ -175,7 +175,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
       p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 3)
+      p.kernel_variant < 0 || p.kernel_variant > 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -202,6 +202,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
   if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
   a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  a.l2_prefetch_256 = kernel_variant(p) == 4 ? 1 : 0;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   if (nsplit > 1) {
     a.part_o = static_cast<float*>(workspace);

@@ -142,7 +142,9 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
       const int idx = sidx[r];
       const bool ok = idx >= 0;
       const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
-      if constexpr (FP8)
+      if (a.l2_prefetch_256)  // uniform across the grid
+        cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
+      else if constexpr (FP8)
         cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
       else
         cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);

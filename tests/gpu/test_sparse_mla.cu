@@ -264,15 +264,15 @@ void run_and_check(const Problem& pb) {
   p.heads_per_cta = pb.heads_per_cta;
   // The plan can differ between kernel variants (CTAs per SM): size the workspace for the largest.
   size_t ws_max = 0;
-  for (int v = 1; v <= 3; ++v) {
+  for (int v = 1; v <= 4; ++v) {
     p.kernel_variant = v;
     ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
   }
   DevBuf ws(ws_max);
 
-  // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM) on the same inputs
-  // and reference, twice each.
-  for (int run = 0; run < 6; ++run) {
+  // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, pipelined with the
+  // 256-byte prefetch hint) on the same inputs and reference, twice each.
+  for (int run = 0; run < 8; ++run) {
     p.kernel_variant = 1 + run / 2;
     const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant);
     INFO(variant_desc);
@@ -470,7 +470,7 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
-  p.kernel_variant = 4;  // no such kernel
+  p.kernel_variant = 5;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned
