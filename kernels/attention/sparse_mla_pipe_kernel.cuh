@@ -290,15 +290,28 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
     }
     __syncthreads();  // (C) P^T and the rescale factors visible
 
+    {
+      // Rescale O^T by the factors of the running-max update. Once the maxima settle most steps change no
+      // head's max (alpha = exp2(0) = 1 exactly), so the warp skips the multiplies when none of its
+      // heads moved.
+      float al[C::kNT2][2];
+      bool moved = false;
 #pragma unroll
-    for (int nt = 0; nt < C::kNT2; ++nt) {
-      const float a0 = alpha_s[nt * 8 + 2 * tq], a1 = alpha_s[nt * 8 + 2 * tq + 1];
+      for (int nt = 0; nt < C::kNT2; ++nt) {
+        al[nt][0] = alpha_s[nt * 8 + 2 * tq];
+        al[nt][1] = alpha_s[nt * 8 + 2 * tq + 1];
+        moved |= al[nt][0] != 1.f || al[nt][1] != 1.f;
+      }
+      if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-      for (int mt = 0; mt < C::kMT2; ++mt) {
-        acc[mt][nt][0] *= a0;
-        acc[mt][nt][1] *= a1;
-        acc[mt][nt][2] *= a0;
-        acc[mt][nt][3] *= a1;
+        for (int nt = 0; nt < C::kNT2; ++nt)
+#pragma unroll
+          for (int mt = 0; mt < C::kMT2; ++mt) {
+            acc[mt][nt][0] *= al[nt][0];
+            acc[mt][nt][1] *= al[nt][1];
+            acc[mt][nt][2] *= al[nt][0];
+            acc[mt][nt][3] *= al[nt][1];
+          }
       }
     }
     {
