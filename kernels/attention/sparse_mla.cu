@@ -33,11 +33,35 @@ int sm_count(const SparseMlaParams& p) {
   return n > 0 ? n : 1;
 }
 
-// Which kernel runs: the pipelined one unless the caller forces round 1 (see PERFORMANCE.md for the
-// measurements behind the default).
+int smem_per_sm() {
+  int dev = 0, smem = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+    return 0;
+  return smem;
+}
+
+// Which kernel runs. Automatic choice from the H200 run of round 2 (docs/PERFORMANCE.md, "Round 2"): the
+// pipelined kernel was not the large win its model predicted; it is chosen only where it measured faster
+// than round 1 by more than a few percent:
+//   32 heads per CTA: variant 3 (two CTAs per SM) for T >= 64 where an SM holds two (H100 / H200:
+//     T=128 decode 1.01x bf16 / 1.12x FP8, prefill 1.07-1.09x); variant 2 for T <= 2 (T=1: 1.05x);
+//     round 1 otherwise (T=8 / 32 and wherever two CTAs do not fit, e.g. SM120: variant 2 alone was
+//     slower there).
+//   8 heads per CTA: variant 2 up to T = 256 (decode T=1..128: 1.02-1.13x bf16, 1.03-1.06x FP8);
+//     round 1 for prefill (variant 2 10% slower).
+//   16 heads per CTA: round 1 (mixed, within +-7%).
 int kernel_variant(const SparseMlaParams& p) {
   if (p.kernel_variant >= 1 && p.kernel_variant <= 4) return p.kernel_variant;
-  return 2;
+  const int hc = heads_per_cta(p);
+  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  if (hc == 32) {
+    const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, fp8) + 1024;
+    if (p.num_tokens >= 64 && smem_per_sm() >= 2 * need) return 3;
+    return p.num_tokens <= 2 ? 2 : 1;
+  }
+  if (hc == 8) return p.num_tokens <= 256 ? 2 : 1;
+  return 1;
 }
 
 // CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
@@ -45,10 +69,7 @@ int kernel_variant(const SparseMlaParams& p) {
 // more than 128 per thread at 256 threads: one per SM; variant 3 and the 128-thread kernels fit two).
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p);
-  int dev = 0, smem = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
-    smem = 0;
+  const int smem = smem_per_sm();
   const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
   const int by_smem = smem / need;
   const int by_regs = (hc >= 32 && variant != 3) ? 1 : 2;

@@ -264,16 +264,16 @@ void run_and_check(const Problem& pb) {
   p.heads_per_cta = pb.heads_per_cta;
   // The plan can differ between kernel variants (CTAs per SM): size the workspace for the largest.
   size_t ws_max = 0;
-  for (int v = 1; v <= 4; ++v) {
+  for (int v = 0; v <= 4; ++v) {
     p.kernel_variant = v;
     ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
   }
   DevBuf ws(ws_max);
 
   // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, pipelined with the
-  // 256-byte prefetch hint) on the same inputs and reference, twice each.
-  for (int run = 0; run < 8; ++run) {
-    p.kernel_variant = 1 + run / 2;
+  // 256-byte prefetch hint) and the automatic choice (0) on the same inputs and reference, twice each.
+  for (int run = 0; run < 10; ++run) {
+    p.kernel_variant = run < 8 ? 1 + run / 2 : 0;
     const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant);
     INFO(variant_desc);
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
