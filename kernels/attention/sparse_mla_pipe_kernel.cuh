@@ -15,6 +15,9 @@
 //          threads with shuffles, writes P^T (bf16) and the rescale factor; barrier C
 //   GEMM2  O^T[512 x HC] += V^T[512 x 16] P^T[16 x HC], each warp 512 / warps output dims, all HC heads.
 // Same parameter struct, split plan, partial-output format and combine kernel as round 1.
+// Measured on the H200 (docs/PERFORMANCE.md, "Round 2"): the deeper ring did not make it faster than
+// round 1 in general (the bottleneck was not the bytes in flight); it wins at 8 heads per CTA in decode
+// and, compiled for two CTAs per SM (variant 3), at 32 heads for T >= 64. The launcher picks per shape.
 // Shared memory <= 99 KB per block (static_assert), only mma.sync / ldmatrix / cp.async: valid on sm_120.
 #pragma once
 
