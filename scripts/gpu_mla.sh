@@ -4,6 +4,11 @@
 # table (printed last). Everything lands in $OUT (default ./out-mla): log, JSON, ptxas and SASS reports.
 #
 #   scripts/gpu_mla.sh                 # ARCHS=90 (run on the H200); ARCHS="80;90;120" for a full build
+#   TRITON=0 scripts/gpu_mla.sh        # skip the Triton baseline; take it and the ceilings from the committed
+#                                      # bench/results/sparse_mla-h200.json (saves ~60 s of device time)
+#   PREBUILT=dir scripts/gpu_mla.sh    # use binaries built elsewhere with ARCHS=90 (dir holds glm5rt_gpu_tests,
+#                                      # glm5rt_bench_sparse_mla, sm120_*.o, ptxas_sm120.txt); falls back to
+#                                      # building here when they do not start (saves the build's device time)
 # Each step continues past a failure of the previous one, so a failing test still leaves benchmark numbers.
 set -x
 set -o pipefail
@@ -23,40 +28,64 @@ date -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv || true
 nvcc --version | tail -2
 
-# 1. Build the kernels, the GPU tests and the benchmark.
-cmake --preset kernels -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tail -5 || status=1
-cmake --build "$BUILD" -j"$JOBS" --target glm5rt_gpu_tests glm5rt_bench_sparse_mla 2>&1 | tail -30 || status=1
+TEST_BIN="$BUILD/tests/glm5rt_gpu_tests"
+BENCH_BIN="$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla"
+if [ -n "${PREBUILT:-}" ] && "$PREBUILT/glm5rt_gpu_tests" -ltc >/dev/null 2>&1 && [ -f "$PREBUILT/sm120_sparse_mla.o" ]; then
+  echo "using the prebuilt binaries in $PREBUILT (built elsewhere from the same tree)"
+  TEST_BIN="$PREBUILT/glm5rt_gpu_tests"
+  BENCH_BIN="$PREBUILT/glm5rt_bench_sparse_mla"
+  mkdir -p "$BUILD"
+  cp "$PREBUILT"/sm120_*.o "$BUILD"/
+  cp "$PREBUILT/ptxas_sm120.txt" "$OUT/ptxas_sm120.txt"
+  sm120_pid=""
+else
+  # 1. Build the kernels, the GPU tests and the benchmark.
+  cmake --preset kernels -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tail -5 || status=1
+  cmake --build "$BUILD" -j"$JOBS" --target glm5rt_gpu_tests glm5rt_bench_sparse_mla 2>&1 | tail -30 || status=1
 
-# 2. sm_120 resource report and SASS (in the background while the tests run).
-(
-  for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla; do
-    nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
-      -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
-  done
-  wait
-) >"$OUT/ptxas_sm120.txt" 2>&1 &
-sm120_pid=$!
+  # 2. sm_120 resource report and SASS (in the background while the tests run).
+  (
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla; do
+      nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
+        -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
+    done
+    wait
+  ) >"$OUT/ptxas_sm120.txt" 2>&1 &
+  sm120_pid=$!
+fi
 
 # 3. GPU tests (correctness against the float32 CPU reference).
-timeout 45 "$BUILD/tests/glm5rt_gpu_tests" -tc="sparse MLA*" >"$OUT/tests.txt" 2>&1
+timeout ${TEST_TIMEOUT:-60} "$TEST_BIN" -tc="sparse MLA*" >"$OUT/tests.txt" 2>&1
 test_rc=$?
 tail -45 "$OUT/tests.txt"
 echo "gpu tests exit code: $test_rc"
 [ "$test_rc" = 0 ] || status=1
 
 # 4. Benchmark (ours), then the Triton baseline and the ceilings.
-timeout 50 "$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla" --json "$OUT/ours.json" || status=1
-PYTHONUNBUFFERED=1 timeout 65 python3 bench/sparse_mla/triton_baseline.py --json "$OUT/triton.json" || status=1
+timeout ${BENCH_TIMEOUT:-90} "$BENCH_BIN" --json "$OUT/ours.json" || status=1
+if [ "${TRITON:-1}" = 1 ]; then
+  PYTHONUNBUFFERED=1 timeout 65 python3 bench/sparse_mla/triton_baseline.py --json "$OUT/triton.json" || status=1
+  TRITON_SOURCE="measured in this run"
+else
+  python3 - "$ROOT/bench/results/sparse_mla-h200.json" "$OUT/triton.json" <<'PY' || status=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["ceilings"]
+json.dump({"copy_tbps": c["copy_tbps"], "gemm_bf16_tflops": c["gemm_bf16_tflops"], "results": d["triton"],
+           "self_check": d.get("triton_self_check")}, open(sys.argv[2], "w"))
+PY
+  TRITON_SOURCE="not rerun: Triton times and ceilings copied from the committed sparse_mla-h200.json"
+fi
 
 # 5. sm_120 checks: registers / shared memory / spills, and the instruction mix (no HGMMA / wgmma).
-wait "$sm120_pid"
+[ -n "$sm120_pid" ] && wait "$sm120_pid"
 set +x
 {
   echo "== ptxas -v, sm_120 =="
   grep -E "Compiling entry|registers|spill|smem" "$OUT/ptxas_sm120.txt" | sed 's/ptxas info *: //'
   echo "== SASS, sm_120 =="
   if command -v cuobjdump >/dev/null; then
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla; do
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla; do
       sass=$(cuobjdump --dump-sass "$BUILD/sm120_$f.o" 2>&1)
       printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
         "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \
@@ -71,6 +100,7 @@ set +x
 
 # 6. Summary (last, so it is at the end of the output).
 python3 bench/sparse_mla/report.py --ours "$OUT/ours.json" --triton "$OUT/triton.json" \
-  --out "$OUT/sparse_mla-h200.json" --commit "$COMMIT" --command "ARCHS=$ARCHS scripts/gpu_mla.sh" || status=1
+  --out "$OUT/sparse_mla-h200.json" --commit "$COMMIT" --command "ARCHS=$ARCHS TRITON=${TRITON:-1} scripts/gpu_mla.sh" \
+  --triton-source "$TRITON_SOURCE" || status=1
 echo "gpu tests exit code: $test_rc; overall status: $status"
 exit $status

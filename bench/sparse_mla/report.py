@@ -17,6 +17,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="")
     ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--triton-source", default="measured in this run",
+                    help="where the Triton numbers and the ceilings come from (recorded in the JSON)")
     args = ap.parse_args()
     ours = json.load(open(args.ours))
     try:
@@ -39,6 +41,8 @@ def main():
         row["of_roofline"] = roof / r["graph_us"]
         row["triton_us"] = tr["graph_us"] if tr else None
         row["speedup_vs_triton"] = tr["graph_us"] / r["graph_us"] if tr else None
+        v1 = r.get("v1_graph_us")
+        row["speedup_vs_round1_kernel"] = v1 / r["graph_us"] if v1 else None
         rows.append(row)
     fp8_vs_bf16 = {}
     for r in rows:
@@ -57,6 +61,7 @@ def main():
         "topk": ours["topk"],
         "pool_tokens_per_sequence": ours["pool_tokens_per_sequence"],
         "triton_self_check": tri.get("self_check"),
+        "triton_and_ceilings_source": args.triton_source,
         "results": rows,
         "split_sweep": ours.get("split_sweep", []),
         "triton": tri.get("results", []),
@@ -66,15 +71,23 @@ def main():
     print(f"Sparse MLA on {merged['card']}  (topk {ours['topk']}; ceilings: copy {copy:.2f} TB/s, "
           f"bf16 GEMM {gemm or float('nan'):.0f} TFLOP/s; commit {args.commit[:12]})")
     hdr = (f"{'phase':7s} {'fmt':4s} {'T':>5s} {'H':>4s} {'spl':>3s} {'us':>9s} {'TFLOP/s':>8s} {'TB/s':>6s} "
-           f"{'roof us':>8s} {'of roof':>7s} {'triton us':>9s} {'vs Tri':>6s} {'fp8/bf16':>8s}")
+           f"{'roof us':>8s} {'of roof':>7s} {'triton us':>9s} {'vs Tri':>6s} {'fp8/bf16':>8s} {'r1 us':>9s} {'vs r1':>6s} {'2/SM us':>8s} {'256B us':>8s}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         tri_us = f"{r['triton_us']:9.1f}" if r["triton_us"] else f"{'-':>9s}"
         sp = f"{r['speedup_vs_triton']:6.2f}" if r["speedup_vs_triton"] else f"{'-':>6s}"
         f8 = f"{r['fp8_speedup_over_bf16']:8.2f}" if "fp8_speedup_over_bf16" in r else f"{'':8s}"
+        v1 = r.get("v1_graph_us")
+        r1 = f"{v1:9.1f} {r['speedup_vs_round1_kernel']:6.2f}" if v1 else f"{'-':>9s} {'-':>6s}"
+        v3 = r.get("v3_graph_us")
+        r1 += f" {v3:8.1f}" if v3 else f" {'-':>8s}"
+        v4 = r.get("v4_graph_us")
+        r1 += f" {v4:8.1f}" if v4 else f" {'-':>8s}"
         print(f"{r['phase']:7s} {r['format']:4s} {r['T']:5d} {r['H']:4d} {r['splits']:3d} {r['graph_us']:9.2f} "
-              f"{r['tflops']:8.1f} {r['tbps']:6.2f} {r['roofline_us']:8.2f} {r['of_roofline']:7.2f} {tri_us} {sp} {f8}")
+              f"{r['tflops']:8.1f} {r['tbps']:6.2f} {r['roofline_us']:8.2f} {r['of_roofline']:7.2f} {tri_us} {sp} {f8} {r1}")
+    print(f"Triton and ceilings: {args.triton_source}; r1 = the round-1 kernel timed in this run; "
+          f"2/SM = variant 3 (32-head CTAs compiled for two per SM); 256B = variant 4 (L2::256B gather hint)")
     print(f"wrote {args.out}")
 
 

@@ -88,6 +88,9 @@ struct Result {
   int splits;
   int sets;
   double graph_us, event_us, tflops, tbps, bytes, flops;
+  double v1_graph_us;  // the round-1 kernel (kernel_variant = 1), same shape, automatic splits
+  double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as auto)
+  double v4_graph_us;  // variant 4 (the pipelined kernel with round 1's L2::256B hint); decode only
 };
 
 double median(std::vector<double> v) {
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
     int splits;
     int heads_per_cta;  // 0 = automatic
     double us;
+    int variant;  // kernel_variant of the timed configuration (0 = automatic)
   };
   std::vector<Sweep> sweeps;
   cudaStream_t stream;
@@ -195,15 +199,17 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     std::fprintf(f,
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
-                 "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f}%s\n",
+                 "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
+                 "\"v1_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v4_graph_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, i + 1 < results.size() ? "," : "");
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v3_graph_us, r.v4_graph_us,
+                 i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const Sweep& s = sweeps[i];
-    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"graph_us\": %.3f}%s\n",
-                 s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.us,
+    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"variant\": %d, \"graph_us\": %.3f}%s\n",
+                 s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.us,
                  i + 1 < sweeps.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
@@ -291,8 +297,14 @@ int main(int argc, char** argv) {
         set_inputs(i % sets);
         cudaError_t err = glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream);
         if (err != cudaSuccess) {
-          std::fprintf(stderr, "launch during capture: %s\n", cudaGetErrorString(err));
-          std::exit(1);
+          // Keep the run alive (one device call): report the event-timed median instead of the graph.
+          std::fprintf(stderr, "launch during capture: %s; reporting the event median\n", cudaGetErrorString(err));
+          cudaGraph_t g2 = nullptr;
+          (void)cudaStreamEndCapture(stream, &g2);
+          if (g2) (void)cudaGraphDestroy(g2);
+          (void)cudaGetLastError();
+          set_inputs(0);
+          return median(ev);
         }
       }
       CK(cudaStreamEndCapture(stream, &graph));
@@ -331,28 +343,46 @@ int main(int argc, char** argv) {
       for (int s : sweep_splits) {
         if (s > (topk + 31) / 32) continue;
         double e;
-        sweeps.push_back({c.T, c.H, c.fmt, s, 0, time_config(s, &e)});
+        sweeps.push_back({c.T, c.H, c.fmt, s, 0, time_config(s, &e), 0});
       }
     }
     // Head-group size for H = 64: 2 CTAs of 32 heads (1 CTA per SM, 8 warps) against 4 of 16 (2 per SM).
-    if (c.H == 64 && c.T >= 8 && c.T <= 1024 && !quick) {
-      for (int hc : {16, 8}) {
+    // On the H200 (227 KB of shared memory per SM) the 16-head pipelined kernel runs 2 CTAs per SM.
+    if (c.H == 64 && c.T >= 8 && c.T <= 4096 && !quick) {
+      for (int hc : {16}) {
         p.heads_per_cta = hc;
         double e;
         const double us = time_config(0, &e);
-        sweeps.push_back({c.T, c.H, c.fmt, glm5rt::kernels::sparse_mla_num_splits(p), hc, us});
+        sweeps.push_back({c.T, c.H, c.fmt, glm5rt::kernels::sparse_mla_num_splits(p), hc, us, 0});
       }
       p.heads_per_cta = 0;
+    }
+    // The round-1 kernel on the same shape (automatic splits), for the before / after comparison.
+    double v1_us = 0, v3_us = 0, v4_us = 0;
+    {
+      double e;
+      p.kernel_variant = 1;
+      v1_us = time_config(0, &e);
+      if (c.H >= 32) {
+        p.kernel_variant = 3;
+        v3_us = time_config(0, &e);
+      }
+      if (decode) {
+        p.kernel_variant = 4;
+        v4_us = time_config(0, &e);
+      }
+      p.kernel_variant = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
     const double bytes = rec_bytes + c.T * c.H * (576.0 * 2 + 512 * 2 + 4) + c.T * topk * 4.0;
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops});
-    std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  graph %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s\n",
+                       bytes, flops, v1_us, v3_us, v4_us});
+    std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  graph %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
+                "  round-1 kernel %9.2f us  2/SM variant %9.2f us  L2::256B variant %9.2f us\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps);
+                results.back().tflops, results.back().tbps, v1_us, v3_us, v4_us);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));
@@ -365,8 +395,8 @@ int main(int argc, char** argv) {
   if (!write_json()) return 1;
   std::printf("split sweep (graph us per call):\n");
   for (const Sweep& s : sweeps)
-    std::printf("  T=%d H=%d %s splits=%d heads/cta=%d: %.2f us\n", s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8",
-                s.splits, s.heads_per_cta, s.us);
+    std::printf("  T=%d H=%d %s splits=%d heads/cta=%d variant=%d: %.2f us\n", s.T, s.H,
+                s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.us);
   std::printf("wrote %s\n", json_path.c_str());
   CK(cudaFree(cache_bf16));
   CK(cudaFree(cache_fp8));

@@ -33,6 +33,50 @@ int sm_count(const SparseMlaParams& p) {
   return n > 0 ? n : 1;
 }
 
+int smem_per_sm() {
+  int dev = 0, smem = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+    return 0;
+  return smem;
+}
+
+// Which kernel runs. Automatic choice from the H200 run of round 2 (docs/PERFORMANCE.md, "Round 2"): the
+// pipelined kernel was not the large win its model predicted; it is chosen only where it measured faster
+// than round 1 by more than a few percent:
+//   32 heads per CTA: variant 3 (two CTAs per SM) for T >= 64 where an SM holds two (H100 / H200:
+//     T=128 decode 1.01x bf16 / 1.12x FP8, prefill 1.07-1.09x); variant 2 for T <= 2 (T=1: 1.05x);
+//     round 1 otherwise (T=8 / 32 and wherever two CTAs do not fit, e.g. SM120: variant 2 alone was
+//     slower there).
+//   8 heads per CTA: variant 2 up to T = 256 (decode T=1..128: 1.02-1.13x bf16, 1.03-1.06x FP8);
+//     round 1 for prefill (variant 2 10% slower).
+//   16 heads per CTA: round 1 (mixed, within +-7%).
+int kernel_variant(const SparseMlaParams& p) {
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 4) return p.kernel_variant;
+  const int hc = heads_per_cta(p);
+  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  if (hc == 32) {
+    const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, fp8) + 1024;
+    if (p.num_tokens >= 64 && smem_per_sm() >= 2 * need) return 3;
+    return p.num_tokens <= 2 ? 2 : 1;
+  }
+  if (hc == 8) return p.num_tokens <= 256 ? 2 : 1;
+  return 1;
+}
+
+// CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
+// H100 / H200, 100 KB on SM120, so one there) and registers (the 32-head kernels of variants 1 and 2 use
+// more than 128 per thread at 256 threads: one per SM; variant 3 and the 128-thread kernels fit two).
+int ctas_per_sm(const SparseMlaParams& p, int hc) {
+  const int variant = kernel_variant(p);
+  const int smem = smem_per_sm();
+  const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
+  const int by_smem = smem / need;
+  const int by_regs = (hc >= 32 && variant != 3) ? 1 : 2;
+  const int n = by_smem < by_regs ? by_smem : by_regs;
+  return n > 1 ? n : 1;
+}
+
 // Splits so that small T still fills the GPU. A CTA is latency-bound (about one gather round trip per
 // 32-token tile), so the model is in microseconds: waves * (tiles per split * 1 us + 2 us of Q / index
 // loads and epilogue) + for s > 1 the combine kernel (2 us + 0.03 us per split + writing and reading the
@@ -51,7 +95,7 @@ int plan_splits(const SparseMlaParams& p) {
   };
   if (p.num_splits > 0) return effective(p.num_splits);
   const int hc = heads_per_cta(p);
-  const int64_t slots = static_cast<int64_t>(sm_count(p)) * (hc >= 32 ? 1 : 2);
+  const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, hc);
   const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   int best = effective(1);
   double best_cost = 1e300;
@@ -81,6 +125,12 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
                                                                  float* __restrict__ lse) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the main kernel (sm_90+): this block may start before the main
+  // kernel has finished; wait here until it has completed and its partials are visible. A no-op when the
+  // launch was an ordinary one.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t row = blockIdx.x;  // t * H + h
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
@@ -145,7 +195,8 @@ size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
 cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
-      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0)
+      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
+      p.kernel_variant < 0 || p.kernel_variant > 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -172,20 +223,51 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
   if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
   a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  a.l2_prefetch_256 = kernel_variant(p) == 4 ? 1 : 0;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   if (nsplit > 1) {
     a.part_o = static_cast<float*>(workspace);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
   }
   const int hc = heads_per_cta(p);
-  cudaError_t err = p.format == MlaCacheFormat::kBf16 ? sparse_mla_detail::launch_bf16(hc, a, stream)
-                                                      : sparse_mla_detail::launch_fp8(hc, a, stream);
+  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  cudaError_t err;
+  const int variant = kernel_variant(p);
+  if (variant >= 2) {
+    const bool two_per_sm = variant == 3;
+    err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
+  } else
+    err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
   if (err != cudaSuccess || nsplit == 1) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
-  sparse_mla_combine<<<static_cast<unsigned>(out_rows), kMaxSplits, 0, stream>>>(
-      a.part_o, a.part_lse, nsplit, out_rows, a.out, a.lse);
-  return cudaGetLastError();
+  // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the
+  // pipelined kernel releases it once all its CTAs are resident) instead of after it drains; the combine
+  // waits on griddepcontrol.wait. Older GPUs: an ordinary launch.
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return cudaErrorInvalidDevice;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(out_rows));
+  cfg.blockDim = dim3(kMaxSplits);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = major >= 9 ? 1 : 0;
+  const float* part_o = a.part_o;
+  const float* part_lse = a.part_lse;
+  err = cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  if (err != cudaSuccess && cfg.numAttrs > 0) {
+    // A driver or virtualisation layer that refuses the attribute: clear the error, launch plainly.
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    err = cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  }
+  return err;
 }
 
 }  // namespace glm5rt::kernels

@@ -53,11 +53,18 @@ struct SparseMlaParams {
   int num_splits = 0;               // top-k splits per row: 0 = choose from the shape and the SM count
   int num_sms = 0;                  // 0 = ask the current device
   int heads_per_cta = 0;            // 0 = automatic; else 8, 16 or 32 dividing H (tuning / benchmarks)
+  // Appended in round 2. 0 = automatic (per shape, from the H200 measurements; see sparse_mla.cu);
+  // 1 = round-1 kernel (32-token tiles, 2 cp.async stages);
+  // 2 = pipelined kernel (16-token ring: 3 bf16 / 5 FP8 slots in flight); 3 = pipelined, with the 32-head
+  // CTA compiled for two CTAs per SM (128 registers; helps only where an SM has > 200 KB of shared memory,
+  // H100 / H200); 4 = variant 2 with round 1's L2::256B gather prefetch hint (a diagnostic for the
+  // benchmark). Same results whichever runs.
+  int kernel_variant = 0;
 };
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
-// Both are pure functions of the parameters and the SM count: call them with the same parameters (and
-// the same current device) as sparse_mla_forward.
+// Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
+// with the same parameters (and the same current device) as sparse_mla_forward.
 int sparse_mla_num_splits(const SparseMlaParams& p);
 size_t sparse_mla_workspace_size(const SparseMlaParams& p);
 

@@ -40,6 +40,7 @@ struct KernelArgs {
   int nsplit;
   int tiles_per_split;
   float scale_log2;  // softmax_scale * log2(e): the kernel works in base 2
+  int l2_prefetch_256;  // pipelined kernel only: 1 = round 1's L2::256B gather hint (diagnostic variant 4)
 };
 
 inline constexpr int kTileTokens = 32;

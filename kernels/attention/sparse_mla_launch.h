@@ -4,12 +4,31 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/sparse_mla_kernel.cuh"
+#include "kernels/attention/sparse_mla_pipe_kernel.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
 // Launch the main kernel with `heads_per_cta` in {8, 16, 32}; grid = T * nsplit * (H / heads_per_cta).
 cudaError_t launch_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+// The pipelined kernel (16-token ring of cp.async slots), same grid and arguments. two_per_sm: the 32-head
+// kernel compiled for two CTAs per SM (128 registers per thread); fewer heads per CTA fit two anyway.
+cudaError_t launch_pipe_bf16(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
+
+// Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
+// uses it to count how many CTAs share an SM.
+template <template <int, bool> class Config>
+int smem_of(int hc, bool fp8) {
+  switch (hc) {
+    case 8: return fp8 ? Config<8, true>::kSmemBytes : Config<8, false>::kSmemBytes;
+    case 16: return fp8 ? Config<16, true>::kSmemBytes : Config<16, false>::kSmemBytes;
+    default: return fp8 ? Config<32, true>::kSmemBytes : Config<32, false>::kSmemBytes;
+  }
+}
+inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
+  return variant == 1 ? smem_of<Cfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
+}
 
 template <int HC, bool FP8>
 cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
@@ -18,6 +37,23 @@ cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
   // Above 48 KB a block needs the opt-in; this is a host-side attribute, not a stream operation, so it is
   // allowed during graph capture.
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <int HC, bool FP8, int MINB>
+cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
+  using C = PipeCfg<HC, FP8>;
+  auto kernel = sparse_mla_pipe_kernel<HC, FP8, MINB>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  // All of L1 as shared memory: the gathers bypass L1 (cp.async.cg), and where an SM has 227 KB two CTAs
+  // (2 x <= 99 KB) fit only with the largest carveout.
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
   if (blocks <= 0) return cudaSuccess;

@@ -3,7 +3,8 @@
 // What is compared: out [T, H, 512] (bf16) and lse [T, H] (natural log) for every head count the kernels
 // support natively, top-k from 1 to 2048, rows padded with -1, rows shortened by `lengths`, rows with no
 // valid entry, both cache record formats (FP8 against the reference computed on the dequantized record),
-// automatic and forced top-k splits (direct write and the combine kernel). Outputs and workspace are
+// automatic and forced top-k splits (direct write and the combine kernel), both kernel variants (round 1
+// and the pipelined one, on the same inputs). Outputs and workspace are
 // poisoned with NaN bytes before every run, and each run draws fresh inputs.
 //
 // Tolerances (the kernel rounds P to bf16 before P.V, accumulates in fp32 and rounds O to bf16; FP8
@@ -261,12 +262,23 @@ void run_and_check(const Problem& pb) {
   p.softmax_scale = pb.scale;
   p.num_splits = pb.splits;
   p.heads_per_cta = pb.heads_per_cta;
-  const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
-  const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
-  CHECK((nsplit > 1) == (ws_bytes > 0));
-  DevBuf ws(ws_bytes);
+  // The plan can differ between kernel variants (CTAs per SM): size the workspace for the largest.
+  size_t ws_max = 0;
+  for (int v = 0; v <= 4; ++v) {
+    p.kernel_variant = v;
+    ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
+  }
+  DevBuf ws(ws_max);
 
-  for (int run = 0; run < 2; ++run) {
+  // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, pipelined with the
+  // 256-byte prefetch hint) and the automatic choice (0) on the same inputs and reference, twice each.
+  for (int run = 0; run < 10; ++run) {
+    p.kernel_variant = run < 8 ? 1 + run / 2 : 0;
+    const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant);
+    INFO(variant_desc);
+    const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
+    const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
+    CHECK((nsplit > 1) == (ws_bytes > 0));
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
     if (ws_bytes) CUDA_REQUIRE(cudaMemset(ws.p, 0xff, ws_bytes));
@@ -323,7 +335,7 @@ void run_and_check(const Problem& pb) {
       }
     }
     const double global = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
-    MESSAGE(describe(pb), " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
+    MESSAGE(describe(pb), " kernel ", p.kernel_variant, " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
             ", worst lse err ", worst_lse, ", bad rows ", bad);
     CHECK(bad == 0);
     CHECK(global <= 1e-2);
@@ -458,6 +470,9 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
+  p.kernel_variant = 5;  // no such kernel
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned
   CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
   CHECK(cudaGetLastError() == cudaSuccess);
