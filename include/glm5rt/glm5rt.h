@@ -309,7 +309,8 @@ typedef struct glm5rt_session glm5rt_session;
 typedef struct glm5rt_session_params {
     uint32_t struct_size;   /* sizeof(glm5rt_session_params), set by glm5rt_session_default_params */
     int64_t max_tokens;     /* most tokens this session may hold; 0 = the model's context length */
-    int64_t cache_bytes;    /* cache budget in bytes; 0 = enough for max_tokens. A request beyond the
+    int64_t cache_bytes;    /* cache budget in bytes; 0 = enough for max_tokens (on CUDA capped at about
+                               half of the device memory free when the session is created). A request beyond the
                                budget fails with GLM5RT_ERR_CACHE_FULL and changes nothing */
     int32_t page_size;      /* tokens per cache page; default 64 */
     int32_t cache_dtype;    /* GLM5RT_DTYPE_* of latent records; default AUTO */
