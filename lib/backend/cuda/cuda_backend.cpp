@@ -430,6 +430,32 @@ void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y)
   check(glm5k::launch_row_gemm(p, stream_), "row gemm");
 }
 
+namespace {
+// One small GEMM per attention head (the absorbed W_UK and W_UV products): each row of `a` holds `heads`
+// slices of k bf16 values, `w` holds `heads` bf16 [n, k] matrices, and each row of `c` receives `heads`
+// slices of n values (float32, or bf16 when c_bf16).
+glm5k::RowGemmParams per_head_gemm(const void* a, int64_t k, const void* w, int64_t n, int64_t rows, int64_t heads,
+                                   void* c, bool c_bf16) {
+  glm5k::RowGemmParams p;
+  p.a = a;
+  p.lda = heads * k;
+  p.a_batch_stride = k;
+  p.w = w;
+  p.w_dtype = glm5k::kWBf16;
+  p.ldw = k;
+  p.w_batch_stride = n * k;
+  p.m = static_cast<int32_t>(rows);
+  p.n = static_cast<int32_t>(n);
+  p.k = static_cast<int32_t>(k);
+  p.batch = static_cast<int32_t>(heads);
+  p.c = c;
+  p.c_bf16 = c_bf16;
+  p.ldc = heads * n;
+  p.c_batch_stride = n;
+  return p;
+}
+}  // namespace
+
 void CudaBackend::swiglu(const bf16* x, int64_t m, const DevMlp& w, float* out) {
   Work& k = *work_;
   linear(x, m, w.gate, k.g);
@@ -533,22 +559,8 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
   }
   // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
-  glm5k::RowGemmParams ab;
-  ab.a = k.q_nope;
-  ab.lda = H * nope;
-  ab.a_batch_stride = nope;
-  ab.w = w.w_uk_t;
-  ab.w_dtype = glm5k::kWBf16;
-  ab.ldw = nope;
-  ab.w_batch_stride = kvr * nope;
-  ab.m = static_cast<int32_t>(R);
-  ab.n = static_cast<int32_t>(kvr);
-  ab.k = static_cast<int32_t>(nope);
-  ab.batch = static_cast<int32_t>(H);
-  ab.c = k.q_lat;
-  ab.ldc = H * kvr;
-  ab.c_batch_stride = kvr;
-  check(glm5k::launch_row_gemm(ab, stream_), "absorbed query");
+  check(glm5k::launch_row_gemm(per_head_gemm(k.q_nope, nope, w.w_uk_t, kvr, R, H, k.q_lat, false), stream_),
+        "absorbed query");
   if (use_fast_mla_) {
     // kernels/attention: bf16 query [R, H, 576], records addressed by physical slot (-1 = unused).
     check(glm5k::launch_pack_mla_query(k.q_lat, k.q_rot, static_cast<int32_t>(R), static_cast<int32_t>(H),
@@ -578,23 +590,8 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
                               static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
     check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
   }
-  glm5k::RowGemmParams uv;
-  uv.a = k.o_lat;
-  uv.lda = H * kvr;
-  uv.a_batch_stride = kvr;
-  uv.w = w.w_uv;
-  uv.w_dtype = glm5k::kWBf16;
-  uv.ldw = kvr;
-  uv.w_batch_stride = vh * kvr;
-  uv.m = static_cast<int32_t>(R);
-  uv.n = static_cast<int32_t>(vh);
-  uv.k = static_cast<int32_t>(kvr);
-  uv.batch = static_cast<int32_t>(H);
-  uv.c = k.ob;
-  uv.c_bf16 = true;
-  uv.ldc = H * vh;
-  uv.c_batch_stride = vh;
-  check(glm5k::launch_row_gemm(uv, stream_), "value up-projection");
+  check(glm5k::launch_row_gemm(per_head_gemm(k.o_lat, kvr, w.w_uv, vh, R, H, k.ob, true), stream_),
+        "value up-projection");
   linear(k.ob, R, w.o_proj, k.delta);
 }
 
