@@ -43,7 +43,7 @@ if [ $build_rc -eq 0 ]; then
 fi
 wait $sm120
 {
-  echo "== $(cat "$OUT/device.txt"), commit $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null)"
+  echo "== $(cat "$OUT/device.txt"), commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)"
   echo "build rc=$build_rc, gpu tests rc=$tests_rc"
   grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|^[0-9]+: \[[a-z-]+\]" "$OUT/gpu_tests.log" | cut -c1-200 | head -150
   grep -E "^SASS" "$OUT/sm120.log"
