@@ -949,7 +949,11 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   const int64_t choice = (use_fast_mla_ ? 1 : 0) + (use_fast_idx_ ? 2 : 0);
   GraphKey key{R, S, n_out, ctx_cap, fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice};
   for (const FastGroup& g : groups_) {
+    // The fast launches bake the cache's pool addresses and per-layer strides (n_slots) into the graph; a
+    // cache freed and another allocated at the same address with another size must not replay it.
     key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(g.cache->latent())));
+    key.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(g.cache->index())));
+    key.push_back(g.cache->n_slots());
     key.push_back(g.cache->page_size());
     key.push_back(g.r0);
     key.push_back(g.r1);
@@ -983,6 +987,7 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
 
 void CudaBackend::forward(const BatchPlan& plan, float* logits, const std::function<bool()>& should_stop,
                           ForwardProbe* probe) {
+  std::lock_guard<std::mutex> lock(device_mutex_);
   const float* dev = forward_device(plan, should_stop, probe);
   const size_t bytes = plan.logit_rows.size() * static_cast<size_t>(config_.vocab_size) * 4;
   if (bytes) check(cudaMemcpyAsync(logits, dev, bytes, cudaMemcpyDeviceToHost, stream_), "copying logits");
@@ -1020,6 +1025,7 @@ void CudaBackend::fill_cache_random(CacheStorage& cache, uint64_t seed) {
 // pool (for FP8 indexer keys too: the page's vectors then its scales fill the same page_size * 132
 // bytes), so one strided device copy per pool moves the page for all layers.
 void CudaBackend::copy_page(CacheStorage& cache, int32_t src, int32_t dst) const {
+  std::lock_guard<std::mutex> lock(device_mutex_);
   auto& cc = dynamic_cast<CudaCache&>(cache);
   const int64_t L = config_.num_hidden_layers, ps = cc.page_size();
   const int64_t lb = cc.format().latent_bytes() * ps, ib = cc.format().index_bytes() * ps;
@@ -1033,6 +1039,7 @@ void CudaBackend::copy_page(CacheStorage& cache, int32_t src, int32_t dst) const
 }
 
 void CudaBackend::export_records(const CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, float* out) const {
+  std::lock_guard<std::mutex> lock(device_mutex_);
   const auto& cc = dynamic_cast<const CudaCache&>(cache);
   const glm5k::RecordFormat f = cc.format();
   const int64_t L = config_.num_hidden_layers, lb = f.latent_bytes(), ib = f.index_bytes();
@@ -1066,6 +1073,7 @@ void CudaBackend::export_records(const CacheStorage& cache, const std::vector<in
 }
 
 void CudaBackend::import_records(CacheStorage& cache, const std::vector<int32_t>& bt, int64_t n, const float* in) const {
+  std::lock_guard<std::mutex> lock(device_mutex_);
   auto& cc = dynamic_cast<CudaCache&>(cache);
   const glm5k::RecordFormat f = cc.format();
   const int64_t L = config_.num_hidden_layers, lb = f.latent_bytes(), ib = f.index_bytes();

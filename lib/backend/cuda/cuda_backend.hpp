@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -138,6 +139,10 @@ class CudaBackend final : public Backend {
   int32_t device_;
   DevWeights w_;
   cudaStream_t stream_ = nullptr;
+  // Sessions on one model may step from different threads (glm5rt.h's thread rules), but the backend has
+  // one stream, one set of work buffers and one graph cache: every engine entry point that touches them
+  // holds this lock, so concurrent sessions are serialised instead of racing.
+  mutable std::mutex device_mutex_;
   std::unique_ptr<LtGemm> lt_;
   float softmax_scale_ = 1.f, rope_factor_ = 1.f;
   DeviceBuffer inv_freq_, dequant_;
