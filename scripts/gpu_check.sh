@@ -5,7 +5,8 @@
 # kernel for sm_120 with the ptxas resource report and check its SASS (mma.sync HMMA/QMMA expected, no
 # Hopper-only HGMMA/wgmma, no tcgen05). Logs go to $OUT; a summary is printed last.
 #
-#   bash scripts/gpu_check.sh          (repository root; Debian packages the machine lacks: .carry/debs)
+#   COMMIT=<hash> bash scripts/gpu_check.sh   (repository root; the copy there has no .git, hence COMMIT;
+#                                             Debian packages the machine lacks come from .carry/debs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -43,7 +44,7 @@ if [ $build_rc -eq 0 ]; then
 fi
 wait $sm120
 {
-  echo "== $(cat "$OUT/device.txt"), commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)"
+  echo "== $(cat "$OUT/device.txt"), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
   echo "build rc=$build_rc, gpu tests rc=$tests_rc"
   grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|^[0-9]+: \[[a-z-]+\]" "$OUT/gpu_tests.log" | cut -c1-200 | head -150
   grep -E "^SASS" "$OUT/sm120.log"
