@@ -4,6 +4,7 @@
 // replays a CUDA graph of several calls over rotating inputs (different pages and queries, more bytes
 // than the L2 holds), so launch overhead and cache reuse stay out; the median of the replays is reported.
 // The floor is the bytes that must move (keys once, q, weights, output) over the measured copy bandwidth.
+#include "bench/common/bench_cuda.cuh"
 #include "kernels/indexer/indexer_params.hpp"
 
 #include <cuda_runtime.h>
@@ -21,25 +22,11 @@
 
 namespace ki = glm5rt::kernels::indexer;
 
-#define CHECK_CUDA(expr)                                                                        \
-  do {                                                                                          \
-    const cudaError_t e_ = (expr);                                                              \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#define CHECK_CUDA(x) BENCH_CHECK_CUDA(x)
 
 namespace {
 
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
+using glm5rt_bench::hash32;
 __device__ float uniform_pm1(uint64_t i, uint64_t seed) { return (hash32(i * 0x9E3779B97F4A7C15ULL + seed) >> 8) * (2.f / 16777216.f) - 1.f; }
 
 // Random bytes that decode to finite values: e4m3 without NaN, bf16 in [-1, 1], scales in [0.5, 1.5).

@@ -16,46 +16,33 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_cuda.cuh"
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/moe/moe.h"
 
 namespace k = glm5rt::kernels;
 
-#define CK(expr)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#define CK(x) BENCH_CHECK_CUDA(x)
 
 namespace {
 
-__device__ uint32_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
+using glm5rt_bench::hash32;
 // Random e4m3 codes (never the NaN codes 0x7f / 0xff), limited to |v| <= 2^3 so sums stay moderate.
 __global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint32_t r = mix(seed * 0x9e3779b97f4a7c15ULL + i);
+    const uint32_t r = hash32(seed * 0x9e3779b97f4a7c15ULL + i);
     p[i] = static_cast<uint8_t>((r & 0x80) | ((r >> 8) % 80));  // exponent field <= 9
   }
 }
 __global__ void fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = lo + (hi - lo) * (mix(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
+    p[i] = lo + (hi - lo) * (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
 }
 // Approximately normal bf16 (sum of 4 uniforms), times sigma.
 __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float sigma) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     float s = 0;
-    for (int j = 0; j < 4; ++j) s += (mix(seed * 0x9e3779b97f4a7c15ULL + i * 4 + j) >> 8) * (1.0f / 16777216.0f);
+    for (int j = 0; j < 4; ++j) s += (hash32(seed * 0x9e3779b97f4a7c15ULL + i * 4 + j) >> 8) * (1.0f / 16777216.0f);
     p[i] = __float2bfloat16((s - 2.0f) * 1.7320508f * sigma);
   }
 }

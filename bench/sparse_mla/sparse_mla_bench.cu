@@ -22,30 +22,17 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_cuda.cuh"
 #include "kernels/attention/sparse_mla.h"
 
 using glm5rt::kernels::MlaCacheFormat;
 using glm5rt::kernels::SparseMlaParams;
 
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#define CK(x) BENCH_CHECK_CUDA(x)
 
 namespace {
 
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
+using glm5rt_bench::hash32;
 __device__ uint16_t rand_bf16(uint64_t key) {  // uniform in (-1, 1), as bf16 bits
   const float v = (hash32(key) >> 8) * (2.f / 16777216.f) - 1.f;
   uint32_t u = __float_as_uint(v);
