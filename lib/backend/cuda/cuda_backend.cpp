@@ -396,6 +396,29 @@ void CudaBackend::ensure_plan_capacity(size_t bytes) {
   plan_capacity_ = cap;
 }
 
+namespace {
+// The row GEMM against one stored weight (bf16, or FP8 with its block scales): bf16 rows of `a` times
+// L^T into float32 `c`. Callers add the row count (dense) or the expert grouping (MoE).
+glm5k::RowGemmParams weight_gemm(const DevLinear& L, const void* a, float* c) {
+  glm5k::RowGemmParams p;
+  p.a = a;
+  p.a_bf16 = true;
+  p.lda = L.k;
+  p.w = L.w;
+  p.w_dtype = L.dtype;
+  p.ldw = L.k;
+  p.scale = L.scale;
+  p.block_n = L.block_n;
+  p.block_k = L.block_k;
+  p.ld_scale = L.ld_scale();
+  p.n = static_cast<int32_t>(L.n);
+  p.k = static_cast<int32_t>(L.k);
+  p.c = c;
+  p.ldc = L.n;
+  return p;
+}
+}  // namespace
+
 void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y) {
   if (m <= 0) return;
   if (L.dtype == glm5k::kWBf16) {
@@ -411,22 +434,8 @@ void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y)
       if (lt_->run(x, L.k, dequant_.as<bf16>(), L.k, y, L.n, m, L.n, L.k, stream_)) return;
     }
   }
-  glm5k::RowGemmParams p;
-  p.a = x;
-  p.a_bf16 = true;
-  p.lda = L.k;
-  p.w = L.w;
-  p.w_dtype = L.dtype;
-  p.ldw = L.k;
-  p.scale = L.scale;
-  p.block_n = L.block_n;
-  p.block_k = L.block_k;
-  p.ld_scale = L.ld_scale();
+  glm5k::RowGemmParams p = weight_gemm(L, x, y);
   p.m = static_cast<int32_t>(m);
-  p.n = static_cast<int32_t>(L.n);
-  p.k = static_cast<int32_t>(L.k);
-  p.c = y;
-  p.ldc = L.n;
   check(glm5k::launch_row_gemm(p, stream_), "row gemm");
 }
 
@@ -693,27 +702,13 @@ void CudaBackend::enqueue_mlp(int64_t li) {
                                k.max_tiles, stream_),
         "moe plan");
   auto grouped = [&](const DevLinear& L, const void* a, const int32_t* a_rows, float* out) {
-    glm5k::RowGemmParams p;
-    p.a = a;
-    p.a_bf16 = true;
-    p.lda = L.k;
+    glm5k::RowGemmParams p = weight_gemm(L, a, out);
     p.a_rows = a_rows;
-    p.w = L.w;
-    p.w_dtype = L.dtype;
-    p.ldw = L.k;
-    p.scale = L.scale;
-    p.block_n = L.block_n;
-    p.block_k = L.block_k;
-    p.ld_scale = L.ld_scale();
     p.w_group_stride = L.group_stride;
     p.scale_group_stride = L.scale_group_stride;
     p.tiles = k.tiles;
     p.n_tiles = k.n_tiles;
     p.max_tiles = k.max_tiles;
-    p.n = static_cast<int32_t>(L.n);
-    p.k = static_cast<int32_t>(L.k);
-    p.c = out;
-    p.ldc = L.n;
     check(glm5k::launch_row_gemm(p, stream_), "grouped expert gemm");
   };
   grouped(w.experts.gate, k.h2b, k.pair_rows, k.eg);
