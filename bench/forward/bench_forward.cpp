@@ -28,9 +28,10 @@ namespace {
 struct Options {
   bool glm5_dims = false;
   int layers = 4, dense_layers = 1, steps = 20, device = 0;
-  std::vector<int> batches = {1, 32};
+  std::vector<int> batches = {1, 32}, contexts;
   int context = 8192, prefill = 4096, chunk = 4096;
-  std::string json = "forward-bench.json", fp8_path = "auto", commit = "unknown";
+  bool stages = false;
+  std::string json = "forward-bench.json", fp8_path = "auto", commit = "unknown", kernels;
   double bw = 4.3e12, flops = 7.9e14;  // measured ceilings on the H200 (docs/device KINDS.md): copy, bf16 GEMM
 };
 
@@ -155,6 +156,13 @@ int main(int argc, char** argv) {
     else if (a == "--device") o.device = std::atoi(next().c_str());
     else if (a == "--json") o.json = next();
     else if (a == "--fp8-path") o.fp8_path = next();
+    else if (a == "--kernels") o.kernels = next();
+    else if (a == "--stages") o.stages = true;
+    else if (a == "--contexts") {
+      std::stringstream ss(next());
+      std::string item;
+      while (std::getline(ss, item, ',')) o.contexts.push_back(std::atoi(item.c_str()));
+    }
     else if (a == "--commit") o.commit = next();
     else if (a == "--bw") o.bw = std::atof(next().c_str());
     else if (a == "--peak-flops") o.flops = std::atof(next().c_str());
@@ -165,7 +173,9 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: glm5rt-bench --glm5-dims [--layers N] [--dense-layers N] [--batches 1,32] [--context 8192]\n"
-                   "       [--prefill 4096] [--chunk 4096] [--steps 20] [--fp8-path auto|direct|dequant] [--json FILE]\n");
+                   "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
+                   "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
+                   "       [--json FILE]\n");
       return 2;
     }
   }
@@ -186,6 +196,8 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     cuda::CudaBackend be(c, cuda::random_weights(c, 1234), o.device);
     be.set_fp8_path(o.fp8_path);
+    if (!o.kernels.empty()) be.set_kernels(o.kernels);
+    if (o.contexts.empty()) o.contexts.push_back(o.context);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto mem = be.memory();
     std::printf("glm5rt-bench: %s, GLM-5 dims, %d layers (%d dense), random FP8 weights %.2f GiB (made in %.1f s), "
@@ -196,16 +208,18 @@ int main(int argc, char** argv) {
     std::ostringstream js;
     js << "{\n  \"command\": \"" << cmdline << "\",\n  \"date\": \"" << now_utc() << "\",\n  \"card\": \"" << prop.name
        << "\",\n  \"commit\": \"" << o.commit << "\",\n  \"layers\": " << o.layers << ",\n  \"dense_layers\": "
-       << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \"" << o.fp8_path << "\",\n  \"attention_kernels\": \"" << be.kernels()
-       << "\",\n  \"bandwidth_ceiling\": "
+       << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \"" << o.fp8_path << "\",\n  \"kernels\": \"" << be.kernels()
+       << "\",\n  \"fast_moe_layers\": " << be.fast_moe_layers() << ",\n  \"bandwidth_ceiling\": "
        << o.bw << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights
        << ",\n  \"decode\": [";
-    std::printf("\nattention kernels: %s (GLM5RT_CUDA_KERNELS)\n", be.kernels().c_str());
+    std::printf("\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s\n",
+                be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
+                o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str());
     std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
     const int ps = 64;
     bool first = true;
+    for (int C : o.contexts)
     for (int B : o.batches) {
-      const int C = o.context;
       const int pages = (C + ps - 1) / ps;
       std::vector<std::unique_ptr<CacheStorage>> caches;
       std::vector<std::vector<int32_t>> tables;
@@ -231,6 +245,34 @@ int main(int argc, char** argv) {
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
         if (s >= warm) times.push_back(dt);
       }
+      // Stage times (--stages): the same step replayed with events between the stages (graph nodes),
+      // median over 5 steps of each stage.
+      cuda::StageTimes st;
+      if (o.stages) {
+        be.set_stage_timing(true);
+        std::vector<double> at, dm, mo, hd, tot;
+        for (int s = 0; s < 7; ++s) {
+          BatchPlan plan;
+          const int64_t pos = C - 1 - 7 + s;
+          for (int b = 0; b < B; ++b) plan.add_sequence(caches[b].get(), tables[b], ps, pos, &next[b], 1);
+          for (int b = 0; b < B; ++b) plan.logit_rows.push_back(b);
+          be.forward_device(plan, {}, nullptr);
+          const cuda::StageTimes x = be.last_stage_times();
+          next = be.argmax_last();
+          if (s < 2) continue;
+          at.push_back(x.attention_ms);
+          dm.push_back(x.dense_mlp_ms);
+          mo.push_back(x.moe_ms);
+          hd.push_back(x.head_ms);
+          tot.push_back(x.total_ms);
+        }
+        be.set_stage_timing(false);
+        st.attention_ms = median(at);
+        st.dense_mlp_ms = median(dm);
+        st.moe_ms = median(mo);
+        st.head_ms = median(hd);
+        st.total_ms = median(tot);
+      }
       const double t = median(times);
       const Floor f = decode_floor(c, B, C);
       const double floor_t = std::max(f.bytes / o.bw, f.flops / o.flops);
@@ -241,7 +283,17 @@ int main(int argc, char** argv) {
       js << (first ? "" : ",") << "\n    {\"batch\": " << B << ", \"context\": " << C << ", \"step_ms\": " << t * 1e3
          << ", \"per_layer_ms\": " << t * 1e3 / o.layers << ", \"tokens_per_s\": " << B / t
          << ", \"floor_ms\": " << floor_t * 1e3 << ", \"floor_bytes\": " << f.bytes << ", \"floor_flops\": " << f.flops
-         << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays() << "}";
+         << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays();
+      if (o.stages) {
+        const int moe_layers = o.layers - std::min(o.dense_layers, o.layers);
+        std::printf("%-28s stages (graph, device time): attention %.3f ms (%.3f / layer), dense MLP %.3f ms, MoE %.3f ms "
+                    "(%.3f / MoE layer), lm_head %.3f ms, total %.3f ms\n",
+                    "", st.attention_ms, st.attention_ms / o.layers, st.dense_mlp_ms, st.moe_ms,
+                    moe_layers ? st.moe_ms / moe_layers : 0.0, st.head_ms, st.total_ms);
+        js << ", \"stages_ms\": {\"attention\": " << st.attention_ms << ", \"dense_mlp\": " << st.dense_mlp_ms
+           << ", \"moe\": " << st.moe_ms << ", \"lm_head\": " << st.head_ms << ", \"total\": " << st.total_ms << "}";
+      }
+      js << "}";
       first = false;
     }
     js << "\n  ],\n  \"prefill\": [";

@@ -95,6 +95,12 @@ struct MoeParams {
   // Optional outputs for inspection (null: kept in the workspace only).
   int* topk_ids_out = nullptr;
   float* topk_weights_out = nullptr;
+  // Optional routing given by the caller (device [tokens, top_k], as moe_route writes them): when both
+  // are non-null the router is skipped (router_weight / router_bias may then be null) and these are used
+  // as the choice; ids outside [0, E) are dropped. For callers that route elsewhere or force the routing
+  // (tests). topk_ids_out / topk_weights_out are then not written.
+  const int* topk_ids_in = nullptr;
+  const float* topk_weights_in = nullptr;
   // Tuning overrides (benchmarks): GEMM path and prefill tile rows (0: defaults).
   int path = 0;  // 0 automatic, 1 decode, 2 prefill
   int prefill_tile_rows = 0;

@@ -66,8 +66,11 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     return p.stage_events ? cudaEventRecord(p.stage_events[stage], stream) : cudaSuccess;
   };
   auto at = [&](size_t off) { return static_cast<void*>(ws + off); };
+  const bool routed = p.topk_ids_in && p.topk_weights_in;  // the caller's routing: no router
   int* ids = p.topk_ids_out ? p.topk_ids_out : static_cast<int*>(at(l.ids));
   float* wts = p.topk_weights_out ? p.topk_weights_out : static_cast<float*>(at(l.weights));
+  const int* ids_use = routed ? p.topk_ids_in : ids;
+  const float* wts_use = routed ? p.topk_weights_in : wts;
   const int G = E + (p.with_shared ? 1 : 0);
   const int R = T * K + (p.with_shared ? T : 0);
 
@@ -89,7 +92,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.logits = static_cast<float*>(at(l.logits));
   rp.topk_ids = ids;
   rp.topk_weights = wts;
-  if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;
+  if (!routed) {
+    if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;
+  }
   if (cudaError_t e = mark(0); e != cudaSuccess) return e;
 
   PermuteParams pp;
@@ -98,7 +103,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   pp.top_k = K;
   pp.num_experts = E;
   pp.with_shared = p.with_shared;
-  pp.topk_ids = ids;
+  pp.topk_ids = ids_use;
   pp.group_offsets = static_cast<int*>(at(l.offsets));
   pp.active_groups = static_cast<int*>(at(l.active));
   pp.num_active = static_cast<int*>(at(l.num_active));
@@ -173,7 +178,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
 
-  if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts, p.with_shared ? pp.group_offsets + E : nullptr,
+  if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts_use, p.with_shared ? pp.group_offsets + E : nullptr,
                                   p.out, stream, pdl);
       e != cudaSuccess)
     return e;

@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +12,9 @@
 #include "backend/cpu/rope.hpp"
 #include "kernels/attention/sparse_mla.h"
 #include "kernels/common/fast_bridge.cuh"
+#include "kernels/common/moe_bridge.cuh"
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/moe/moe.h"
 #include "kernels/common/simple_forward.cuh"
 #include "kernels/indexer/indexer_params.hpp"
 #include "model/dtype_decode.hpp"
@@ -172,6 +176,14 @@ struct CudaBackend::Work {
   bf16* xn;
   float* logits;
   int32_t* argmax;
+  // fp8_gemm / moe_forward: e4m3 activations [rows, max k] + scales, bf16 GEMM outputs [rows, max n],
+  // the MoE block's bf16 output and its workspace.
+  uint8_t* fq;
+  float* fs;
+  bf16* fy;
+  bf16* moe_out;
+  void* moe_ws;
+  int64_t moe_ws_bytes;
 
   int64_t layout(const ModelConfig& c, char* base) {
     const int64_t R = rows, D = c.hidden_size, H = c.num_attention_heads, half = c.qk_rope_head_dim / 2;
@@ -227,6 +239,20 @@ struct CudaBackend::Work {
     xn = cv.take<bf16>(n_out * D);
     logits = cv.take<float>(n_out * c.vocab_size);
     argmax = cv.take<int32_t>(n_out);
+    const int64_t Is = c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts);
+    const int64_t max_k = std::max({D, c.q_lora_rank, H * c.v_head_dim, c.intermediate_size, Is});
+    const int64_t max_n = std::max({D, c.q_lora_rank, H * qkd, lat, c.index_n_heads * c.index_head_dim,
+                                    c.index_head_dim, 2 * c.intermediate_size, 2 * Is});
+    fq = cv.take<uint8_t>(R * max_k);
+    fs = cv.take<float>(R * ((max_k + 127) / 128));
+    fy = cv.take<bf16>(R * max_n);
+    moe_out = cv.take<bf16>(c.n_routed_experts > 0 ? R * D : 0);
+    moe_ws_bytes = c.n_routed_experts > 0 && c.moe_intermediate_size > 0
+                       ? static_cast<int64_t>(kernels::moe_workspace_size(
+                             static_cast<int>(R), static_cast<int>(D), static_cast<int>(c.moe_intermediate_size),
+                             static_cast<int>(E), static_cast<int>(K)))
+                       : 0;
+    moe_ws = cv.take<char>(moe_ws_bytes);
     return cv.used();
   }
 };
@@ -263,6 +289,10 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
   num_sms_ = prop.multiProcessorCount;
+  // kernels/gemm needs FP8 conversions (compute capability 8.9+); PDL needs 9.0+.
+  const bool fp8_kernels = prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
+  pdl_ = prop.major >= 9;
+  if (fp8_kernels) build_fast_tables();
   log(LogLevel::info, "cuda backend on device ", device_, " (", prop.name, "): weights ", w_.bytes >> 20, " MiB");
 }
 
@@ -270,6 +300,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaSetDevice(device_);
   if (stream_) (void)cudaStreamSynchronize(stream_);
   clear_graphs();
+  for (cudaEvent_t e : stage_ev_) (void)cudaEventDestroy(e);
   if (plan_host_) (void)cudaFreeHost(plan_host_);
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
@@ -283,19 +314,146 @@ void CudaBackend::set_fp8_path(const std::string& path) {
   if (path == "auto") fp8_path_ = 0;
   else if (path == "direct") fp8_path_ = 1;
   else if (path == "dequant") fp8_path_ = 2;
-  else fail(Status::invalid_argument, "FP8 path must be auto, direct or dequant, got ", path);
+  else if (path == "gemm") fp8_path_ = 3;
+  else fail(Status::invalid_argument, "FP8 path must be auto, gemm, dequant or direct, got ", path);
   clear_graphs();
+}
+
+std::string CudaBackend::fp8_path() const {
+  static const char* const names[] = {"auto", "direct", "dequant", "gemm"};
+  return names[fp8_path_];
 }
 
 void CudaBackend::set_kernels(const std::string& which) {
   if (which == "simple") kernels_ = 0;
   else if (which == "fast-mla") kernels_ = 1;
-  else if (which == "fast") kernels_ = 2;
-  else fail(Status::invalid_argument, "CUDA kernels must be simple, fast-mla or fast, got ", which);
+  else if (which == "fast-attn") kernels_ = 2;
+  else if (which == "fast") kernels_ = 3;
+  else fail(Status::invalid_argument, "CUDA kernels must be simple, fast-mla, fast-attn or fast, got ", which);
   clear_graphs();
 }
 
-std::string CudaBackend::kernels() const { return kernels_ == 0 ? "simple" : kernels_ == 1 ? "fast-mla" : "fast"; }
+std::string CudaBackend::kernels() const {
+  static const char* const names[] = {"simple", "fast-mla", "fast-attn", "fast"};
+  return names[kernels_];
+}
+
+int64_t CudaBackend::fast_moe_layers() const {
+  int64_t n = 0;
+  for (const MoeTable& t : moe_tables_) n += t.ok;
+  return n;
+}
+
+bool CudaBackend::fp8_gemm_fits(const DevLinear& L) const {
+  return L.dtype == glm5k::kWFp8 && L.block_n == kernels::kFp8Block && L.block_k == kernels::kFp8Block &&
+         L.k % kernels::kFp8Block == 0 && L.n % 2 == 0 && L.n > 0;
+}
+
+const CudaBackend::Fp8Table* CudaBackend::fp8_table(const DevLinear& L) const {
+  const auto it = fp8_tables_.find(L.w);
+  return it == fp8_tables_.end() ? nullptr : &it->second;
+}
+
+// The device pointer arrays fp8_gemm and moe_forward read their weights through: one entry per dense FP8
+// weight that fits fp8_gemm, a [gate, up] pair per dense SwiGLU MLP (one fused gate|up GEMM), and per MoE
+// layer whose experts fit moe_forward the (E + 1) x {gate, up} and (E + 1) x down arrays (entry E: the
+// shared expert), plus a bf16 copy of the router weight (moe_forward's router reads bf16, as transformers
+// computes the router on the bf16 hidden state and weight). Built once; the weights never move.
+void CudaBackend::build_fast_tables() {
+  const ModelConfig& c = config_;
+  std::vector<const void*> ptrs;  // weight pointers, then scale pointers, interleaved per table
+  struct Pending {
+    size_t at, count;
+  };
+  std::vector<std::pair<const void*, Pending>> dense, pairs;
+  auto add = [&](std::initializer_list<const DevLinear*> ls, int64_t groups) {
+    const size_t at = ptrs.size(), count = ls.size() * static_cast<size_t>(groups);
+    std::vector<const void*> ws, ss;
+    for (int64_t g = 0; g < groups; ++g)
+      for (const DevLinear* L : ls) {
+        ws.push_back(static_cast<const uint8_t*>(L->w) + g * L->group_stride);
+        ss.push_back(L->scale + g * L->scale_group_stride);
+      }
+    ptrs.insert(ptrs.end(), ws.begin(), ws.end());
+    ptrs.insert(ptrs.end(), ss.begin(), ss.end());
+    return Pending{at, count};
+  };
+  moe_tables_.assign(w_.layers.size(), {});
+  std::vector<std::array<Pending, 2>> moe_pending(w_.layers.size());
+  const int64_t E = c.n_routed_experts, D = c.hidden_size, I = c.moe_intermediate_size;
+  int64_t router_elems = 0;
+  for (size_t li = 0; li < w_.layers.size(); ++li) {
+    const DevLayer& l = w_.layers[li];
+    for (const DevLinear* L : {&l.q_a, &l.q_b, &l.kv_a, &l.o_proj, &l.idx_wq_b, &l.idx_wk, &l.idx_wp, &l.dense.gate,
+                               &l.dense.up, &l.dense.down, &l.shared.gate, &l.shared.up, &l.shared.down})
+      if (!L->empty() && fp8_gemm_fits(*L) && !fp8_tables_.count(L->w)) {
+        dense.emplace_back(L->w, add({L}, 1));
+        fp8_tables_[L->w] = {};
+      }
+    for (const DevMlp* m : {&l.dense, &l.shared})
+      if (!m->gate.empty() && fp8_gemm_fits(m->gate) && fp8_gemm_fits(m->up) && fp8_gemm_fits(m->down) &&
+          m->gate.n == m->up.n && m->gate.n % kernels::kFp8Block == 0)
+        pairs.emplace_back(m->gate.w, add({&m->gate, &m->up}, 1));
+    if (!l.is_moe) continue;
+    const DevMlp& x = l.experts;
+    const bool shared_ok = !l.has_shared || (c.n_shared_experts == 1 && fp8_gemm_fits(l.shared.gate) &&
+                                             fp8_gemm_fits(l.shared.up) && fp8_gemm_fits(l.shared.down) &&
+                                             l.shared.gate.n == I && l.shared.down.k == I);
+    const bool ok = fp8_gemm_fits(x.gate) && fp8_gemm_fits(x.up) && fp8_gemm_fits(x.down) && shared_ok &&
+                    D % kernels::kFp8Block == 0 && I % kernels::kFp8Block == 0 && E >= 1 &&
+                    E <= kernels::kRouterMaxExperts && c.num_experts_per_tok <= kernels::kRouterMaxTopK &&
+                    c.num_experts_per_tok <= E && c.n_group <= kernels::kRouterMaxGroups &&
+                    (c.n_group == 1 || E / c.n_group >= 2) && c.topk_group <= c.n_group && l.router.dtype == glm5k::kWF32;
+    if (!ok) continue;
+    moe_tables_[li].ok = true;
+    // Experts 0..E-1 from the grouped weights, entry E from the shared expert (or the last routed expert
+    // as a placeholder when there is none: with_shared is false then and the entry is never read).
+    const size_t at_gu = ptrs.size();
+    std::vector<const void*> gw, gs, dw, ds;
+    for (int64_t e = 0; e <= E; ++e) {
+      const bool sh = e == E;
+      const DevLinear& g = sh && l.has_shared ? l.shared.gate : x.gate;
+      const DevLinear& u = sh && l.has_shared ? l.shared.up : x.up;
+      const DevLinear& d = sh && l.has_shared ? l.shared.down : x.down;
+      const int64_t ge = sh ? (l.has_shared ? 0 : E - 1) : e;
+      gw.push_back(static_cast<const uint8_t*>(g.w) + ge * g.group_stride);
+      gw.push_back(static_cast<const uint8_t*>(u.w) + ge * u.group_stride);
+      gs.push_back(g.scale + ge * g.scale_group_stride);
+      gs.push_back(u.scale + ge * u.scale_group_stride);
+      dw.push_back(static_cast<const uint8_t*>(d.w) + ge * d.group_stride);
+      ds.push_back(d.scale + ge * d.scale_group_stride);
+    }
+    for (auto* v : {&gw, &gs, &dw, &ds}) ptrs.insert(ptrs.end(), v->begin(), v->end());
+    moe_pending[li] = {Pending{at_gu, gw.size()}, Pending{at_gu + 2 * gw.size(), dw.size()}};
+    router_elems += E * D;
+  }
+  if (!ptrs.empty()) {
+    fast_tables_.allocate(ptrs.size() * sizeof(void*), "the FP8 GEMM weight tables");
+    check(cudaMemcpy(fast_tables_.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice),
+          "uploading the FP8 GEMM weight tables");
+  }
+  const void* const* base = fast_tables_.as<const void*>();
+  auto table = [&](const Pending& p) {
+    return Fp8Table{reinterpret_cast<const uint8_t* const*>(base + p.at),
+                    reinterpret_cast<const float* const*>(base + p.at + p.count)};
+  };
+  for (const auto& [w, p] : dense) fp8_tables_[w] = table(p);
+  for (const auto& [w, p] : pairs) fp8_pair_tables_[w] = table(p);
+  if (router_elems > 0) router_bf16_.allocate(static_cast<size_t>(router_elems) * 2, "the bf16 router weights");
+  int64_t r_at = 0;
+  for (size_t li = 0; li < w_.layers.size(); ++li) {
+    MoeTable& t = moe_tables_[li];
+    if (!t.ok) continue;
+    t.gate_up = table(moe_pending[li][0]);
+    t.down = table(moe_pending[li][1]);
+    bf16* r = router_bf16_.as<bf16>() + r_at;
+    check(glm5k::launch_f32_to_bf16(static_cast<const float*>(w_.layers[li].router.w), E * D, r, stream_),
+          "router weight to bf16");
+    t.router = r;
+    r_at += E * D;
+  }
+  check(cudaStreamSynchronize(stream_), "router weight to bf16");
+}
 
 // The fast families' workspaces for a forward of `rows` rows (grown outside any graph capture: a
 // captured graph keeps the addresses it saw).
@@ -329,7 +487,7 @@ MemoryReport CudaBackend::memory() const {
   m.plan = static_cast<int64_t>(plan_dev_.bytes());
   m.dequant = static_cast<int64_t>(dequant_.bytes());
   m.cublas = static_cast<int64_t>(lt_->workspace_bytes());
-  m.workspace += static_cast<int64_t>(mla_ws_.bytes() + topk_ws_.bytes());
+  m.workspace += static_cast<int64_t>(mla_ws_.bytes() + topk_ws_.bytes() + fast_tables_.bytes() + router_bf16_.bytes());
   return m;
 }
 
@@ -419,8 +577,50 @@ glm5k::RowGemmParams weight_gemm(const DevLinear& L, const void* a, float* c) {
 }
 }  // namespace
 
+namespace {
+// Dense GEMMs of up to 32 rows (a decode batch) take fp8_gemm's decode kernel, which streams the weight
+// once per 32 rows over n / 64 blocks; its automatic choice (made for MoE groups) would send 9..32 rows to
+// the prefill kernel, whose n / 128 blocks read the weight with fewer bytes in flight (a guess from the
+// kernels' shapes, not measured for dense shapes).
+kernels::Fp8GemmPath decode_path(int32_t rows) {
+  return rows <= 32 ? kernels::Fp8GemmPath::decode : kernels::Fp8GemmPath::automatic;
+}
+}  // namespace
+
+// fp8_gemm on the FP8 weight itself: x quantised per 128-group to e4m3 (fq / fs), the GEMM into bf16
+// (fy), widened to float32 for the backend's float32 consumers.
+void CudaBackend::linear_fp8(const bf16* x, int64_t m, const DevLinear& L, const Fp8Table& t, float* y) {
+  Work& k = *work_;
+  const int32_t M = static_cast<int32_t>(m), N = static_cast<int32_t>(L.n), K = static_cast<int32_t>(L.k);
+  check(kernels::fp8_quantize_groups(x, K, M, K, k.fq, K, k.fs, K / kernels::kFp8Block, stream_, pdl_),
+        "fp8 activation quantisation");
+  kernels::Fp8GemmParams g;
+  g.n = N;
+  g.k = K;
+  g.a = k.fq;
+  g.a_scale = k.fs;
+  g.lda = K;
+  g.ld_scale = K / kernels::kFp8Block;
+  g.w = t.w;
+  g.w_scale = t.s;
+  g.c = k.fy;
+  g.ldc = N;
+  g.max_rows = M;
+  g.path = decode_path(M);
+  g.pdl = pdl_;
+  check(kernels::fp8_gemm(g, stream_), "fp8 gemm");
+  check(glm5k::launch_bf16_to_f32(k.fy, m * L.n, y, stream_), "fp8 gemm output");
+  ++fp8_gemm_runs_;
+}
+
 void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y) {
   if (m <= 0) return;
+  if (L.dtype == glm5k::kWFp8 && use_fp8_gemm(m)) {
+    if (const Fp8Table* t = fp8_table(L)) {
+      linear_fp8(x, m, L, *t, y);
+      return;
+    }
+  }
   if (L.dtype == glm5k::kWBf16) {
     if (lt_->run(x, L.k, static_cast<const bf16*>(L.w), L.k, y, L.n, m, L.n, L.k, stream_)) return;
   } else if (L.dtype == glm5k::kWFp8) {
@@ -465,7 +665,56 @@ glm5k::RowGemmParams per_head_gemm(const void* a, int64_t k, const void* w, int6
 }
 }  // namespace
 
+// The dense SwiGLU MLP through fp8_gemm: one quantisation of x, one gate|up GEMM (the two weights as the
+// two parts of one output), SwiGLU + e4m3 quantisation in one kernel (kernels/moe), the down GEMM, and the
+// widening of its bf16 output. false when the weights do not fit (the caller takes the general path).
+bool CudaBackend::swiglu_fp8(const bf16* x, int64_t m, const DevMlp& w, float* out) {
+  if (!use_fp8_gemm(m)) return false;
+  const auto pair = fp8_pair_tables_.find(w.gate.w);
+  const Fp8Table* down = fp8_table(w.down);
+  if (pair == fp8_pair_tables_.end() || !down) return false;
+  Work& k = *work_;
+  const int32_t M = static_cast<int32_t>(m), D = static_cast<int32_t>(w.gate.k), I = static_cast<int32_t>(w.gate.n);
+  check(kernels::fp8_quantize_groups(x, D, M, D, k.fq, D, k.fs, D / kernels::kFp8Block, stream_, pdl_),
+        "fp8 activation quantisation");
+  kernels::Fp8GemmParams g;
+  g.n = 2 * I;
+  g.k = D;
+  g.a = k.fq;
+  g.a_scale = k.fs;
+  g.lda = D;
+  g.ld_scale = D / kernels::kFp8Block;
+  g.w = pair->second.w;
+  g.w_scale = pair->second.s;
+  g.num_parts = 2;
+  g.part_rows = I;
+  g.c = k.fy;
+  g.ldc = 2 * I;
+  g.max_rows = M;
+  g.path = decode_path(M);
+  g.pdl = pdl_;
+  check(kernels::fp8_gemm(g, stream_), "fp8 gate_up gemm");
+  // The quantised SwiGLU output reuses fq / fs: the gate_up GEMM has consumed x's quantisation.
+  check(kernels::moe_swiglu_quantize(k.fy, M, I, k.fq, k.fs, stream_, pdl_), "swiglu quantisation");
+  // The down GEMM overwrites fy: it starts after the SwiGLU kernel has finished reading gate_up.
+  kernels::Fp8GemmParams d = g;
+  d.n = static_cast<int32_t>(w.down.n);
+  d.k = I;
+  d.lda = I;
+  d.ld_scale = I / kernels::kFp8Block;
+  d.w = down->w;
+  d.w_scale = down->s;
+  d.num_parts = 1;
+  d.part_rows = 0;
+  d.ldc = d.n;
+  check(kernels::fp8_gemm(d, stream_), "fp8 down gemm");
+  check(glm5k::launch_bf16_to_f32(k.fy, m * w.down.n, out, stream_), "fp8 gemm output");
+  fp8_gemm_runs_ += 2;
+  return true;
+}
+
 void CudaBackend::swiglu(const bf16* x, int64_t m, const DevMlp& w, float* out) {
+  if (swiglu_fp8(x, m, w, out)) return;
   Work& k = *work_;
   linear(x, m, w.gate, k.g);
   linear(x, m, w.up, k.u);
@@ -644,6 +893,90 @@ void CudaBackend::report_selection(std::vector<int32_t>& out) {
   }
 }
 
+void CudaBackend::probe_routing(int64_t li) {
+  const int64_t K = config_.num_experts_per_tok, P = rows_.rows * K;
+  Work& k = *work_;
+  auto& ids = probe_->experts[li];
+  auto& wts = probe_->expert_weights[li];
+  ids.resize(static_cast<size_t>(P));
+  wts.resize(static_cast<size_t>(P));
+  check(cudaMemcpyAsync(ids.data(), k.ids, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+  check(cudaMemcpyAsync(wts.data(), k.rw, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
+  check(cudaStreamSynchronize(stream_), "probe copy");
+  const bool forced = static_cast<int64_t>(probe_->force_experts.size()) > li && !probe_->force_experts[li].empty();
+  if (!forced) return;
+  // Tests: route to the given experts (ForwardProbe::force_experts); -1 entries (fewer eligible
+  // experts) repeat the row's previous expert with weight 0, as the routing kernel does.
+  std::vector<int32_t> fid = probe_->force_experts[li];
+  std::vector<float> fw = probe_->force_expert_weights.at(li);
+  require(static_cast<int64_t>(fid.size()) == P && static_cast<int64_t>(fw.size()) == P, Status::invalid_argument,
+          "force_experts of layer ", li, " must hold rows x num_experts_per_tok entries");
+  for (int64_t i = 0; i < P; ++i)
+    if (fid[i] < 0) {
+      fid[i] = i % K ? fid[i - 1] : 0;
+      fw[i] = 0.f;
+    }
+  check(cudaMemcpyAsync(k.ids, fid.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
+  check(cudaMemcpyAsync(k.rw, fw.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
+  check(cudaStreamSynchronize(stream_), "forced routing");  // the vectors are locals
+}
+
+// The MoE block through kernels/moe's moe_forward (bf16 in, bf16 out, widened into delta). With a probe
+// the router runs alone first so that its choice can be reported (and replaced by a forced one); the
+// block then takes that routing (MoeParams::topk_ids_in) instead of routing again.
+void CudaBackend::enqueue_fast_moe(int64_t li) {
+  const ModelConfig& c = config_;
+  const DevLayer& w = w_.layers[li];
+  const MoeTable& t = moe_tables_[li];
+  Work& k = *work_;
+  const int64_t R = rows_.rows, D = c.hidden_size;
+  kernels::MoeParams mp;
+  mp.tokens = static_cast<int>(R);
+  mp.hidden = static_cast<int>(D);
+  mp.inter = static_cast<int>(c.moe_intermediate_size);
+  mp.num_experts = static_cast<int>(c.n_routed_experts);
+  mp.top_k = static_cast<int>(c.num_experts_per_tok);
+  mp.n_group = static_cast<int>(c.n_group);
+  mp.topk_group = static_cast<int>(c.topk_group);
+  mp.norm_topk_prob = c.norm_topk_prob;
+  mp.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
+  mp.with_shared = w.has_shared;
+  mp.x = k.h2b;
+  mp.router_weight = t.router;
+  mp.router_bias = w.router_bias;
+  mp.gate_up_w = t.gate_up.w;
+  mp.gate_up_s = t.gate_up.s;
+  mp.down_w = t.down.w;
+  mp.down_s = t.down.s;
+  mp.out = k.moe_out;
+  mp.pdl = pdl_;
+  if (probe_) {
+    kernels::RouterParams rp;
+    rp.tokens = mp.tokens;
+    rp.hidden = mp.hidden;
+    rp.num_experts = mp.num_experts;
+    rp.top_k = mp.top_k;
+    rp.n_group = mp.n_group;
+    rp.topk_group = mp.topk_group;
+    rp.norm_topk_prob = mp.norm_topk_prob;
+    rp.routed_scaling_factor = mp.routed_scaling_factor;
+    rp.x = k.h2b;
+    rp.ldx = mp.hidden;
+    rp.weight = t.router;
+    rp.bias = w.router_bias;
+    rp.logits = k.rlog;
+    rp.topk_ids = k.ids;
+    rp.topk_weights = k.rw;
+    check(kernels::moe_route(rp, stream_), "moe router");
+    probe_routing(li);
+    mp.topk_ids_in = k.ids;
+    mp.topk_weights_in = k.rw;
+  }
+  check(kernels::moe_forward(mp, k.moe_ws, static_cast<size_t>(k.moe_ws_bytes), stream_), "moe_forward");
+  check(glm5k::launch_bf16_to_f32(k.moe_out, R * D, k.delta, stream_), "moe output");
+  ++fast_moe_runs_;
+}
+
 void CudaBackend::enqueue_mlp(int64_t li) {
   const ModelConfig& c = config_;
   const DevLayer& w = w_.layers[li];
@@ -651,6 +984,10 @@ void CudaBackend::enqueue_mlp(int64_t li) {
   const int64_t R = rows_.rows, D = c.hidden_size;
   if (!w.is_moe) {
     swiglu(k.h2b, R, w.dense, k.delta);
+    return;
+  }
+  if (kernels_ == 3 && li < static_cast<int64_t>(moe_tables_.size()) && moe_tables_[li].ok) {
+    enqueue_fast_moe(li);
     return;
   }
   const int32_t E = static_cast<int32_t>(c.n_routed_experts), K = static_cast<int32_t>(c.num_experts_per_tok);
@@ -672,32 +1009,7 @@ void CudaBackend::enqueue_mlp(int64_t li) {
                            static_cast<int32_t>(c.topk_group), c.norm_topk_prob,
                            static_cast<float>(c.routed_scaling_factor), k.ids, k.rw};
   check(glm5k::launch_moe_route(mr, stream_), "moe routing");
-  if (probe_) {
-    auto& ids = probe_->experts[li];
-    auto& wts = probe_->expert_weights[li];
-    ids.resize(static_cast<size_t>(P));
-    wts.resize(static_cast<size_t>(P));
-    check(cudaMemcpyAsync(ids.data(), k.ids, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
-    check(cudaMemcpyAsync(wts.data(), k.rw, P * 4, cudaMemcpyDeviceToHost, stream_), "probe copy");
-    check(cudaStreamSynchronize(stream_), "probe copy");
-    const bool forced = static_cast<int64_t>(probe_->force_experts.size()) > li && !probe_->force_experts[li].empty();
-    if (forced) {
-      // Tests: route to the given experts (ForwardProbe::force_experts); -1 entries (fewer eligible
-      // experts) repeat the row's previous expert with weight 0, as the routing kernel does.
-      std::vector<int32_t> fid = probe_->force_experts[li];
-      std::vector<float> fw = probe_->force_expert_weights.at(li);
-      require(static_cast<int64_t>(fid.size()) == P && static_cast<int64_t>(fw.size()) == P, Status::invalid_argument,
-              "force_experts of layer ", li, " must hold rows x num_experts_per_tok entries");
-      for (int64_t i = 0; i < P; ++i)
-        if (fid[i] < 0) {
-          fid[i] = i % K ? fid[i - 1] : 0;
-          fw[i] = 0.f;
-        }
-      check(cudaMemcpyAsync(k.ids, fid.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
-      check(cudaMemcpyAsync(k.rw, fw.data(), P * 4, cudaMemcpyHostToDevice, stream_), "forced routing");
-      check(cudaStreamSynchronize(stream_), "forced routing");  // the vectors are locals
-    }
-  }
+  if (probe_) probe_routing(li);
   check(glm5k::launch_moe_plan(k.ids, static_cast<int32_t>(R), K, E, k.pair_rows, k.pair_of, k.tiles, k.n_tiles,
                                k.max_tiles, stream_),
         "moe plan");
@@ -732,6 +1044,12 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   const int64_t D = c.hidden_size, L = c.num_hidden_layers;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int32_t Ri = static_cast<int32_t>(R), Di = static_cast<int32_t>(D);
+  fast_moe_runs_ = 0;
+  fp8_gemm_runs_ = 0;
+  auto mark = [&](size_t i) {  // stage timing (benchmarks): recorded in the stream, or as graph nodes
+    if (stage_timing_) check(cudaEventRecord(stage_ev_.at(i), stream_), "stage event");
+  };
+  mark(0);
   check(glm5k::launch_embed(w_.embed, Di, tokens_dev_, Ri, k.x, stream_), "embedding");
   check(glm5k::launch_rope_tables(inv_freq_.as<float>(), static_cast<int32_t>(c.qk_rope_head_dim / 2), rope_factor_,
                                   rows_.pos, Ri, k.cos, k.sin, stream_),
@@ -755,6 +1073,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
     forced_sel_ = forced ? &probe->force_topk[li] : nullptr;
     own_sel_ = forced && run_indexer ? &probe->topk[li] : nullptr;
     enqueue_attention(li, run_indexer, fmt, ctx_cap);
+    mark(1 + 2 * li);
     forced_sel_ = nullptr;
     own_sel_ = nullptr;
     have_selection = true;
@@ -766,6 +1085,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
     std::swap(k.delta, k.delta2);
     probe_ = probe;
     enqueue_mlp(li);
+    mark(2 + 2 * li);
     probe_ = nullptr;
     std::swap(k.delta, k.delta2);
     if (pace || probe) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -786,7 +1106,39 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
           "final norm");
     linear(k.xn, n_out, w_.lm_head, k.logits);
   }
+  mark(2 * L + 1);
   (void)plan;
+}
+
+void CudaBackend::set_stage_timing(bool on) {
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  clear_graphs();
+  stage_timing_ = false;
+  for (cudaEvent_t e : stage_ev_) (void)cudaEventDestroy(e);
+  stage_ev_.clear();
+  if (!on) return;
+  stage_ev_.resize(static_cast<size_t>(2 * config_.num_hidden_layers + 2), nullptr);
+  for (cudaEvent_t& e : stage_ev_) check(cudaEventCreate(&e), "cudaEventCreate");
+  stage_timing_ = true;
+}
+
+StageTimes CudaBackend::last_stage_times() {
+  require(stage_timing_, Status::invalid_argument, "stage timing is off (set_stage_timing)");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  auto ms = [&](size_t a, size_t b) {
+    float t = 0;
+    check(cudaEventElapsedTime(&t, stage_ev_.at(a), stage_ev_.at(b)), "cudaEventElapsedTime");
+    return static_cast<double>(t);
+  };
+  StageTimes t;
+  const int64_t L = config_.num_hidden_layers;
+  for (int64_t li = 0; li < L; ++li) {
+    t.attention_ms += ms(2 * li, 1 + 2 * li);
+    (w_.layers[li].is_moe ? t.moe_ms : t.dense_mlp_ms) += ms(1 + 2 * li, 2 + 2 * li);
+  }
+  t.head_ms = ms(2 * L, 2 * L + 1);
+  t.total_ms = ms(0, 2 * L + 1);
+  return t;
 }
 
 const float* CudaBackend::forward_device(const BatchPlan& plan, const std::function<bool()>& should_stop,
@@ -942,7 +1294,8 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   }
   if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
   const int64_t choice = (use_fast_mla_ ? 1 : 0) + (use_fast_idx_ ? 2 : 0);
-  GraphKey key{R, S, n_out, ctx_cap, fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice};
+  GraphKey key{R, S, n_out, ctx_cap,
+               fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice + 1024 * kernels_ + 8192 * stage_timing_};
   for (const FastGroup& g : groups_) {
     // The fast launches bake the cache's pool addresses and per-layer strides (n_slots) into the graph; a
     // cache freed and another allocated at the same address with another size must not replay it.

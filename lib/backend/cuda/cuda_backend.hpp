@@ -4,9 +4,12 @@
 //
 // One forward = one upload of the batch description, then only device work on one stream (no host round
 // trip inside a step), then the logits. Decode steps (every sequence adds one token) are captured in a
-// CUDA graph keyed on the batch shape and replayed. Dense projections go through cuBLASLt (FP8 weights
-// dequantised into a bf16 workspace first, or, for a few rows, read directly by the simple row GEMM);
-// MoE experts through the simple grouped row GEMM with a device-side routing plan.
+// CUDA graph keyed on the batch shape and replayed. Dense projections: bf16 weights through cuBLASLt;
+// FP8 block-scaled weights through kernels/gemm's fp8_gemm on the FP8 weights themselves (activations
+// quantised per 128-group to e4m3), or dequantised into a bf16 workspace then cuBLASLt (set_fp8_path).
+// MoE: kernels/moe's moe_forward (router, permutation, grouped FP8 GEMMs, SwiGLU, combine, shared
+// expert) where the experts are FP8 with 128 x 128 blocks and the dims fit it; the simple grouped row
+// GEMM with a device-side routing plan otherwise, and as the reference it is tested against.
 //
 // Attention kernels: the fast families (kernels/attention sparse MLA, kernels/indexer scores + top-k)
 // where the model has GLM-5's attention shapes (kv_lora 512, rope 64, heads 8..128; indexer 32 x 128),
@@ -59,6 +62,15 @@ class CudaCache final : public CacheStorage {
   DeviceBuffer latent_, index_;
 };
 
+// Device time of one forward's stages, summed over layers (CudaBackend::set_stage_timing).
+struct StageTimes {
+  double attention_ms = 0;  // input norm .. o_proj, indexer included (the first also embedding + rope)
+  double dense_mlp_ms = 0;  // post-attention norm .. dense MLP output
+  double moe_ms = 0;        // post-attention norm .. MoE output
+  double head_ms = 0;       // final norm + lm_head
+  double total_ms = 0;
+};
+
 struct MemoryReport {
   int64_t weights = 0, workspace = 0, plan = 0, dequant = 0, cublas = 0;
 };
@@ -92,22 +104,43 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   // Fills every record of a cache with random values (benchmarks that need a long context).
   void fill_cache_random(CacheStorage& cache, uint64_t seed);
-  // FP8 dense projections: "auto" (= "dequant": dequantise into a bf16 workspace, then cuBLASLt) or
-  // "direct" (the simple row GEMM reads FP8). Also settable through GLM5RT_CUDA_FP8_PATH.
+  // FP8 dense projections: "gemm" (kernels/gemm fp8_gemm on the FP8 weights, activations quantised per
+  // 128-group), "dequant" (dequantise into a bf16 workspace, then cuBLASLt), "direct" (the simple row
+  // GEMM reads FP8) or "auto" (with the "fast" kernels: "gemm" for up to kFp8GemmAutoRows rows, decode,
+  // "dequant" above, prefill; "dequant" with the other kernel choices). A weight whose
+  // shape fp8_gemm cannot take (k % 128, odd n, blocks other than 128 x 128) is dequantised. Also
+  // settable through GLM5RT_CUDA_FP8_PATH.
   void set_fp8_path(const std::string& path);
-  // Attention kernel families: "simple" (kernels/common only), "fast-mla" (fast sparse MLA, simple
-  // indexer) or "fast" (fast sparse MLA and fast indexer, the default). Also settable through
+  std::string fp8_path() const;
+  // "auto" with the fast kernels uses fp8_gemm for GEMMs of at most this many rows: prefill-sized GEMMs
+  // go to cuBLASLt's bf16 tensor-core rate, which our FP8 kernel does not reach on sm_90 (no FP8
+  // mma.sync there; docs/PERFORMANCE.md "MoE and FP8 GEMM").
+  static constexpr int64_t kFp8GemmAutoRows = 128;
+  // Kernel families: "simple" (kernels/common only, everything), "fast-mla" (fast sparse MLA, simple
+  // indexer and MoE), "fast-attn" (fast sparse MLA and fast indexer, simple MoE) or "fast" (fast
+  // attention and kernels/moe's moe_forward for the MoE layers, the default). Also settable through
   // GLM5RT_CUDA_KERNELS. A fast family runs only where the model has its shapes and the batch's
   // cache shapes fit (int32 slots; FP8 indexer keys: page_size % 4 == 0), else that forward uses the
   // simple kernels: see fast_*_supported and last_forward_used_fast_*. A batch over several caches runs
-  // the fast kernels once per run of consecutive sequences sharing a cache.
+  // the fast attention kernels once per run of consecutive sequences sharing a cache.
   void set_kernels(const std::string& which);
   std::string kernels() const;
   bool fast_mla_supported() const { return mla_dims_ok_; }
   bool fast_indexer_supported() const { return idx_dims_ok_; }
+  // Number of MoE layers moe_forward can run (FP8 experts with 128 x 128 blocks, hidden and
+  // moe_intermediate multiples of 128, <= 256 experts, top_k <= 16, at most one shared expert).
+  int64_t fast_moe_layers() const;
   bool last_forward_used_fast_mla() const { return use_fast_mla_; }
   bool last_forward_used_fast_indexer() const { return use_fast_idx_; }
+  // MoE layers / dense FP8 projections the last enqueued forward ran through moe_forward / fp8_gemm (a
+  // graph replay enqueues nothing: the figures stay those of the capture or eager forward before it).
+  int64_t last_forward_fast_moe_layers() const { return fast_moe_runs_; }
+  int64_t last_forward_fp8_gemms() const { return fp8_gemm_runs_; }
   MemoryReport memory() const;
+  // Benchmarks: record events between the stages of every forward (also inside captured graphs, as
+  // event nodes) and read the last forward's stage times (synchronises). Off by default.
+  void set_stage_timing(bool on);
+  StageTimes last_stage_times();
   int64_t graphs_captured() const { return graphs_captured_; }
   int64_t graph_replays() const { return graph_replays_; }
 
@@ -129,8 +162,29 @@ class CudaBackend final : public Backend {
                        const std::function<bool()>& should_stop, ForwardProbe* probe, const BatchPlan* plan);
   void enqueue_attention(int64_t li, bool run_indexer, const glm5k::RecordFormat& fmt, int64_t ctx_cap);
   void enqueue_mlp(int64_t li);
+  void enqueue_fast_moe(int64_t li);
+  // Routing of MoE layer li in k.ids / k.rw: reported to the probe, replaced by its forced choice.
+  void probe_routing(int64_t li);
   void linear(const __nv_bfloat16* x, int64_t m, const DevLinear& L, float* y);
   void swiglu(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
+  // Device arrays of weight / scale pointers for fp8_gemm, built once per weight (see build_fast_tables).
+  struct Fp8Table {
+    const uint8_t* const* w = nullptr;
+    const float* const* s = nullptr;
+  };
+  struct MoeTable {
+    bool ok = false;
+    Fp8Table gate_up, down;  // [(E + 1) * 2] and [E + 1]; entry E is the shared expert
+    const __nv_bfloat16* router = nullptr;  // bf16 copy of the float32 router weight
+  };
+  void build_fast_tables();
+  bool fp8_gemm_fits(const DevLinear& L) const;
+  bool use_fp8_gemm(int64_t m) const {
+    return fp8_path_ == 3 || (fp8_path_ == 0 && kernels_ == 3 && m <= kFp8GemmAutoRows);
+  }
+  const Fp8Table* fp8_table(const DevLinear& L) const;
+  void linear_fp8(const __nv_bfloat16* x, int64_t m, const DevLinear& L, const Fp8Table& t, float* y);
+  bool swiglu_fp8(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
   void clear_graphs();
   void ensure_fast_workspace(const glm5k::RecordFormat& fmt);
   void report_selection(std::vector<int32_t>& out);
@@ -152,8 +206,17 @@ class CudaBackend final : public Backend {
   size_t plan_capacity_ = 0;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   int64_t graphs_captured_ = 0, graph_replays_ = 0;
-  int32_t fp8_path_ = 0;  // 0 auto, 1 direct, 2 dequant
-  int32_t kernels_ = 2;   // 0 simple, 1 fast MLA, 2 fast MLA + fast indexer
+  int32_t fp8_path_ = 0;  // 0 auto, 1 direct, 2 dequant, 3 gemm
+  int32_t kernels_ = 3;   // 0 simple, 1 fast MLA, 2 fast MLA + fast indexer, 3 + moe_forward
+  // fp8_gemm / moe_forward pointer tables: weight address -> table (dense weights), gate weight address
+  // -> [gate, up] table (fused dense gate|up), per layer (MoE).
+  DeviceBuffer fast_tables_, router_bf16_;
+  std::map<const void*, Fp8Table> fp8_tables_, fp8_pair_tables_;
+  std::vector<MoeTable> moe_tables_;
+  bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
+  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0;
+  bool stage_timing_ = false;
+  std::vector<cudaEvent_t> stage_ev_;  // [2 L + 2]: start, then after each layer's attention and MLP, end
   bool mla_dims_ok_ = false, idx_dims_ok_ = false;
   int32_t num_sms_ = 0;
   // Decided per forward (part of the graph key): which fast families run, and on which cache.

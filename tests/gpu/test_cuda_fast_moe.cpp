@@ -1,0 +1,489 @@
+// The CUDA backend's fast MoE and FP8 GEMM paths (kernels/moe moe_forward for the MoE layers, kernels/gemm
+// fp8_gemm on the FP8 weights of the dense projections) against its simple kernels and the float32 CPU
+// backend, whole model.
+//
+// No fixture has dims these kernels take (FP8 with 128 x 128 blocks, hidden and moe_intermediate
+// multiples of 128), so this test builds a small random model with FP8 block-scaled weights (128 x 128
+// blocks, random e4m3 values and random block scales) for every projection and expert, GLM-5's attention
+// shapes (so the fast attention kernels run too) and: hidden 256, dense intermediate 384, 32 routed
+// experts of 128 + 1 shared, top-8 in 4 groups (2 kept), 3 layers (dense, MoE, MoE with a shared
+// indexer). Both backends read the same FP8 weights (the CPU decodes them exactly), so the comparison
+// measures the kernels' arithmetic. Every run asserts which paths it used, so the test cannot pass by
+// silently falling back to the simple kernels.
+//
+// Precision: fp8_gemm and moe_forward quantise their activations to e4m3 with one scale per 128 values
+// (as DeepSeek-V3 / GLM-5 FP8 inference does), a relative rounding error of up to 2^-4 per element
+// (~2-3% rms on a GEMM's output), where the simple path keeps bf16 activations (2^-8). The bars below
+// follow: 6e-2 of the largest logit for the FP8-activation paths against the CPU with bf16 records
+// (the simple path's bar is 2e-2), 1.2e-1 with FP8 records (whose own rounding the simple path already
+// brings to ~5e-2), argmax equal on decisive rows with bf16 records. A wrong weight pointer, scale or
+// layout gives errors of order 1.
+//
+// Checks: 1. teacher-forced prefill (300 rows: the prefill GEMM kernels) with the CPU's top-k selections
+// and expert choices forced, bf16 and FP8 records: fast (moe_forward + fp8_gemm), fast MoE alone, fp8_gemm
+// alone, simple, each against the CPU; free-run routing of moe_forward's router against the CPU's;
+// 2. decode rows one at a time (the decode GEMM kernels), forced; 3. a 2-sequence decode batch captured
+// in a CUDA graph against eager forwards; 4. the switches. Log tags: [moe-logits], [moe-route],
+// [moe-decode], [moe-graph].
+#ifdef GLM5RT_GPU_TESTS_WITH_CORE
+#include <cuda_fp8.h>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cuda/cuda_backend.hpp"
+#include "model/config.hpp"
+#include "model/weights.hpp"
+
+using namespace glm5rt;
+
+namespace {
+
+float bf16_representable(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Random weights in host memory: FP8 e4m3 with 128 x 128 block scales for the projections and experts,
+// bf16-exact float32 for embeddings, norms, the router, the indexer's weights_proj and lm_head.
+struct HostModel {
+  ModelConfig c;
+  ModelWeights w;
+  std::vector<std::unique_ptr<std::vector<float>>> floats;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> bytes;
+  std::mt19937_64 rng;
+
+  explicit HostModel(uint64_t seed) : rng(seed) {}
+
+  TensorView f32(const std::string& name, std::vector<int64_t> shape, float center, float spread) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    auto v = std::make_unique<std::vector<float>>(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (auto& x : *v) x = bf16_representable(center + spread * u(rng));
+    TensorView t;
+    t.name = name;
+    t.dtype = DType::f32;
+    t.shape = std::move(shape);
+    t.data = v->data();
+    floats.push_back(std::move(v));
+    return t;
+  }
+  // [out, in] FP8: e4m3 values uniform in +-448 times block scales s * U(0.5, 1.5), s = sqrt(3 / in) / 448
+  // (about unit-variance outputs for unit-variance inputs).
+  TensorView fp8(const std::string& name, int64_t out, int64_t in) {
+    auto q = std::make_unique<std::vector<uint8_t>>(static_cast<size_t>(out * in));
+    std::uniform_real_distribution<float> u(-448.f, 448.f), su(0.5f, 1.5f);
+    for (auto& b : *q) b = static_cast<uint8_t>(__nv_cvt_float_to_fp8(u(rng), __NV_SATFINITE, __NV_E4M3));
+    const int64_t br = (out + 127) / 128, bc = (in + 127) / 128;
+    auto s = std::make_unique<std::vector<float>>(static_cast<size_t>(br * bc));
+    const float base = std::sqrt(3.f / static_cast<float>(in)) / 448.f;
+    for (auto& x : *s) x = base * su(rng);
+    TensorView t;
+    t.name = name;
+    t.dtype = DType::fp8_e4m3;
+    t.shape = {out, in};
+    t.data = q->data();
+    t.scale_inv = s->data();
+    t.block_rows = 128;
+    t.block_cols = 128;
+    bytes.push_back(std::move(q));
+    floats.push_back(std::move(s));
+    return t;
+  }
+  TensorView norm(const std::string& name, int64_t n) { return f32(name, {n}, 1.f, 0.2f); }
+  MlpWeights mlp(const std::string& p, int64_t d, int64_t i) {
+    return {fp8(p + ".gate_proj", i, d), fp8(p + ".up_proj", i, d), fp8(p + ".down_proj", d, i)};
+  }
+};
+
+std::unique_ptr<HostModel> fp8_moe_model(uint64_t seed) {
+  auto m = std::make_unique<HostModel>(seed);
+  ModelConfig& c = m->c;
+  c.vocab_size = 512;
+  c.hidden_size = 256;
+  c.num_hidden_layers = 3;
+  c.intermediate_size = 384;
+  c.moe_intermediate_size = 128;
+  c.n_routed_experts = 32;
+  c.num_experts_per_tok = 8;
+  c.n_shared_experts = 1;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.routed_scaling_factor = 2.5;
+  c.norm_topk_prob = true;
+  c.num_attention_heads = 16;
+  c.q_lora_rank = 256;
+  c.kv_lora_rank = 512;
+  c.qk_nope_head_dim = 64;
+  c.qk_rope_head_dim = 64;
+  c.v_head_dim = 64;
+  c.index_n_heads = 32;
+  c.index_head_dim = 128;
+  c.index_topk = 64;
+  c.rms_norm_eps = 1e-5;
+  c.rope.theta = 10000.0;
+  c.max_position_embeddings = 4096;
+  c.indexer_types = {IndexerType::full, IndexerType::full, IndexerType::shared};
+  c.mlp_types = {MlpType::dense, MlpType::moe, MlpType::moe};
+  c.torch_dtype = "bfloat16";
+  c.quant.fp8 = true;
+  const int64_t D = c.hidden_size, H = c.num_attention_heads;
+  ModelWeights& w = m->w;
+  w.embed_tokens = m->f32("embed_tokens", {c.vocab_size, D}, 0.f, 1.f);
+  w.final_norm = m->norm("norm", D);
+  w.lm_head = m->f32("lm_head", {c.vocab_size, D}, 0.f, std::sqrt(3.f / static_cast<float>(D)));
+  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
+    const std::string p = "layers." + std::to_string(li) + ".";
+    LayerWeights L;
+    L.input_layernorm = m->norm(p + "input_layernorm", D);
+    L.post_attention_layernorm = m->norm(p + "post_attention_layernorm", D);
+    L.q_a_proj = m->fp8(p + "q_a_proj", c.q_lora_rank, D);
+    L.q_a_layernorm = m->norm(p + "q_a_layernorm", c.q_lora_rank);
+    L.q_b_proj = m->fp8(p + "q_b_proj", H * c.qk_head_dim(), c.q_lora_rank);
+    L.kv_a_proj_with_mqa = m->fp8(p + "kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, D);
+    L.kv_a_layernorm = m->norm(p + "kv_a_layernorm", c.kv_lora_rank);
+    L.kv_b_proj = m->fp8(p + "kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    L.o_proj = m->fp8(p + "o_proj", D, H * c.v_head_dim);
+    if (c.indexer_types[li] == IndexerType::full) {
+      L.idx_wq_b = m->fp8(p + "indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+      L.idx_wk = m->fp8(p + "indexer.wk", c.index_head_dim, D);
+      L.idx_k_norm_weight = m->norm(p + "indexer.k_norm.weight", c.index_head_dim);
+      L.idx_k_norm_bias = m->f32(p + "indexer.k_norm.bias", {c.index_head_dim}, 0.f, 0.1f);
+      L.idx_weights_proj = m->f32(p + "indexer.weights_proj", {c.index_n_heads, D}, 0.f,
+                                  std::sqrt(3.f / static_cast<float>(D)));
+    }
+    L.is_moe = c.mlp_types[li] == MlpType::moe;
+    if (!L.is_moe) {
+      L.dense = m->mlp(p + "mlp", D, c.intermediate_size);
+    } else {
+      L.router_weight = m->f32(p + "mlp.gate", {c.n_routed_experts, D}, 0.f, std::sqrt(3.f / static_cast<float>(D)));
+      L.router_bias = m->f32(p + "mlp.gate.e_score_correction_bias", {c.n_routed_experts}, 0.f, 0.05f);
+      for (int64_t e = 0; e < c.n_routed_experts; ++e)
+        L.experts.push_back(m->mlp(p + "mlp.experts." + std::to_string(e), D, c.moe_intermediate_size));
+      L.shared_expert = m->mlp(p + "mlp.shared_experts", D, c.moe_intermediate_size * c.n_shared_experts);
+    }
+    w.layers.push_back(std::move(L));
+  }
+  return m;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> u(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = u(rng);
+  return t;
+}
+
+template <typename T>
+std::vector<std::vector<T>> slice_rows(const std::vector<std::vector<T>>& v, int64_t r0, int64_t r1, int64_t width) {
+  std::vector<std::vector<T>> out(v.size());
+  for (size_t l = 0; l < v.size(); ++l)
+    if (!v[l].empty()) out[l].assign(v[l].begin() + r0 * width, v[l].begin() + r1 * width);
+  return out;
+}
+
+struct Rows {
+  std::vector<float> logits;
+  ForwardProbe probe;
+};
+
+Rows forward_rows(Backend& be, CacheStorage* cache, const std::vector<int32_t>& bt, int32_t ps,
+                  const std::vector<int32_t>& tokens, int64_t n_past, int64_t n_new, const ForwardProbe* force,
+                  bool probe = true) {
+  const ModelConfig& c = be.config();
+  BatchPlan plan;
+  plan.add_sequence(cache, bt, ps, n_past, tokens.data() + n_past, n_new);
+  for (int64_t r = 0; r < n_new; ++r) plan.logit_rows.push_back(r);
+  Rows out;
+  if (force) {
+    out.probe.force_topk = slice_rows(force->topk, n_past, n_past + n_new, c.index_topk);
+    out.probe.force_experts = slice_rows(force->experts, n_past, n_past + n_new, c.num_experts_per_tok);
+    out.probe.force_expert_weights = slice_rows(force->expert_weights, n_past, n_past + n_new, c.num_experts_per_tok);
+  }
+  out.logits.assign(static_cast<size_t>(n_new * c.vocab_size), NAN);  // poisoned
+  be.forward(plan, out.logits.data(), {}, probe ? &out.probe : nullptr);
+  return out;
+}
+
+std::vector<int32_t> scrambled_pages(int64_t n_pages, uint64_t seed) {
+  std::vector<int32_t> bt(static_cast<size_t>(n_pages));
+  for (int64_t p = 0; p < n_pages; ++p) bt[p] = static_cast<int32_t>(p);
+  std::shuffle(bt.begin(), bt.end(), std::mt19937_64(seed));
+  return bt;
+}
+
+struct Agreement {
+  double rel = 0, max_diff = 0, max_ref = 0;
+  int64_t nan = 0, argmax_checked = 0, argmax_mismatch = 0;
+};
+
+// max |got - ref| / max |ref|; argmax compared on rows where the reference's top-2 gap exceeds 5% of its
+// logit range.
+Agreement compare(const std::vector<float>& got, const std::vector<float>& ref, int64_t V) {
+  Agreement a;
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) ++a.nan;
+    a.max_diff = std::max(a.max_diff, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    a.max_ref = std::max(a.max_ref, std::fabs(static_cast<double>(ref[i])));
+  }
+  a.rel = a.nan ? INFINITY : a.max_diff / a.max_ref;
+  for (size_t r = 0; r * V < ref.size(); ++r) {
+    const float* c = &ref[r * V];
+    const float* g = &got[r * V];
+    const int64_t ca = std::max_element(c, c + V) - c, ga = std::max_element(g, g + V) - g;
+    float second = -INFINITY;
+    for (int64_t i = 0; i < V; ++i)
+      if (i != ca) second = std::max(second, c[i]);
+    if (c[ca] - second > 0.05f * (c[ca] - *std::min_element(c, c + V))) {
+      ++a.argmax_checked;
+      a.argmax_mismatch += ca != ga;
+    }
+  }
+  return a;
+}
+
+void print(const char* tag, const std::string& what, const Agreement& a) {
+  std::printf("[%s] %-52s rel %.3e (max diff %.3e, max ref %.3e), argmax differs on %lld of %lld decisive rows, "
+              "%lld non-finite\n",
+              tag, what.c_str(), a.rel, a.max_diff, a.max_ref, static_cast<long long>(a.argmax_mismatch),
+              static_cast<long long>(a.argmax_checked), static_cast<long long>(a.nan));
+}
+
+cuda::CudaBackend& as_cuda(Backend& b) {
+  auto* cb = dynamic_cast<cuda::CudaBackend*>(&b);
+  REQUIRE(cb != nullptr);
+  return *cb;
+}
+
+// Dense FP8 projections of one forward of this model through fp8_gemm: q_a, kv_a, q_b and o_proj in every
+// layer, wq_b and wk where the indexer runs (layers 0 and 1), the dense MLP's gate|up and down (layer 0);
+// with moe_forward the MoE layers' shared experts run inside it, with the simple MoE they are two more
+// fp8_gemm SwiGLU GEMMs per MoE layer.
+constexpr int64_t kDenseFp8Gemms = 3 * 4 + 2 * 2 + 2;
+
+// One configuration of the CUDA backend: kernel families and FP8 path, and what a forward must use.
+struct Config {
+  const char* name;
+  const char* kernels;
+  const char* fp8_path;
+  int64_t moe_layers;    // MoE layers through moe_forward
+  int64_t fp8_gemms;     // dense projections through fp8_gemm ...
+  int64_t fp8_max_rows;  // ... in forwards of at most this many rows (the "auto" path), none above
+};
+constexpr int64_t kAll = int64_t{1} << 40;
+const Config kSimple{"simple", "simple", "auto", 0, 0, kAll};
+const Config kFastAuto{"fast (default)", "fast", "auto", 2, kDenseFp8Gemms,
+                       cuda::CudaBackend::kFp8GemmAutoRows};
+const Config kFast{"fast, fp8_gemm forced", "fast", "gemm", 2, kDenseFp8Gemms, kAll};
+const Config kFastMoeOnly{"fast moe, dequant dense", "fast", "dequant", 2, 0, kAll};
+const Config kFp8GemmOnly{"fp8_gemm dense, simple moe", "fast-attn", "gemm", 0, kDenseFp8Gemms + 2 * 2, kAll};
+
+void configure(cuda::CudaBackend& gpu, const Config& k) {
+  gpu.set_kernels(k.kernels);
+  gpu.set_fp8_path(k.fp8_path);
+}
+
+void check_paths(const cuda::CudaBackend& gpu, const Config& k, int64_t rows) {
+  CHECK(gpu.last_forward_fast_moe_layers() == k.moe_layers);
+  CHECK(gpu.last_forward_fp8_gemms() == (rows <= k.fp8_max_rows ? k.fp8_gemms : 0));
+}
+
+}  // namespace
+
+TEST_CASE("cuda fast moe: whole-model logits with FP8 weights, moe_forward and fp8_gemm vs simple vs CPU") {
+  auto m = fp8_moe_model(20261130);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, N = 300, K = c.num_experts_per_tok;
+  const std::vector<int32_t> tokens = random_tokens(N, V, 5);
+  auto cpu = make_cpu_backend(c, m->w, 2);
+  auto gpu_ptr = make_cuda_backend(c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  REQUIRE(gpu.fast_moe_layers() == 2);
+
+  const int32_t cps = 16;
+  auto ccache = cpu->create_cache((N + cps - 1) / cps, cps);
+  const Rows rc = forward_rows(*cpu, ccache.get(), scrambled_pages((N + cps - 1) / cps, 1), cps, tokens, 0, N, nullptr);
+
+  const int32_t ps = 64;
+  for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
+    const std::string recs = fp8 ? "fp8 records" : "bf16 records";
+    CAPTURE(recs);
+    const int64_t n_pages = (N + ps - 1) / ps + 2;
+    const std::vector<int32_t> bt = scrambled_pages(n_pages, 40);
+    auto run = [&](const Config& k, const ForwardProbe* force) {
+      configure(gpu, k);
+      auto cache = gpu.create_cache(n_pages, ps, dt);
+      Rows r = forward_rows(gpu, cache.get(), bt, ps, tokens, 0, N, force);
+      check_paths(gpu, k, N);
+      return r;
+    };
+    const Rows s = run(kSimple, &rc.probe);
+    const Agreement s_cpu = compare(s.logits, rc.logits, V);
+    print("moe-logits", "forced, simple vs cpu, " + recs, s_cpu);
+    CHECK(s_cpu.rel <= (fp8 ? 1e-1 : 2e-2));
+    // (At 300 rows the default "auto" FP8 path is "dequant", i.e. kFastMoeOnly.)
+    for (const Config* k : {&kFast, &kFastMoeOnly, &kFp8GemmOnly}) {
+      const Rows f = run(*k, &rc.probe);
+      const Agreement f_cpu = compare(f.logits, rc.logits, V), f_s = compare(f.logits, s.logits, V);
+      print("moe-logits", std::string("forced, ") + k->name + " vs cpu, " + recs, f_cpu);
+      print("moe-logits", std::string("forced, ") + k->name + " vs simple, " + recs, f_s);
+      CHECK(f_cpu.nan == 0);
+      CHECK(f_cpu.rel <= (fp8 ? 1.2e-1 : 6e-2));
+      CHECK(f_s.rel <= (fp8 ? 1.2e-1 : 6e-2));
+      if (!fp8) CHECK(f_cpu.argmax_mismatch == 0);
+    }
+    // Free run: moe_forward's own router (bf16 hidden state and weight, as transformers routes a bf16
+    // model) against the CPU's float32 routing, per MoE layer: rows with the identical expert set, and the
+    // mean overlap. Reported; the floor only catches a broken router (random choice: 8 / 32 = 0.25).
+    const Rows free_f = run(kFast, nullptr);
+    for (size_t l = 0; l < rc.probe.experts.size(); ++l) {
+      if (rc.probe.experts[l].empty()) continue;
+      REQUIRE(free_f.probe.experts[l].size() == rc.probe.experts[l].size());
+      int64_t same = 0;
+      double overlap = 0;
+      for (int64_t r = 0; r < N; ++r) {
+        std::set<int32_t> a(rc.probe.experts[l].begin() + r * K, rc.probe.experts[l].begin() + (r + 1) * K);
+        std::set<int32_t> b(free_f.probe.experts[l].begin() + r * K, free_f.probe.experts[l].begin() + (r + 1) * K);
+        int64_t both = 0;
+        for (int32_t e : a) both += b.count(e);
+        overlap += static_cast<double>(both) / static_cast<double>(a.size());
+        same += a == b;
+      }
+      std::printf("[moe-route] %s layer %zu: moe_forward router vs cpu, identical expert sets %lld/%lld rows, mean "
+                  "overlap %.4f\n",
+                  recs.c_str(), l, static_cast<long long>(same), static_cast<long long>(N), overlap / N);
+      CHECK(overlap / N >= 0.8);
+    }
+    print("moe-logits", "free, fast vs cpu, " + recs, compare(free_f.logits, rc.logits, V));
+    CHECK(compare(free_f.logits, rc.logits, V).nan == 0);
+  }
+}
+
+TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced selections and experts") {
+  auto m = fp8_moe_model(99);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, N = 140, P = 130;
+  const std::vector<int32_t> tokens = random_tokens(N, V, 13);
+  auto cpu = make_cpu_backend(c, m->w, 2);
+  auto gpu_ptr = make_cuda_backend(c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  const int32_t ps = 16;
+  auto ccache = cpu->create_cache((N + ps - 1) / ps, ps);
+  const Rows rc = forward_rows(*cpu, ccache.get(), scrambled_pages((N + ps - 1) / ps, 3), ps, tokens, 0, N, nullptr);
+  const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
+  for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
+    std::vector<float> got[2];
+    for (int which = 0; which < 2; ++which) {
+      const Config& k = which ? kFastAuto : kSimple;
+      configure(gpu, k);
+      const int64_t n_pages = (N + ps - 1) / ps + 2;
+      const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
+      auto cache = gpu.create_cache(n_pages, ps, dt);
+      (void)forward_rows(gpu, cache.get(), bt, ps, tokens, 0, P, &rc.probe);
+      for (int64_t r = P; r < N; ++r) {
+        const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
+        check_paths(gpu, k, 1);
+        got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
+      }
+    }
+    const std::string tag = std::string(fp8 ? "fp8" : "bf16") + " records, rows " + std::to_string(P) + ".." +
+                            std::to_string(N - 1);
+    const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
+                    fs = compare(got[1], got[0], V);
+    print("moe-decode", "forced, simple vs cpu, " + tag, sc);
+    print("moe-decode", "forced, fast vs cpu, " + tag, fc);
+    print("moe-decode", "forced, fast vs simple, " + tag, fs);
+    CHECK(fc.nan == 0);
+    CHECK(sc.rel <= (fp8 ? 1e-1 : 2e-2));
+    CHECK(fc.rel <= (fp8 ? 1.2e-1 : 6e-2));
+    CHECK(fs.rel <= (fp8 ? 1.2e-1 : 6e-2));
+    if (!fp8) CHECK(fc.argmax_mismatch == 0);
+  }
+}
+
+TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equals eager forwards") {
+  auto m = fp8_moe_model(777);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, P = 100, PZ = 120, steps = 5;
+  const std::vector<int32_t> tx = random_tokens(P + steps, V, 21), tz = random_tokens(PZ + steps, V, 22);
+  auto gpu_ptr = make_cuda_backend(c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  configure(gpu, kFastAuto);
+  const int32_t ps = 16;
+  for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    const int64_t n_pages = 2 * ((PZ + steps + ps - 1) / ps) + 2;
+    std::vector<int32_t> all = scrambled_pages(n_pages, 5), bx, bz;
+    for (size_t i = 0; i < all.size(); ++i) (i % 2 ? bz : bx).push_back(all[i]);
+    auto gcache = gpu.create_cache(n_pages, ps, dt), ecache = gpu.create_cache(n_pages, ps, dt);
+    (void)forward_rows(gpu, gcache.get(), bx, ps, tx, 0, P, nullptr, false);
+    (void)forward_rows(gpu, gcache.get(), bz, ps, tz, 0, PZ, nullptr, false);
+    (void)forward_rows(gpu, ecache.get(), bx, ps, tx, 0, P, nullptr, false);
+    (void)forward_rows(gpu, ecache.get(), bz, ps, tz, 0, PZ, nullptr, false);
+    double worst = 0;
+    const int64_t replays0 = gpu.graph_replays();
+    for (int64_t s = 0; s < steps; ++s) {
+      BatchPlan plan;
+      plan.add_sequence(gcache.get(), bx, ps, P + s, tx.data() + P + s, 1);
+      plan.add_sequence(gcache.get(), bz, ps, PZ + s, tz.data() + PZ + s, 1);
+      plan.logit_rows = {0, 1};
+      std::vector<float> g(2 * V, NAN);
+      gpu.forward(plan, g.data(), {}, nullptr);
+      // The eager single-row forwards (a probe forces the eager path; the router then runs apart from
+      // moe_forward and hands it its choice, the graph's moe_forward routes itself).
+      const Rows rx = forward_rows(gpu, ecache.get(), bx, ps, tx, P + s, 1, nullptr, true);
+      check_paths(gpu, kFastAuto, 1);
+      const Rows rz = forward_rows(gpu, ecache.get(), bz, ps, tz, PZ + s, 1, nullptr, true);
+      std::vector<float> e(rx.logits);
+      e.insert(e.end(), rz.logits.begin(), rz.logits.end());
+      const Agreement a = compare(g, e, V);
+      worst = std::max(worst, a.rel);
+      CHECK(a.nan == 0);
+      CHECK(a.argmax_mismatch == 0);
+    }
+    std::printf("[moe-graph] %-5s records: graph batch vs eager single rows, worst rel %.3e over %lld steps; graph "
+                "replays %lld\n",
+                dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16", worst, static_cast<long long>(steps),
+                static_cast<long long>(gpu.graph_replays() - replays0));
+    // Same kernels and weights on the same state; the rows' GEMMs do not mix rows, but the fast MLA may
+    // split differently for 1 and 2 rows (the attention test's bar).
+    CHECK(worst <= 5e-2);
+    CHECK(gpu.graph_replays() - replays0 >= 1);
+  }
+}
+
+TEST_CASE("cuda fast moe: the kernel and FP8 path switches") {
+  auto m = fp8_moe_model(1);
+  auto gpu_ptr = make_cuda_backend(m->c, m->w, 0);
+  auto& gpu = as_cuda(*gpu_ptr);
+  for (const char* k : {"simple", "fast-mla", "fast-attn", "fast"}) {
+    gpu.set_kernels(k);
+    CHECK(gpu.kernels() == k);
+  }
+  for (const char* p : {"auto", "gemm", "dequant", "direct"}) {
+    gpu.set_fp8_path(p);
+    CHECK(gpu.fp8_path() == p);
+  }
+  CHECK_THROWS_AS(gpu.set_kernels("fastest"), Error);
+  CHECK_THROWS_AS(gpu.set_fp8_path("fp4"), Error);
+}
+
+#endif  // GLM5RT_GPU_TESTS_WITH_CORE
