@@ -31,6 +31,7 @@ struct Options {
   std::vector<int> batches = {1, 32}, contexts;
   int context = 8192, prefill = 4096, chunk = 4096;
   bool stages = false;
+  std::vector<std::pair<std::string, std::string>> variants;  // (kernels, fp8 path) runs on one model
   std::string json = "forward-bench.json", fp8_path = "auto", commit = "unknown", kernels;
   double bw = 4.3e12, flops = 7.9e14;  // measured ceilings on the H200 (docs/device KINDS.md): copy, bf16 GEMM
 };
@@ -158,6 +159,13 @@ int main(int argc, char** argv) {
     else if (a == "--fp8-path") o.fp8_path = next();
     else if (a == "--kernels") o.kernels = next();
     else if (a == "--stages") o.stages = true;
+    else if (a == "--variants") {
+      std::stringstream ss(next());
+      for (std::string t; std::getline(ss, t, ',');) {
+        const size_t colon = t.find(':');
+        o.variants.emplace_back(t.substr(0, colon), colon == std::string::npos ? "auto" : t.substr(colon + 1));
+      }
+    }
     else if (a == "--contexts") {
       std::stringstream ss(next());
       std::string item;
@@ -175,7 +183,9 @@ int main(int argc, char** argv) {
                    "usage: glm5rt-bench --glm5-dims [--layers N] [--dense-layers N] [--batches 1,32] [--context 8192]\n"
                    "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
                    "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
-                   "       [--json FILE]\n");
+                   "       [--variants KERNELS:FP8PATH,...] [--json FILE]\n"
+                   "--variants runs the decode and prefill cases once per (kernels, FP8 path) on the same model;\n"
+                   "the first variant's results are also the JSON's top-level decode / prefill.\n");
       return 2;
     }
   }
@@ -200,143 +210,166 @@ int main(int argc, char** argv) {
     if (o.contexts.empty()) o.contexts.push_back(o.context);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto mem = be.memory();
-    std::printf("glm5rt-bench: %s, GLM-5 dims, %d layers (%d dense), random FP8 weights %.2f GiB (made in %.1f s), "
-                "fp8 path %s\n",
-                prop.name, o.layers, std::min(o.dense_layers, o.layers), mem.weights / 1073741824.0, load_s,
-                o.fp8_path.c_str());
+    std::printf(
+        "glm5rt-bench: %s, GLM-5 dims, %d layers (%d dense), random FP8 weights %.2f GiB (made in %.1f s), "
+        "fp8 path %s\n",
+        prop.name, o.layers, std::min(o.dense_layers, o.layers), mem.weights / 1073741824.0, load_s,
+        o.fp8_path.c_str());
+    if (o.variants.empty()) o.variants.emplace_back(be.kernels(), o.fp8_path);
     std::mt19937 rng(7);
     std::ostringstream js;
     js << "{\n  \"command\": \"" << cmdline << "\",\n  \"date\": \"" << now_utc() << "\",\n  \"card\": \"" << prop.name
-       << "\",\n  \"commit\": \"" << o.commit << "\",\n  \"layers\": " << o.layers << ",\n  \"dense_layers\": "
-       << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \"" << o.fp8_path << "\",\n  \"kernels\": \"" << be.kernels()
-       << "\",\n  \"fast_moe_layers\": " << be.fast_moe_layers() << ",\n  \"bandwidth_ceiling\": "
-       << o.bw << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights
-       << ",\n  \"decode\": [";
-    std::printf("\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s\n",
-                be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
-                o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str());
-    std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
-    const int ps = 64;
-    bool first = true;
-    for (int C : o.contexts)
-    for (int B : o.batches) {
-      const int pages = (C + ps - 1) / ps;
-      std::vector<std::unique_ptr<CacheStorage>> caches;
-      std::vector<std::vector<int32_t>> tables;
-      for (int b = 0; b < B; ++b) {
-        caches.push_back(be.create_cache(pages, ps, {}));
-        be.fill_cache_random(*caches.back(), 100 + b);
+       << "\",\n  \"commit\": \"" << o.commit << "\",\n  \"layers\": " << o.layers
+       << ",\n  \"dense_layers\": " << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \""
+       << o.variants[0].second << "\",\n  \"kernels\": \"" << o.variants[0].first
+       << "\",\n  \"fast_moe_layers\": " << be.fast_moe_layers() << ",\n  \"bandwidth_ceiling\": " << o.bw
+       << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights << ",\n  \"variants\": [";
+    std::string decode0, prefill0;
+    for (size_t vi = 0; vi < o.variants.size(); ++vi) {
+      be.set_kernels(o.variants[vi].first);
+      be.set_fp8_path(o.variants[vi].second);
+      std::ostringstream jd, jp;  // this variant's decode and prefill entries
+      std::printf(
+          "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s\n",
+          be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
+          o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str());
+      std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
+      const int ps = 64;
+      bool first = true;
+      for (int C : o.contexts)
+        for (int B : o.batches) {
+          const int pages = (C + ps - 1) / ps;
+          std::vector<std::unique_ptr<CacheStorage>> caches;
+          std::vector<std::vector<int32_t>> tables;
+          for (int b = 0; b < B; ++b) {
+            caches.push_back(be.create_cache(pages, ps, {}));
+            be.fill_cache_random(*caches.back(), 100 + b);
+            std::vector<int32_t> bt(pages);
+            for (int p = 0; p < pages; ++p) bt[p] = p;
+            tables.push_back(bt);
+          }
+          std::vector<double> times;
+          const int warm = 3;
+          std::vector<int32_t> next(B);
+          for (auto& t : next) t = static_cast<int32_t>(rng() % c.vocab_size);
+          for (int s = 0; s < warm + o.steps; ++s) {
+            BatchPlan plan;
+            const int64_t pos = C - 1 - (warm + o.steps) + s;
+            for (int b = 0; b < B; ++b) plan.add_sequence(caches[b].get(), tables[b], ps, pos, &next[b], 1);
+            for (int b = 0; b < B; ++b) plan.logit_rows.push_back(b);
+            const auto a = std::chrono::steady_clock::now();
+            be.forward_device(plan, {}, nullptr);
+            next = be.argmax_last();  // greedy sampling on the device; synchronizes
+            const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+            if (s >= warm) times.push_back(dt);
+          }
+          // Stage times (--stages): the same step replayed with events between the stages (graph nodes),
+          // median over 5 steps of each stage.
+          cuda::StageTimes st;
+          if (o.stages) try {
+            be.set_stage_timing(true);
+            std::vector<double> at, dm, mo, hd, tot;
+            for (int s = 0; s < 7; ++s) {
+              BatchPlan plan;
+              const int64_t pos = C - 1 - 7 + s;
+              for (int b = 0; b < B; ++b) plan.add_sequence(caches[b].get(), tables[b], ps, pos, &next[b], 1);
+              for (int b = 0; b < B; ++b) plan.logit_rows.push_back(b);
+              be.forward_device(plan, {}, nullptr);
+              const cuda::StageTimes x = be.last_stage_times();
+              next = be.argmax_last();
+              if (s < 2) continue;
+              at.push_back(x.attention_ms);
+              dm.push_back(x.dense_mlp_ms);
+              mo.push_back(x.moe_ms);
+              hd.push_back(x.head_ms);
+              tot.push_back(x.total_ms);
+            }
+            be.set_stage_timing(false);
+            st.attention_ms = median(at);
+            st.dense_mlp_ms = median(dm);
+            st.moe_ms = median(mo);
+            st.head_ms = median(hd);
+            st.total_ms = median(tot);
+          } catch (const Error& e) {  // stage timing is an extra: keep the run's main figures
+            std::fprintf(stderr, "stage timing failed (%s); continuing without it\n", e.what());
+            o.stages = false;
+            be.set_stage_timing(false);
+          }
+          const double t = median(times);
+          const Floor f = decode_floor(c, B, C);
+          const double floor_t = std::max(f.bytes / o.bw, f.flops / o.flops);
+          char label[64];
+          std::snprintf(label, sizeof label, "decode batch %d ctx %d", B, C);
+          std::printf("%-28s %9.3f ms %9.3f ms %9.3f ms %10.3f\n", label, t * 1e3, t * 1e3 / o.layers, floor_t * 1e3,
+                      floor_t / t);
+          jd << (first ? "" : ",") << "\n    {\"batch\": " << B << ", \"context\": " << C
+             << ", \"step_ms\": " << t * 1e3 << ", \"per_layer_ms\": " << t * 1e3 / o.layers
+             << ", \"tokens_per_s\": " << B / t << ", \"floor_ms\": " << floor_t * 1e3
+             << ", \"floor_bytes\": " << f.bytes << ", \"floor_flops\": " << f.flops
+             << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays();
+          if (o.stages) {
+            const int moe_layers = o.layers - std::min(o.dense_layers, o.layers);
+            std::printf(
+                "%-28s stages (graph, device time): attention %.3f ms (%.3f / layer), dense MLP %.3f ms, MoE %.3f ms "
+                "(%.3f / MoE layer), lm_head %.3f ms, total %.3f ms\n",
+                "", st.attention_ms, st.attention_ms / o.layers, st.dense_mlp_ms, st.moe_ms,
+                moe_layers ? st.moe_ms / moe_layers : 0.0, st.head_ms, st.total_ms);
+            jd << ", \"stages_ms\": {\"attention\": " << st.attention_ms << ", \"dense_mlp\": " << st.dense_mlp_ms
+               << ", \"moe\": " << st.moe_ms << ", \"lm_head\": " << st.head_ms << ", \"total\": " << st.total_ms
+               << "}";
+          }
+          jd << "}";
+          first = false;
+        }
+      if (o.prefill > 0) {
+        const int P = o.prefill, pages = (P + ps - 1) / ps;
+        auto cache = be.create_cache(pages, ps, {});
         std::vector<int32_t> bt(pages);
         for (int p = 0; p < pages; ++p) bt[p] = p;
-        tables.push_back(bt);
-      }
-      std::vector<double> times;
-      const int warm = 3;
-      std::vector<int32_t> next(B);
-      for (auto& t : next) t = static_cast<int32_t>(rng() % c.vocab_size);
-      for (int s = 0; s < warm + o.steps; ++s) {
-        BatchPlan plan;
-        const int64_t pos = C - 1 - (warm + o.steps) + s;
-        for (int b = 0; b < B; ++b) plan.add_sequence(caches[b].get(), tables[b], ps, pos, &next[b], 1);
-        for (int b = 0; b < B; ++b) plan.logit_rows.push_back(b);
-        const auto a = std::chrono::steady_clock::now();
-        be.forward_device(plan, {}, nullptr);
-        next = be.argmax_last();  // greedy sampling on the device; synchronizes
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-        if (s >= warm) times.push_back(dt);
-      }
-      // Stage times (--stages): the same step replayed with events between the stages (graph nodes),
-      // median over 5 steps of each stage.
-      cuda::StageTimes st;
-      if (o.stages) {
-        be.set_stage_timing(true);
-        std::vector<double> at, dm, mo, hd, tot;
-        for (int s = 0; s < 7; ++s) {
-          BatchPlan plan;
-          const int64_t pos = C - 1 - 7 + s;
-          for (int b = 0; b < B; ++b) plan.add_sequence(caches[b].get(), tables[b], ps, pos, &next[b], 1);
-          for (int b = 0; b < B; ++b) plan.logit_rows.push_back(b);
-          be.forward_device(plan, {}, nullptr);
-          const cuda::StageTimes x = be.last_stage_times();
-          next = be.argmax_last();
-          if (s < 2) continue;
-          at.push_back(x.attention_ms);
-          dm.push_back(x.dense_mlp_ms);
-          mo.push_back(x.moe_ms);
-          hd.push_back(x.head_ms);
-          tot.push_back(x.total_ms);
+        std::vector<int32_t> prompt(P);
+        for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.vocab_size);
+        std::vector<double> times;
+        for (int rep = 0; rep < 3; ++rep) {
+          const auto a = std::chrono::steady_clock::now();
+          for (int at = 0; at < P; at += o.chunk) {
+            const int n = std::min(o.chunk, P - at);
+            BatchPlan plan;
+            plan.add_sequence(cache.get(), bt, ps, at, prompt.data() + at, n);
+            if (at + n == P) plan.logit_rows.push_back(n - 1);
+            be.forward_device(plan, {}, nullptr);
+          }
+          be.argmax_last();
+          const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+          if (rep > 0) times.push_back(dt);
         }
-        be.set_stage_timing(false);
-        st.attention_ms = median(at);
-        st.dense_mlp_ms = median(dm);
-        st.moe_ms = median(mo);
-        st.head_ms = median(hd);
-        st.total_ms = median(tot);
+        const double t = median(times);
+        const Floor f = prefill_floor(c, P);
+        const double floor_t = std::max(f.bytes / o.bw, f.flops / o.flops);
+        char label[64];
+        std::snprintf(label, sizeof label, "prefill %d (chunk %d)", P, o.chunk);
+        std::printf("%-28s %9.3f ms %9.3f ms %9.3f ms %10.3f   %.0f tokens/s (floor %.0f)\n", label, t * 1e3,
+                    t * 1e3 / o.layers, floor_t * 1e3, floor_t / t, P / t, P / floor_t);
+        jp << "\n    {\"tokens\": " << P << ", \"chunk\": " << o.chunk << ", \"ms\": " << t * 1e3
+           << ", \"per_layer_ms\": " << t * 1e3 / o.layers << ", \"tokens_per_s\": " << P / t
+           << ", \"floor_ms\": " << floor_t * 1e3 << ", \"floor_bytes\": " << f.bytes
+           << ", \"floor_flops\": " << f.flops << "}";
       }
-      const double t = median(times);
-      const Floor f = decode_floor(c, B, C);
-      const double floor_t = std::max(f.bytes / o.bw, f.flops / o.flops);
-      char label[64];
-      std::snprintf(label, sizeof label, "decode batch %d ctx %d", B, C);
-      std::printf("%-28s %9.3f ms %9.3f ms %9.3f ms %10.3f\n", label, t * 1e3, t * 1e3 / o.layers, floor_t * 1e3,
-                  floor_t / t);
-      js << (first ? "" : ",") << "\n    {\"batch\": " << B << ", \"context\": " << C << ", \"step_ms\": " << t * 1e3
-         << ", \"per_layer_ms\": " << t * 1e3 / o.layers << ", \"tokens_per_s\": " << B / t
-         << ", \"floor_ms\": " << floor_t * 1e3 << ", \"floor_bytes\": " << f.bytes << ", \"floor_flops\": " << f.flops
-         << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays();
-      if (o.stages) {
-        const int moe_layers = o.layers - std::min(o.dense_layers, o.layers);
-        std::printf("%-28s stages (graph, device time): attention %.3f ms (%.3f / layer), dense MLP %.3f ms, MoE %.3f ms "
-                    "(%.3f / MoE layer), lm_head %.3f ms, total %.3f ms\n",
-                    "", st.attention_ms, st.attention_ms / o.layers, st.dense_mlp_ms, st.moe_ms,
-                    moe_layers ? st.moe_ms / moe_layers : 0.0, st.head_ms, st.total_ms);
-        js << ", \"stages_ms\": {\"attention\": " << st.attention_ms << ", \"dense_mlp\": " << st.dense_mlp_ms
-           << ", \"moe\": " << st.moe_ms << ", \"lm_head\": " << st.head_ms << ", \"total\": " << st.total_ms << "}";
+      js << (vi ? "," : "") << "\n    {\"kernels\": \"" << be.kernels() << "\", \"fp8_path\": \"" << be.fp8_path()
+         << "\", \"decode\": [" << jd.str() << "\n    ], \"prefill\": [" << jp.str() << "\n    ]}";
+      if (vi == 0) {
+        decode0 = jd.str();
+        prefill0 = jp.str();
       }
-      js << "}";
-      first = false;
-    }
-    js << "\n  ],\n  \"prefill\": [";
-    if (o.prefill > 0) {
-      const int P = o.prefill, pages = (P + ps - 1) / ps;
-      auto cache = be.create_cache(pages, ps, {});
-      std::vector<int32_t> bt(pages);
-      for (int p = 0; p < pages; ++p) bt[p] = p;
-      std::vector<int32_t> prompt(P);
-      for (auto& t : prompt) t = static_cast<int32_t>(rng() % c.vocab_size);
-      std::vector<double> times;
-      for (int rep = 0; rep < 3; ++rep) {
-        const auto a = std::chrono::steady_clock::now();
-        for (int at = 0; at < P; at += o.chunk) {
-          const int n = std::min(o.chunk, P - at);
-          BatchPlan plan;
-          plan.add_sequence(cache.get(), bt, ps, at, prompt.data() + at, n);
-          if (at + n == P) plan.logit_rows.push_back(n - 1);
-          be.forward_device(plan, {}, nullptr);
-        }
-        be.argmax_last();
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-        if (rep > 0) times.push_back(dt);
-      }
-      const double t = median(times);
-      const Floor f = prefill_floor(c, P);
-      const double floor_t = std::max(f.bytes / o.bw, f.flops / o.flops);
-      char label[64];
-      std::snprintf(label, sizeof label, "prefill %d (chunk %d)", P, o.chunk);
-      std::printf("%-28s %9.3f ms %9.3f ms %9.3f ms %10.3f   %.0f tokens/s (floor %.0f)\n", label, t * 1e3,
-                  t * 1e3 / o.layers, floor_t * 1e3, floor_t / t, P / t, P / floor_t);
-      js << "\n    {\"tokens\": " << P << ", \"chunk\": " << o.chunk << ", \"ms\": " << t * 1e3
-         << ", \"per_layer_ms\": " << t * 1e3 / o.layers << ", \"tokens_per_s\": " << P / t
-         << ", \"floor_ms\": " << floor_t * 1e3 << ", \"floor_bytes\": " << f.bytes << ", \"floor_flops\": " << f.flops
-         << "}";
-    }
+    }  // variants
+    js << "\n  ],\n  \"decode\": [" << decode0 << "\n  ],\n  \"prefill\": [" << prefill0;
     const auto m2 = be.memory();
     js << "\n  ],\n  \"memory\": {\"weights\": " << m2.weights << ", \"workspace\": " << m2.workspace
        << ", \"dequant\": " << m2.dequant << ", \"cublas\": " << m2.cublas << "}\n}\n";
     std::ofstream(o.json) << js.str();
-    std::printf("\nfloors: bytes / %.2f TB/s or flops / %.0f TFLOP/s, whichever is larger (bf16 rate; FP8 MMA would "
-                "halve the flops term). JSON: %s\n",
-                o.bw / 1e12, o.flops / 1e12, o.json.c_str());
+    std::printf(
+        "\nfloors: bytes / %.2f TB/s or flops / %.0f TFLOP/s, whichever is larger (bf16 rate; FP8 MMA would "
+        "halve the flops term). JSON: %s\n",
+        o.bw / 1e12, o.flops / 1e12, o.json.c_str());
     std::printf("memory: weights %.2f GiB, work buffers %.2f GiB, FP8 dequant workspace %.0f MiB\n",
                 m2.weights / 1073741824.0, m2.workspace / 1073741824.0, m2.dequant / 1048576.0);
     return 0;
