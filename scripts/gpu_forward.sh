@@ -8,8 +8,9 @@
 #
 #   bash scripts/gpu_forward.sh            (from the repository root, or a copy of it under .carry/<name>)
 #   GLM5RT_PREBUILT=prebuilt GLM5RT_PREBUILT_SOURCE_DIR=/path/of/the/build/tree/source bash scripts/gpu_forward.sh
-#     uses glm5rt_gpu_tests and glm5rt-bench built elsewhere for sm_90 (no build on the device); their
-#     compiled-in test data path (<source>/tests/data) is made to resolve here by a link to this tree.
+#     uses glm5rt_gpu_tests and glm5rt-bench built elsewhere for sm_90 (no build on the device; the
+#     folder, or prebuilt.tar.xz with the binaries and a lib/ of runtime libraries); their compiled-in
+#     test data path (<source>/tests/data) is made to resolve here by a link to this tree.
 #   BUDGET=220 sets the seconds the whole script may take (later steps are skipped or cut short).
 #
 # Dependencies missing on that machine (mimalloc / PCRE2 / ICU packages) come from .carry/debs.
@@ -37,6 +38,14 @@ LOG=$OUT/run.log
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >> "$LOG" 2>&1
 
 TESTS= BENCH= build_rc=-1
+# A prebuilt bundle may come as $GLM5RT_PREBUILT.tar.xz (binaries + the runtime libraries the machine
+# lacks under lib/), to stay inside the carry size limit.
+if [ -n "${GLM5RT_PREBUILT:-}" ] && [ ! -d "$GLM5RT_PREBUILT" ] && [ -f "$GLM5RT_PREBUILT.tar.xz" ]; then
+  tar -xJf "$GLM5RT_PREBUILT.tar.xz"
+fi
+if [ -n "${GLM5RT_PREBUILT:-}" ] && [ -d "$GLM5RT_PREBUILT/lib" ]; then
+  export LD_LIBRARY_PATH=$ROOT/$GLM5RT_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 if [ -n "${GLM5RT_PREBUILT:-}" ] && [ -x "$GLM5RT_PREBUILT/glm5rt_gpu_tests" ]; then
   src=${GLM5RT_PREBUILT_SOURCE_DIR:-}
   if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -sfn "$ROOT" "$src"; fi
