@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
           cuda::StageTimes st;
           if (o.stages) try {
             be.set_stage_timing(true);
-            std::vector<double> at, dm, mo, hd, tot;
+            std::vector<double> at, ap, dm, mo, hd, tot;
             for (int s = 0; s < 7; ++s) {
               BatchPlan plan;
               const int64_t pos = C - 1 - 7 + s;
@@ -279,6 +279,7 @@ int main(int argc, char** argv) {
               next = be.argmax_last();
               if (s < 2) continue;
               at.push_back(x.attention_ms);
+              ap.push_back(x.attention_proj_ms);
               dm.push_back(x.dense_mlp_ms);
               mo.push_back(x.moe_ms);
               hd.push_back(x.head_ms);
@@ -286,6 +287,7 @@ int main(int argc, char** argv) {
             }
             be.set_stage_timing(false);
             st.attention_ms = median(at);
+            st.attention_proj_ms = median(ap);
             st.dense_mlp_ms = median(dm);
             st.moe_ms = median(mo);
             st.head_ms = median(hd);
@@ -310,11 +312,12 @@ int main(int argc, char** argv) {
           if (o.stages) {
             const int moe_layers = o.layers - std::min(o.dense_layers, o.layers);
             std::printf(
-                "%-28s stages (graph, device time): attention %.3f ms (%.3f / layer), dense MLP %.3f ms, MoE %.3f ms "
-                "(%.3f / MoE layer), lm_head %.3f ms, total %.3f ms\n",
-                "", st.attention_ms, st.attention_ms / o.layers, st.dense_mlp_ms, st.moe_ms,
-                moe_layers ? st.moe_ms / moe_layers : 0.0, st.head_ms, st.total_ms);
-            jd << ", \"stages_ms\": {\"attention\": " << st.attention_ms << ", \"dense_mlp\": " << st.dense_mlp_ms
+                "%-28s stages (graph, device time): attention %.3f ms (%.3f / layer, of which projections %.3f), "
+                "dense MLP %.3f ms, MoE %.3f ms (%.3f / MoE layer), lm_head %.3f ms, total %.3f ms\n",
+                "", st.attention_ms, st.attention_ms / o.layers, st.attention_proj_ms / o.layers, st.dense_mlp_ms,
+                st.moe_ms, moe_layers ? st.moe_ms / moe_layers : 0.0, st.head_ms, st.total_ms);
+            jd << ", \"stages_ms\": {\"attention\": " << st.attention_ms
+               << ", \"attention_projections\": " << st.attention_proj_ms << ", \"dense_mlp\": " << st.dense_mlp_ms
                << ", \"moe\": " << st.moe_ms << ", \"lm_head\": " << st.head_ms << ", \"total\": " << st.total_ms
                << "}";
           }

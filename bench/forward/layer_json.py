@@ -38,6 +38,8 @@ def main():
             att = st["attention"] / r4["layers"]
             moe = st["moe"] / moe4
             row["stages_layer_ms"] = {"attention": att, "moe": moe, "sum": att + moe}
+            if "attention_projections" in st:
+                row["stages_layer_ms"]["attention_projections"] = st["attention_projections"] / r4["layers"]
         rows.append(row)
     out = {"benchmark": "one GLM-5-dimension layer (attention + indexer + MoE), decode",
            "method": "(step time with 4 layers - step time with 2 layers) / 2; both runs 1 dense layer",

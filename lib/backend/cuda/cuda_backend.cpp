@@ -613,7 +613,21 @@ void CudaBackend::linear_fp8(const bf16* x, int64_t m, const DevLinear& L, const
   ++fp8_gemm_runs_;
 }
 
+// Stage timing: events recorded as external event nodes when the stream is being captured, so that
+// they time the replays (a plain cudaEventRecord under capture only orders work inside the graph).
+int32_t CudaBackend::stage_mark() {
+  if (!stage_timing_ || stage_next_ >= stage_ev_.size()) return -1;
+  check(cudaEventRecordWithFlags(stage_ev_[stage_next_], stream_, cudaEventRecordExternal), "stage event");
+  return static_cast<int32_t>(stage_next_++);
+}
+
 void CudaBackend::linear(const bf16* x, int64_t m, const DevLinear& L, float* y) {
+  const int32_t begin = in_attention_ ? stage_mark() : -1;
+  linear_any(x, m, L, y);
+  if (begin >= 0) stage_spans_.emplace_back(begin, stage_mark());
+}
+
+void CudaBackend::linear_any(const bf16* x, int64_t m, const DevLinear& L, float* y) {
   if (m <= 0) return;
   if (L.dtype == glm5k::kWFp8 && use_fp8_gemm(m)) {
     if (const Fp8Table* t = fp8_table(L)) {
@@ -1047,8 +1061,12 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   fast_moe_runs_ = 0;
   fp8_gemm_runs_ = 0;
   auto mark = [&](size_t i) {  // stage timing (benchmarks): recorded in the stream, or as graph nodes
-    if (stage_timing_) check(cudaEventRecord(stage_ev_.at(i), stream_), "stage event");
+    if (stage_timing_)
+      check(cudaEventRecordWithFlags(stage_ev_.at(i), stream_, cudaEventRecordExternal), "stage event");
   };
+  stage_spans_.clear();
+  stage_next_ = static_cast<size_t>(2 * L + 2);
+  in_attention_ = false;
   mark(0);
   check(glm5k::launch_embed(w_.embed, Di, tokens_dev_, Ri, k.x, stream_), "embedding");
   check(glm5k::launch_rope_tables(inv_freq_.as<float>(), static_cast<int32_t>(c.qk_rope_head_dim / 2), rope_factor_,
@@ -1072,7 +1090,9 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
     const bool forced = probe && static_cast<int64_t>(probe->force_topk.size()) > li && !probe->force_topk[li].empty();
     forced_sel_ = forced ? &probe->force_topk[li] : nullptr;
     own_sel_ = forced && run_indexer ? &probe->topk[li] : nullptr;
+    in_attention_ = true;
     enqueue_attention(li, run_indexer, fmt, ctx_cap);
+    in_attention_ = false;
     mark(1 + 2 * li);
     forced_sel_ = nullptr;
     own_sel_ = nullptr;
@@ -1117,7 +1137,8 @@ void CudaBackend::set_stage_timing(bool on) {
   for (cudaEvent_t e : stage_ev_) (void)cudaEventDestroy(e);
   stage_ev_.clear();
   if (!on) return;
-  stage_ev_.resize(static_cast<size_t>(2 * config_.num_hidden_layers + 2), nullptr);
+  // 2 L + 2 stage boundaries, then 8 projection (begin, end) pairs per layer.
+  stage_ev_.resize(static_cast<size_t>(18 * config_.num_hidden_layers + 2), nullptr);
   for (cudaEvent_t& e : stage_ev_) check(cudaEventCreate(&e), "cudaEventCreate");
   stage_timing_ = true;
 }
@@ -1136,6 +1157,8 @@ StageTimes CudaBackend::last_stage_times() {
     t.attention_ms += ms(2 * li, 1 + 2 * li);
     (w_.layers[li].is_moe ? t.moe_ms : t.dense_mlp_ms) += ms(1 + 2 * li, 2 + 2 * li);
   }
+  for (const auto& [a, b] : stage_spans_)
+    if (a >= 0 && b >= 0) t.attention_proj_ms += ms(static_cast<size_t>(a), static_cast<size_t>(b));
   t.head_ms = ms(2 * L, 2 * L + 1);
   t.total_ms = ms(0, 2 * L + 1);
   return t;

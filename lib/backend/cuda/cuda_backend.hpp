@@ -65,6 +65,7 @@ class CudaCache final : public CacheStorage {
 // Device time of one forward's stages, summed over layers (CudaBackend::set_stage_timing).
 struct StageTimes {
   double attention_ms = 0;  // input norm .. o_proj, indexer included (the first also embedding + rope)
+  double attention_proj_ms = 0;  // of which the projections (q_a, kv_a, q_b, indexer wq_b / wk / weights_proj, o_proj)
   double dense_mlp_ms = 0;  // post-attention norm .. dense MLP output
   double moe_ms = 0;        // post-attention norm .. MoE output
   double head_ms = 0;       // final norm + lm_head
@@ -166,6 +167,8 @@ class CudaBackend final : public Backend {
   // Routing of MoE layer li in k.ids / k.rw: reported to the probe, replaced by its forced choice.
   void probe_routing(int64_t li);
   void linear(const __nv_bfloat16* x, int64_t m, const DevLinear& L, float* y);
+  void linear_any(const __nv_bfloat16* x, int64_t m, const DevLinear& L, float* y);
+  int32_t stage_mark();  // records the next event of the stage pool: its index, or -1
   void swiglu(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
   // Device arrays of weight / scale pointers for fp8_gemm, built once per weight (see build_fast_tables).
   struct Fp8Table {
@@ -215,8 +218,12 @@ class CudaBackend final : public Backend {
   std::vector<MoeTable> moe_tables_;
   bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
   int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0;
-  bool stage_timing_ = false;
-  std::vector<cudaEvent_t> stage_ev_;  // [2 L + 2]: start, then after each layer's attention and MLP, end
+  bool stage_timing_ = false, in_attention_ = false;
+  // [2 L + 2]: start, then after each layer's attention and MLP, end; then a pool for the attention
+  // projections' (begin, end) pairs of the last enqueued forward (kept for the graph it was captured in).
+  std::vector<cudaEvent_t> stage_ev_;
+  std::vector<std::pair<int32_t, int32_t>> stage_spans_;
+  size_t stage_next_ = 0;
   bool mla_dims_ok_ = false, idx_dims_ok_ = false;
   int32_t num_sms_ = 0;
   // Decided per forward (part of the graph key): which fast families run, and on which cache.
