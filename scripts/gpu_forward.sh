@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA forward on the accelerator machine, in one call: the GPU tests (the fast MoE / FP8 GEMM paths
 # first: test_cuda_fast_moe.cpp, then the backend's other tests, then every other GPU test while time is
-# left) and glm5rt-bench at GLM-5 dimensions: the default kernels beside the earlier configuration (fast
+# left) and glm5rt-bench at GLM-5 dimensions: the default kernels (also without split-K) beside the earlier configuration (fast
 # attention, simple MoE, FP8 dequantised + cuBLASLt) and the FP8 path alternatives on one 4-layer model,
 # contexts 8K and 32K, stage times; then a 2-layer run whose difference from the 4-layer run gives one
 # whole layer (bench/forward/layer_json.py). JSON and logs go to $OUT; a summary is printed last.
@@ -80,7 +80,7 @@ if [ -x "$BENCH" ]; then
   stamp "bench: 4 layers, variants"
   timeout $(( $(left) > 100 ? 100 : $(left) )) "$BENCH" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 \
     --contexts 8192,32768 --prefill 4096 --steps 10 --stages \
-    --variants fast:auto,fast-attn:dequant,fast:gemm,fast:dequant --commit "$COMMIT" \
+    --variants fast:auto,fast:auto:nosplit,fast-attn:dequant,fast:dequant --commit "$COMMIT" \
     --json "$OUT/forward-h200.json" > "$OUT/bench.log" 2>&1
   bench_rc=$?
   stamp "bench rc=$bench_rc"

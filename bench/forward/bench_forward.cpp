@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
                    "usage: glm5rt-bench --glm5-dims [--layers N] [--dense-layers N] [--batches 1,32] [--context 8192]\n"
                    "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
                    "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
-                   "       [--variants KERNELS:FP8PATH,...] [--json FILE]\n"
+                   "       [--variants KERNELS:FP8PATH[:nosplit],...] [--json FILE]\n"
                    "--variants runs the decode and prefill cases once per (kernels, FP8 path) on the same model;\n"
                    "the first variant's results are also the JSON's top-level decode / prefill.\n");
       return 2;
@@ -226,13 +226,20 @@ int main(int argc, char** argv) {
        << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights << ",\n  \"variants\": [";
     std::string decode0, prefill0;
     for (size_t vi = 0; vi < o.variants.size(); ++vi) {
+      // KERNELS:FP8PATH[:nosplit] (nosplit: fp8_gemm without split-K)
+      std::string path = o.variants[vi].second;
+      const size_t colon = path.find(':');
+      const bool split = colon == std::string::npos || path.substr(colon + 1) != "nosplit";
+      if (colon != std::string::npos) path = path.substr(0, colon);
       be.set_kernels(o.variants[vi].first);
-      be.set_fp8_path(o.variants[vi].second);
+      be.set_fp8_path(path);
+      be.set_fp8_split_k(split);
       std::ostringstream jd, jp;  // this variant's decode and prefill entries
       std::printf(
-          "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s\n",
+          "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s, "
+          "split-K %s\n",
           be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
-          o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str());
+          o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str(), be.fp8_split_k() ? "on" : "off");
       std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
       const int ps = 64;
       bool first = true;
@@ -358,6 +365,7 @@ int main(int argc, char** argv) {
            << ", \"floor_flops\": " << f.flops << "}";
       }
       js << (vi ? "," : "") << "\n    {\"kernels\": \"" << be.kernels() << "\", \"fp8_path\": \"" << be.fp8_path()
+         << "\", \"split_k\": \"" << (be.fp8_split_k() ? "on" : "off")
          << "\", \"decode\": [" << jd.str() << "\n    ], \"prefill\": [" << jp.str() << "\n    ]}";
       if (vi == 0) {
         decode0 = jd.str();

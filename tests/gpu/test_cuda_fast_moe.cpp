@@ -319,9 +319,17 @@ void configure(cuda::CudaBackend& gpu, const Config& k) {
   gpu.set_fp8_path(k.fp8_path);
 }
 
+// Of the dense FP8 GEMMs, those that run split-K at decode sizes (<= 32 rows): o_proj (k 1024 = 8 blocks,
+// 4 output blocks of 64 rows: 4 slices) in each of the 3 layers; the other projections have k = 256 or
+// 384, too short to split into slices of >= 2 blocks.
+constexpr int64_t kSplitGemms = 3;
+
 void check_paths(const cuda::CudaBackend& gpu, const Config& k, int64_t rows) {
   CHECK(gpu.last_forward_fast_moe_layers() == k.moe_layers);
-  CHECK(gpu.last_forward_fp8_gemms() == (rows <= k.fp8_max_rows ? k.fp8_gemms : 0));
+  const bool fp8 = rows <= k.fp8_max_rows && k.fp8_gemms > 0;
+  CHECK(gpu.last_forward_fp8_gemms() == (fp8 ? k.fp8_gemms : 0));
+  CHECK(gpu.last_forward_fp8_split_gemms() ==
+        (fp8 && rows <= cuda::CudaBackend::kSplitMaxRows && gpu.fp8_split_k() ? kSplitGemms : 0));
 }
 
 }  // namespace
@@ -419,10 +427,11 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
   const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
-    std::vector<float> got[2];
-    for (int which = 0; which < 2; ++which) {
+    std::vector<float> got[3];  // simple, fast, fast without split-K
+    for (int which = 0; which < 3; ++which) {
       const Config& k = which ? kFastAuto : kSimple;
       configure(gpu, k);
+      gpu.set_fp8_split_k(which != 2);
       const int64_t n_pages = (N + ps - 1) / ps + 2;
       const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
       auto cache = gpu.create_cache(n_pages, ps, dt);
@@ -435,14 +444,23 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
     }
     const std::string tag = std::string(fp8 ? "fp8" : "bf16") + " records, rows " + std::to_string(P) + ".." +
                             std::to_string(N - 1);
+    gpu.set_fp8_split_k(true);
     const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
-                    fs = compare(got[1], got[0], V);
+                    fs = compare(got[1], got[0], V), fn = compare(got[2], ref_decode, V),
+                    split_vs_not = compare(got[1], got[2], V);
     print("moe-decode", "forced, simple vs cpu, " + tag, sc);
     print("moe-decode", "forced, fast vs cpu, " + tag, fc);
     print("moe-decode", "forced, fast vs simple, " + tag, fs);
+    print("moe-decode", "forced, fast without split-K vs cpu, " + tag, fn);
+    print("moe-decode", "forced, fast split-K vs without, " + tag, split_vs_not);
     CHECK(sc.rel <= (fp8 ? 1e-1 : 2e-2));
     check_fp8_activations(fc, fp8);
     check_fp8_activations(fs, fp8);
+    check_fp8_activations(fn, fp8);
+    // Split-K changes only the summation order and rounds the slices' partial sums to bf16 (2^-9); later
+    // e4m3 quantisations can round a few values the other way, so the runs differ by ~1e-2, far below
+    // a wrong slice or row map (errors of order 1).
+    CHECK(split_vs_not.rel_l2 <= 5e-2);
   }
 }
 

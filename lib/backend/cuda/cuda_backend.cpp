@@ -184,6 +184,8 @@ struct CudaBackend::Work {
   bf16* moe_out;
   void* moe_ws;
   int64_t moe_ws_bytes;
+  bf16* fsplit;          // split-K partials [slices * rows, n] (rows <= CudaBackend::kSplitMaxRows)
+  int64_t split_sn = 0;  // largest slices x n of the split weights (set by the backend)
 
   int64_t layout(const ModelConfig& c, char* base) {
     const int64_t R = rows, D = c.hidden_size, H = c.num_attention_heads, half = c.qk_rope_head_dim / 2;
@@ -253,6 +255,7 @@ struct CudaBackend::Work {
                              static_cast<int>(E), static_cast<int>(K)))
                        : 0;
     moe_ws = cv.take<char>(moe_ws_bytes);
+    fsplit = cv.take<bf16>(std::min<int64_t>(R, CudaBackend::kSplitMaxRows) * split_sn);
     return cv.used();
   }
 };
@@ -292,6 +295,7 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   // kernels/gemm needs FP8 conversions (compute capability 8.9+); PDL needs 9.0+.
   const bool fp8_kernels = prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
   pdl_ = prop.major >= 9;
+  if (const char* p = std::getenv("GLM5RT_CUDA_FP8_SPLITK")) split_k_ = std::string(p) != "0";
   if (fp8_kernels) build_fast_tables();
   log(LogLevel::info, "cuda backend on device ", device_, " (", prop.name, "): weights ", w_.bytes >> 20, " MiB");
 }
@@ -317,6 +321,22 @@ void CudaBackend::set_fp8_path(const std::string& path) {
   else if (path == "gemm") fp8_path_ = 3;
   else fail(Status::invalid_argument, "FP8 path must be auto, gemm, dequant or direct, got ", path);
   clear_graphs();
+}
+
+void CudaBackend::set_fp8_split_k(bool on) {
+  split_k_ = on;
+  clear_graphs();
+}
+
+// Slices for a dense weight's split-K: the largest divisor S of its k / 128 blocks with >= 2 blocks per
+// slice and about 4 decode blocks (64 output rows x one slice) per SM at most; 1 when it fills the GPU.
+int32_t CudaBackend::split_slices(const DevLinear& L) const {
+  const int64_t blocks = (L.n + 63) / 64, kb = L.k / kernels::kFp8Block;
+  const int64_t target = (4 * static_cast<int64_t>(num_sms_) + blocks - 1) / blocks;
+  int32_t best = 1;
+  for (int64_t d = 2; d <= target && kb / d >= 2; ++d)
+    if (kb % d == 0) best = static_cast<int32_t>(d);
+  return best;
 }
 
 std::string CudaBackend::fp8_path() const {
@@ -427,6 +447,44 @@ void CudaBackend::build_fast_tables() {
     moe_pending[li] = {Pending{at_gu, gw.size()}, Pending{at_gu + 2 * gw.size(), dw.size()}};
     router_elems += E * D;
   }
+  // Split-K copies of the decode projections that leave SMs idle (not the gate / up halves of a fused
+  // SwiGLU pair, which run as one wide GEMM, nor the shared experts, which run inside moe_forward).
+  std::vector<std::pair<const void*, Pending>> splits;
+  std::map<const void*, int32_t> split_n;
+  for (const DevLayer& l : w_.layers)
+    for (const DevLinear* L : {&l.q_a, &l.q_b, &l.kv_a, &l.o_proj, &l.idx_wq_b, &l.idx_wk, &l.dense.down}) {
+      if (L->empty() || !fp8_gemm_fits(*L) || split_n.count(L->w)) continue;
+      const int32_t S = split_slices(*L);
+      if (S < 2) continue;
+      const int64_t ks = L->k / S, kb = L->k / kernels::kFp8Block, nb = (L->n + kernels::kFp8Block - 1) / kernels::kFp8Block;
+      const int64_t kbs = kb / S;
+      DeviceBuffer wbuf(static_cast<size_t>(L->n * L->k), "the split-K weight copies");
+      DeviceBuffer sbuf(static_cast<size_t>(nb * kb * 4), "the split-K scale copies");
+      auto* wd = wbuf.as<uint8_t>();
+      auto* sd = sbuf.as<float>();
+      for (int32_t sl = 0; sl < S; ++sl) {
+        check(cudaMemcpy2D(wd + sl * L->n * ks, static_cast<size_t>(ks), static_cast<const uint8_t*>(L->w) + sl * ks,
+                           static_cast<size_t>(L->k), static_cast<size_t>(ks), static_cast<size_t>(L->n),
+                           cudaMemcpyDeviceToDevice),
+              "split-K weight copy");
+        check(cudaMemcpy2D(sd + sl * nb * kbs, static_cast<size_t>(kbs * 4), L->scale + sl * kbs,
+                           static_cast<size_t>(L->ld_scale() * 4), static_cast<size_t>(kbs * 4),
+                           static_cast<size_t>(nb), cudaMemcpyDeviceToDevice),
+              "split-K scale copy");
+      }
+      DevLinear sliced = *L;  // S groups of [n, k / S]
+      sliced.w = wd;
+      sliced.scale = sd;
+      sliced.k = ks;
+      sliced.group_stride = L->n * ks;
+      sliced.scale_group_stride = nb * kbs;
+      splits.emplace_back(L->w, add({&sliced}, S));
+      split_n[L->w] = S;
+      split_bytes_ += static_cast<int64_t>(wbuf.bytes() + sbuf.bytes());
+      split_max_sn_ = std::max<int64_t>(split_max_sn_, S * L->n);
+      split_owned_.push_back(std::move(wbuf));
+      split_owned_.push_back(std::move(sbuf));
+    }
   if (!ptrs.empty()) {
     fast_tables_.allocate(ptrs.size() * sizeof(void*), "the FP8 GEMM weight tables");
     check(cudaMemcpy(fast_tables_.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice),
@@ -439,6 +497,7 @@ void CudaBackend::build_fast_tables() {
   };
   for (const auto& [w, p] : dense) fp8_tables_[w] = table(p);
   for (const auto& [w, p] : pairs) fp8_pair_tables_[w] = table(p);
+  for (const auto& [w, p] : splits) fp8_split_[w] = SplitWeight{split_n.at(w), table(p)};
   if (router_elems > 0) router_bf16_.allocate(static_cast<size_t>(router_elems) * 2, "the bf16 router weights");
   int64_t r_at = 0;
   for (size_t li = 0; li < w_.layers.size(); ++li) {
@@ -482,7 +541,7 @@ void CudaBackend::ensure_fast_workspace(const glm5k::RecordFormat& fmt) {
 
 MemoryReport CudaBackend::memory() const {
   MemoryReport m;
-  m.weights = w_.bytes;
+  m.weights = w_.bytes + split_bytes_;  // the split-K copies count as weights
   m.workspace = static_cast<int64_t>(work_->mem.bytes());
   m.plan = static_cast<int64_t>(plan_dev_.bytes());
   m.dequant = static_cast<int64_t>(dequant_.bytes());
@@ -532,6 +591,7 @@ void CudaBackend::ensure_work(int64_t rows, int64_t ctx_cap, int64_t n_out) {
   w.ctx = std::max(ctx_cap, w.ctx);
   w.n_out = std::max<int64_t>(std::max<int64_t>(1, n_out), w.n_out);
   w.mem.release();
+  w.split_sn = split_max_sn_;
   const int64_t bytes = w.layout(config_, nullptr);
   w.mem.allocate(static_cast<size_t>(bytes), "the forward's work buffers");
   w.layout(config_, w.mem.as<char>());
@@ -587,30 +647,94 @@ kernels::Fp8GemmPath decode_path(int32_t rows) {
 }
 }  // namespace
 
-// fp8_gemm on the FP8 weight itself: x quantised per 128-group to e4m3 (fq / fs), the GEMM into bf16
-// (fy), widened to float32 for the backend's float32 consumers.
+// fp8_gemm on the FP8 weight itself: x quantised per 128-group to e4m3 (fq / fs), then fp8_gemm_f32.
 void CudaBackend::linear_fp8(const bf16* x, int64_t m, const DevLinear& L, const Fp8Table& t, float* y) {
   Work& k = *work_;
-  const int32_t M = static_cast<int32_t>(m), N = static_cast<int32_t>(L.n), K = static_cast<int32_t>(L.k);
+  const int32_t M = static_cast<int32_t>(m), K = static_cast<int32_t>(L.k);
   check(kernels::fp8_quantize_groups(x, K, M, K, k.fq, K, k.fs, K / kernels::kFp8Block, stream_, pdl_),
         "fp8 activation quantisation");
+  fp8_gemm_f32(k.fq, k.fs, M, L, t, y);
+}
+
+// The GEMM into bf16 (fy), widened to float32 for the backend's float32 consumers; or, split-K, the S
+// slices as S groups into bf16 partials (fsplit) that the reduction sums into float32.
+void CudaBackend::fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t M, const DevLinear& L, const Fp8Table& t,
+                               float* y) {
+  Work& k = *work_;
+  const int32_t N = static_cast<int32_t>(L.n), K = static_cast<int32_t>(L.k);
+  const auto sp = split_k_ && M <= kSplitMaxRows ? fp8_split_.find(L.w) : fp8_split_.end();
   kernels::Fp8GemmParams g;
   g.n = N;
-  g.k = K;
-  g.a = k.fq;
-  g.a_scale = k.fs;
-  g.lda = K;
-  g.ld_scale = K / kernels::kFp8Block;
-  g.w = t.w;
-  g.w_scale = t.s;
-  g.c = k.fy;
+  g.a = aq;
+  g.a_scale = as;
   g.ldc = N;
-  g.max_rows = M;
-  g.path = decode_path(M);
   g.pdl = pdl_;
-  check(kernels::fp8_gemm(g, stream_), "fp8 gemm");
-  check(glm5k::launch_bf16_to_f32(k.fy, m * L.n, y, stream_), "fp8 gemm output");
+  if (sp != fp8_split_.end()) {
+    const int32_t S = sp->second.slices, ks = K / S;
+    const SplitPlan& plan = split_plans_.at({M, S});
+    // Row s * M + t of the partials = token t's slice s: row t * S + s of the activations read as
+    // [M * S, K / S] (the same bytes, 128-groups included).
+    g.k = ks;
+    g.lda = ks;
+    g.ld_scale = ks / kernels::kFp8Block;
+    g.a_row_map = plan.row_map;
+    g.w = sp->second.table.w;
+    g.w_scale = sp->second.table.s;
+    g.c = k.fsplit;
+    g.num_groups = S;
+    g.max_rows = S * M;
+    g.group_offsets = plan.offsets;
+    g.active_groups = plan.active;
+    g.num_active = plan.num_active;
+    g.tile_prefix = plan.tile_prefix;
+    g.max_active = S;
+    g.expected_rows_per_group = M;
+    g.path = kernels::Fp8GemmPath::decode;
+    check(kernels::fp8_gemm(g, stream_), "fp8 gemm (split-K)");
+    check(glm5k::launch_sum_slices_bf16_to_f32(k.fsplit, S, static_cast<int64_t>(M) * N, y, stream_), "split-K sum");
+    ++fp8_split_runs_;
+  } else {
+    g.k = K;
+    g.lda = K;
+    g.ld_scale = K / kernels::kFp8Block;
+    g.w = t.w;
+    g.w_scale = t.s;
+    g.c = k.fy;
+    g.max_rows = M;
+    g.path = decode_path(M);
+    check(kernels::fp8_gemm(g, stream_), "fp8 gemm");
+    check(glm5k::launch_bf16_to_f32(k.fy, static_cast<int64_t>(M) * N, y, stream_), "fp8 gemm output");
+  }
   ++fp8_gemm_runs_;
+}
+
+// The (rows, slices) groupings split-K GEMMs of a forward with `rows` rows read (built before any graph
+// capture; kept, so that every captured graph's addresses stay valid).
+void CudaBackend::ensure_split_plans(int64_t rows) {
+  if (!split_k_ || rows > kSplitMaxRows || fp8_split_.empty()) return;
+  for (const auto& [w, sw] : fp8_split_) {
+    const int32_t S = sw.slices;
+    const auto key = std::make_pair(rows, S);
+    if (split_plans_.count(key)) continue;
+    const int64_t M = rows, tiles = (M + kernels::kFp8PrefillTileRows - 1) / kernels::kFp8PrefillTileRows;
+    std::vector<int32_t> h;
+    for (int32_t s = 0; s <= S; ++s) h.push_back(static_cast<int32_t>(s * M));  // offsets
+    for (int32_t s = 0; s < S; ++s) h.push_back(s);                             // active groups
+    h.push_back(S);                                                             // count
+    for (int32_t s = 0; s <= S; ++s) h.push_back(static_cast<int32_t>(s * tiles));  // tile prefix
+    for (int32_t s = 0; s < S; ++s)
+      for (int64_t t = 0; t < M; ++t) h.push_back(static_cast<int32_t>(t * S + s));  // row map
+    SplitPlan p;
+    p.mem.allocate(h.size() * 4, "a split-K plan");
+    check(cudaMemcpy(p.mem.get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice), "uploading a split-K plan");
+    const int32_t* d = p.mem.as<int32_t>();
+    p.offsets = d;
+    p.active = d + S + 1;
+    p.num_active = d + 2 * S + 1;
+    p.tile_prefix = d + 2 * S + 2;
+    p.row_map = d + 3 * S + 3;
+    split_plans_.emplace(key, std::move(p));
+  }
 }
 
 // Stage timing: events recorded as external event nodes when the stream is being captured, so that
@@ -710,20 +834,10 @@ bool CudaBackend::swiglu_fp8(const bf16* x, int64_t m, const DevMlp& w, float* o
   check(kernels::fp8_gemm(g, stream_), "fp8 gate_up gemm");
   // The quantised SwiGLU output reuses fq / fs: the gate_up GEMM has consumed x's quantisation.
   check(kernels::moe_swiglu_quantize(k.fy, M, I, k.fq, k.fs, stream_, pdl_), "swiglu quantisation");
-  // The down GEMM overwrites fy: it starts after the SwiGLU kernel has finished reading gate_up.
-  kernels::Fp8GemmParams d = g;
-  d.n = static_cast<int32_t>(w.down.n);
-  d.k = I;
-  d.lda = I;
-  d.ld_scale = I / kernels::kFp8Block;
-  d.w = down->w;
-  d.w_scale = down->s;
-  d.num_parts = 1;
-  d.part_rows = 0;
-  d.ldc = d.n;
-  check(kernels::fp8_gemm(d, stream_), "fp8 down gemm");
-  check(glm5k::launch_bf16_to_f32(k.fy, m * w.down.n, out, stream_), "fp8 gemm output");
-  fp8_gemm_runs_ += 2;
+  // The down GEMM overwrites fy (or writes the split-K partials): it starts after the SwiGLU kernel has
+  // finished reading gate_up.
+  fp8_gemm_f32(k.fq, k.fs, M, w.down, *down, out);
+  ++fp8_gemm_runs_;  // the gate_up GEMM (fp8_gemm_f32 counted the down GEMM)
   return true;
 }
 
@@ -1060,6 +1174,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   const int32_t Ri = static_cast<int32_t>(R), Di = static_cast<int32_t>(D);
   fast_moe_runs_ = 0;
   fp8_gemm_runs_ = 0;
+  fp8_split_runs_ = 0;
   auto mark = [&](size_t i) {  // stage timing (benchmarks): recorded in the stream, or as graph nodes
     if (stage_timing_)
       check(cudaEventRecordWithFlags(stage_ev_.at(i), stream_, cudaEventRecordExternal), "stage event");
@@ -1202,6 +1317,7 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   }
   check(cudaSetDevice(device_), "cudaSetDevice");
   ensure_work(R, ctx_cap, n_out);
+  ensure_split_plans(R);
   // The fast kernels take one cache pool per launch and int32 slots; the fast FP8 indexer wants 16-byte
   // page bases.
   use_fast_mla_ = kernels_ >= 1 && mla_dims_ok_ && slots_fit;

@@ -113,10 +113,16 @@ class CudaBackend final : public Backend {
   // settable through GLM5RT_CUDA_FP8_PATH.
   void set_fp8_path(const std::string& path);
   std::string fp8_path() const;
+  // Split-K of decode-sized fp8_gemm projections (see SplitWeight; on by default; GLM5RT_CUDA_FP8_SPLITK=0
+  // turns it off), for A/B measurements.
+  void set_fp8_split_k(bool on);
+  bool fp8_split_k() const { return split_k_; }
   // "auto" with the fast kernels uses fp8_gemm for GEMMs of at most this many rows: prefill-sized GEMMs
   // go to cuBLASLt's bf16 tensor-core rate, which our FP8 kernel does not reach on sm_90 (no FP8
   // mma.sync there; docs/PERFORMANCE.md "MoE and FP8 GEMM").
   static constexpr int64_t kFp8GemmAutoRows = 128;
+  // fp8_gemm GEMMs of at most this many rows run split-K where the weight has a K-sliced copy.
+  static constexpr int64_t kSplitMaxRows = 32;
   // Kernel families: "simple" (kernels/common only, everything), "fast-mla" (fast sparse MLA, simple
   // indexer and MoE), "fast-attn" (fast sparse MLA and fast indexer, simple MoE) or "fast" (fast
   // attention and kernels/moe's moe_forward for the MoE layers, the default). Also settable through
@@ -137,6 +143,7 @@ class CudaBackend final : public Backend {
   // graph replay enqueues nothing: the figures stay those of the capture or eager forward before it).
   int64_t last_forward_fast_moe_layers() const { return fast_moe_runs_; }
   int64_t last_forward_fp8_gemms() const { return fp8_gemm_runs_; }
+  int64_t last_forward_fp8_split_gemms() const { return fp8_split_runs_; }
   MemoryReport memory() const;
   // Benchmarks: record events between the stages of every forward (also inside captured graphs, as
   // event nodes) and read the last forward's stage times (synchronises). Off by default.
@@ -187,6 +194,24 @@ class CudaBackend final : public Backend {
   }
   const Fp8Table* fp8_table(const DevLinear& L) const;
   void linear_fp8(const __nv_bfloat16* x, int64_t m, const DevLinear& L, const Fp8Table& t, float* y);
+  // y [m, n] float32 = (e4m3 rows aq [m, k] with scales as) x L^T through fp8_gemm, split-K where planned.
+  void fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t m, const DevLinear& L, const Fp8Table& t, float* y);
+  // Split-K for decode-sized dense FP8 GEMMs (<= kSplitMaxRows rows) whose output blocks cannot fill the
+  // GPU (n / 64 decode blocks, e.g. o_proj's 96 on 132 SMs): the weight is also kept as S contiguous
+  // K-slices [n, k / S] (a copy made at load), the quantised activation rows [m, k] are read as [m * S,
+  // k / S] (the same bytes) through a row map, fp8_gemm runs the S slices as S groups, and a reduction
+  // sums the S bf16 partials into float32 (kSplitMaxRows: public, above).
+  struct SplitWeight {
+    int32_t slices = 1;
+    Fp8Table table;  // S slice pointers and S scale-slice pointers
+  };
+  struct SplitPlan {  // per (rows, slices): fp8_gemm's grouping of the m * S partial rows
+    DeviceBuffer mem;
+    const int32_t *offsets = nullptr, *active = nullptr, *num_active = nullptr, *tile_prefix = nullptr,
+                  *row_map = nullptr;
+  };
+  int32_t split_slices(const DevLinear& L) const;
+  void ensure_split_plans(int64_t rows);
   bool swiglu_fp8(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
   void clear_graphs();
   void ensure_fast_workspace(const glm5k::RecordFormat& fmt);
@@ -217,7 +242,12 @@ class CudaBackend final : public Backend {
   std::map<const void*, Fp8Table> fp8_tables_, fp8_pair_tables_;
   std::vector<MoeTable> moe_tables_;
   bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
-  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0;
+  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0;
+  bool split_k_ = true;
+  std::map<const void*, SplitWeight> fp8_split_;
+  std::vector<DeviceBuffer> split_owned_;  // the K-sliced weight copies
+  int64_t split_bytes_ = 0, split_max_sn_ = 0;  // copies' bytes; largest slices x n (partials buffer)
+  std::map<std::pair<int64_t, int32_t>, SplitPlan> split_plans_;
   bool stage_timing_ = false, in_attention_ = false;
   // [2 L + 2]: start, then after each layer's attention and MLP, end; then a pool for the attention
   // projections' (begin, end) pairs of the last enqueued forward (kept for the graph it was captured in).
