@@ -457,10 +457,13 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
     check_fp8_activations(fc, fp8);
     check_fp8_activations(fs, fp8);
     check_fp8_activations(fn, fp8);
-    // Split-K changes only the summation order and rounds the slices' partial sums to bf16 (2^-9); later
-    // e4m3 quantisations can round a few values the other way, so the runs differ by ~1e-2, far below
-    // a wrong slice or row map (errors of order 1).
-    CHECK(split_vs_not.rel_l2 <= 5e-2);
+    // Split-K changes only the summation order and rounds the slices' partial sums to bf16 (2^-9). That
+    // is not a small difference between the two runs: every later e4m3 quantisation rounds some values
+    // the other way, and the next ones more, so the runs drift apart to the size of the e4m3 error itself
+    // (H200, cd840ce: split vs unsplit rms 7.5e-2 with bf16 records, 6.6e-2 with FP8, while each is
+    // 7.2e-2 / 7.4e-2 (bf16) and 8.1e-2 / 8.5e-2 (FP8) from the CPU). So the check is that split-K is no
+    // farther from the CPU than the unsplit path; a wrong slice or row map lands near the control's 0.6.
+    CHECK(fc.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
   }
 }
 
