@@ -137,6 +137,32 @@ struct GlobalSource {
   __device__ __forceinline__ float4 load4(int i) const { return __ldcg(p + i); }
 };
 
+// Calls f(valid, pos, value) for every position of v[0, n) read through src, all lanes of a warp
+// together (f may use warp collectives; `valid` is false for padding lanes). Four float4 loads in flight
+// per thread before any is used, so a pass over a row in L2 waits on a quarter of the round trips.
+template <int kT, class Src, class F>
+__device__ __forceinline__ void for_each_value(const Src& src, int n, F&& f) {
+  constexpr int kUnroll = 4;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int n4 = (n + 3) / 4;
+  for (int base = warp * 32; base < n4; base += kT * kUnroll) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = base + u * kT + lane;
+      v[u] = i < n4 ? src.load4(i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (base + u * kT >= n4) break;  // warp-uniform
+      const int i = base + u * kT + lane;
+      const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) f(i < n4 && 4 * i + q < n, 4 * i + q, e[q]);
+    }
+  }
+}
+
 // Radix select over 64-bit keys: visit(f) calls f(key) for each of this thread's items. Returns the
 // threshold such that exactly `need` items have key >= threshold (keys are distinct). All threads.
 template <int kT, class Visit>
@@ -168,19 +194,14 @@ __device__ uint64_t radix_select(SelectShared<kT>& s, uint32_t need, Visit&& vis
 template <int kT, class Src>
 __device__ void block_select(SelectShared<kT>& s, const Src& src, int n, int k, const SelectOut& out) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int n4 = (n + 3) / 4;
   // Pass 0: the row's range (and the histogram cleared meanwhile).
   float mn = __int_as_float(0x7f800000), mx = -__int_as_float(0x7f800000);
-  for (int i = tid; i < n4; i += kT) {
-    const float4 v = src.load4(i);
-    const float e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      if (4 * i + q < n) {
-        mn = fminf(mn, e[q]);
-        mx = fmaxf(mx, e[q]);
-      }
-  }
+  for_each_value<kT>(src, n, [&](bool valid, int, float x) {
+    if (valid) {
+      mn = fminf(mn, x);
+      mx = fmaxf(mx, x);
+    }
+  });
   for (int i = tid; i < kBins; i += kT) s.hist[i] = 0;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -220,40 +241,28 @@ __device__ void block_select(SelectShared<kT>& s, const Src& src, int n, int k, 
     return order_key(v) >> (32 - kDigitBits);
   };
   // Pass 1: histogram.
-  for (int i = tid; i < n4; i += kT) {
-    const float4 v = src.load4(i);
-    const float e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      if (4 * i + q < n) atomicAdd(&s.hist[bin_of(e[q])], 1u);
-  }
+  for_each_value<kT>(src, n, [&](bool valid, int, float x) {
+    if (valid) atomicAdd(&s.hist[bin_of(x)], 1u);
+  });
   __syncthreads();
   find_digit<kT>(s.hist, s.warp_sum, static_cast<uint32_t>(k), &s.digit, &s.above);
   const uint32_t b0 = s.digit, need = static_cast<uint32_t>(k) - s.above, c = s.hist[b0];
   const bool exact = c == need, fits = c <= static_cast<uint32_t>(kSelectCandCap);
   // Pass 2: emit the keys of higher bins (and of b0 when it is exactly what is needed), collect b0's.
-  for (int base = warp * 32; base < n4; base += kT) {
-    const int i = base + lane;
-    const float4 v = i < n4 ? src.load4(i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    const float e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int pos = 4 * i + q;
-      const bool valid = i < n4 && pos < n;
-      const uint32_t b = bin_of(e[q]);
-      const bool take = valid && (b > b0 || (exact && b == b0));
-      const int idx = warp_append(take, &s.out_count);
-      if (take) out.put(idx, pos, e[q]);
-      if (!exact && fits) {
-        const bool cand = valid && b == b0;
-        const int ci = warp_append(cand, &s.cand_count);
-        if (cand) {
-          s.cand_key[ci] = order_key(e[q]);
-          s.cand_pos[ci] = static_cast<uint32_t>(pos);
-        }
+  for_each_value<kT>(src, n, [&](bool valid, int pos, float x) {
+    const uint32_t b = bin_of(x);
+    const bool take = valid && (b > b0 || (exact && b == b0));
+    const int idx = warp_append(take, &s.out_count);
+    if (take) out.put(idx, pos, x);
+    if (!exact && fits) {  // block-uniform
+      const bool cand = valid && b == b0;
+      const int ci = warp_append(cand, &s.cand_count);
+      if (cand) {
+        s.cand_key[ci] = order_key(x);
+        s.cand_pos[ci] = static_cast<uint32_t>(pos);
       }
     }
-  }
+  });
   __syncthreads();
   if (exact) return;
   if (fits) {
@@ -273,27 +282,15 @@ __device__ void block_select(SelectShared<kT>& s, const Src& src, int n, int k, 
   }
   // Too many candidates (heavy ties, extreme outliers): rank bin b0 straight from the row. Slower, exact.
   const uint64_t thr = radix_select<kT>(s, need, [&](auto&& f) {
-    for (int i = tid; i < n4; i += kT) {
-      const float4 v = src.load4(i);
-      const float e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        if (4 * i + q < n && bin_of(e[q]) == b0) f(rank_key(order_key(e[q]), static_cast<uint32_t>(4 * i + q)));
-    }
+    for_each_value<kT>(src, n, [&](bool valid, int pos, float x) {
+      if (valid && bin_of(x) == b0) f(rank_key(order_key(x), static_cast<uint32_t>(pos)));
+    });
   });
-  for (int base = warp * 32; base < n4; base += kT) {
-    const int i = base + lane;
-    const float4 v = i < n4 ? src.load4(i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    const float e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int pos = 4 * i + q;
-      const bool take = i < n4 && pos < n && bin_of(e[q]) == b0 &&
-                        rank_key(order_key(e[q]), static_cast<uint32_t>(pos)) >= thr;
-      const int idx = warp_append(take, &s.out_count);
-      if (take) out.put(idx, pos, e[q]);
-    }
-  }
+  for_each_value<kT>(src, n, [&](bool valid, int pos, float x) {
+    const bool take = valid && bin_of(x) == b0 && rank_key(order_key(x), static_cast<uint32_t>(pos)) >= thr;
+    const int idx = warp_append(take, &s.out_count);
+    if (take) out.put(idx, pos, x);
+  });
 }
 
 }  // namespace glm5rt::kernels::indexer::detail

@@ -458,25 +458,32 @@ bool same_sets(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int
 TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall of the float32 top-k") {
   auto rng = fresh_rng("pipeline");
   const int k = 2048;
-  for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
-    SUBCASE("long decode rows: split path (scores count the histogram), against one block per row") {
+  const KeyFormat formats[] = {KeyFormat::kBf16, KeyFormat::kFp8};
+  // (Subcases hold the loop over formats, not the other way round: each subcase runs once per test run.)
+  SUBCASE("long decode rows: split path (scores count the histogram) against one block per row") {
+    for (KeyFormat fmt : formats) {
       const Problem p = make_problem(fmt, {1, 700, 8192, 32768}, {0, 1, 2, 3, 3}, {1, 700, 8192, 32768, 20000}, rng);
       DeviceProblem d(p);
-      const auto split = run_pipeline(p, d, k, -1, true, 2, "split");
+      const auto split = run_pipeline(p, d, k, -1, true, 2, fmt == KeyFormat::kBf16 ? "bf16 split" : "fp8 split");
       const auto rows = run_pipeline(p, d, k, -1, false, 1, "one block per row");
       CHECK_MESSAGE(same_sets(split, rows, p.rows(), k), "split and one-block-per-row top-k differ");
       for (int t : {2, 3, 4}) check_recall(p, split, k, t, fmt);
     }
-    SUBCASE("short decode rows: fused kernel (one token, shorter than k, k, k + 1, 8K, 16K)") {
+  }
+  SUBCASE("short decode rows: fused kernel (one token; shorter than k; k; k + 1; 8K; 16K)") {
+    for (KeyFormat fmt : formats) {
       const Problem p = make_problem(fmt, {1, 700, 2048, 2049, 8192, 16384}, {0, 1, 2, 3, 4, 5, 4},
                                      {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
       DeviceProblem d(p);
-      const auto fused = run_pipeline(p, d, k, 1, true, 3, "fused");  // 3 calls: the block counters wrap
+      // 3 calls on one workspace: the per-row block counters must wrap back to zero every time.
+      const auto fused = run_pipeline(p, d, k, 1, true, 3, fmt == KeyFormat::kBf16 ? "bf16 fused" : "fp8 fused");
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "unfused, one block per row");
       CHECK_MESSAGE(same_sets(fused, rows, p.rows(), k), "fused and unfused top-k differ");
       for (int t : {4, 5}) check_recall(p, fused, k, t, fmt);
     }
-    SUBCASE("fused kernel, batch 1 at 8K, and all-equal scores (zero keys): the lowest positions win") {
+  }
+  SUBCASE("fused kernel at 8K and on all-equal scores (zero keys: the lowest positions win)") {
+    for (KeyFormat fmt : formats) {
       const Problem p = make_problem(fmt, {8192}, {0}, {8192}, rng);
       DeviceProblem d(p);
       run_pipeline(p, d, k, 1, true, 2, "fused b1 8K");
@@ -490,7 +497,9 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
         CHECK_MESSAGE(got == want, "all-equal row " << t << ": not positions 0..k-1");
       }
     }
-    SUBCASE("batch 32 decode (split path) and a causal prefill chunk (one block per row)") {
+  }
+  SUBCASE("batch 32 decode (split path) and a causal prefill chunk (one block per row)") {
+    for (KeyFormat fmt : formats) {
       std::vector<int> keys;
       std::vector<int32_t> seqs, lens;
       std::uniform_int_distribution<int> length(1, 20000);
