@@ -1,8 +1,9 @@
 // launch_indexer: scores + top-k as few launches as the rows allow (the choice documented in
 // indexer_params.hpp). Batch-1 decode is latency-bound (H200: about 6 us for the scores kernel even at 1K
 // keys, mostly launch and three dependent memory round trips), so every node saved counts:
-//   short decode rows (<= 16K keys, <= 8 rows, workspace): one kernel (scores, then the last block of a
-//     row selects its top-k from shared memory);
+//   short decode rows (<= k keys, <= 8 rows, workspace): one kernel (scores; each block writes its own
+//     slots). Forced (launch_indexer_ex, fused = 1) it also takes rows up to 16K keys, whose last block to
+//     finish selects the top-k from shared memory: exact, but slower than the two kernels (see below);
 //   long decode rows (<= 64 rows, workspace): scores that count the first histogram, filter, finish
 //     (three kernels; the finishing kernel clears the workspace header, no memset node);
 //   otherwise (prefill, big batches, no workspace): scores, then one block per row.
@@ -28,7 +29,11 @@ cudaError_t launch_indexer_ex(const ScoreParams& sp, int k, int32_t* out_slots, 
   if (err != cudaSuccess || sp.rows.num_rows == 0) return err;
   const bool eligible = indexer_fused_eligible(sp, topk_workspace, topk_workspace_bytes) && detail::topk_workspace_ok(tp);
   if (fused == 1 && !eligible) return cudaErrorInvalidValue;
-  if (eligible && fused != 0) return detail::launch_scores_fused(sp, k, out_slots, out_scores, topk_workspace, stream);
+  // Chosen by default only where it measured faster (H200, 1a02634): rows of at most k keys (1K: 5.2
+  // against 7.4 us). Rows longer than k pay the last block's selection with 256 threads (8K: 25.6 against
+  // 17.5 us for scores + one block per row), so they take it only when forced.
+  const bool use_fused = eligible && (fused == 1 || (fused == -1 && sp.rows.max_row_len <= k));
+  if (use_fused) return detail::launch_scores_fused(sp, k, out_slots, out_scores, topk_workspace, stream);
   if (detail::use_split(tp)) {
     if (sp.rows.max_row_len > 0) {
       err = detail::launch_scores_with_histogram(sp, k, topk_workspace, stream);

@@ -80,9 +80,11 @@ struct TopkParams {
 size_t indexer_topk_workspace_bytes(int num_rows);
 cudaError_t clear_indexer_topk_workspace(void* workspace, size_t bytes, cudaStream_t stream);
 
-// Decode rows short enough for the fused kernel: scores and top-k in one launch, the last block of each
-// row to finish its scores selects the row's top-k from shared memory (row <= kFusedMaxRowLen keys,
-// at most kFusedMaxRows rows, needs the top-k workspace).
+// Decode rows short enough for the fused kernel: scores and top-k in one launch (at most kFusedMaxRows
+// rows of at most kFusedMaxRowLen keys, needs the top-k workspace). launch_indexer takes it when every
+// row has at most k keys (each block writes its own slots); for longer rows the last block of each row to
+// finish selects the row's top-k from shared memory, which measured slower than scores + one block per
+// row on the H200 (docs/PERFORMANCE.md), so those take it only through launch_indexer_ex(fused = 1).
 inline constexpr int kFusedMaxRowLen = 16384;
 inline constexpr int kFusedMaxRows = 8;
 inline bool indexer_fused_eligible(const ScoreParams& p, const void* topk_workspace, size_t topk_workspace_bytes) {
@@ -96,8 +98,9 @@ cudaError_t launch_indexer_scores(const ScoreParams& params, cudaStream_t stream
 cudaError_t launch_indexer_topk(const TopkParams& params, cudaStream_t stream);
 // Both, through the caller's scores buffer (params.scores, [T][score_stride] floats) and top-k workspace
 // (indexer_topk_workspace_bytes(T) bytes, zeroed once; or null for the one-block-per-row top-k).
-// With the workspace: the fused kernel when eligible, else (rows > 16384 keys, few rows) scores that
-// count the first histogram + the split top-k's filter and finish; without: scores + one block per row.
+// With the workspace: the fused kernel when all rows have at most k keys (and <= 8 rows), the split path
+// for few rows longer than 16384 keys (scores that count the first histogram, filter, finish), else
+// scores + one block per row; without a workspace: scores + one block per row.
 cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
                            void* topk_workspace, size_t topk_workspace_bytes, cudaStream_t stream);
 // The same with the fused kernel forced (fused = 1: cudaErrorInvalidValue when not eligible), refused

@@ -1,13 +1,16 @@
-// Block-wide exact selection shared by the top-k kernels and the fused decode kernel (scores + top-k in
-// one launch): digit search over a histogram, warp-aggregated appends, a radix select over 64-bit rank
-// keys, and block_select, the whole "k best of one row" for one block.
+// Block-wide exact selection used by the fused decode kernel's last block (indexer_scores.cu): digit
+// search over a histogram, warp-aggregated appends, a radix select over 64-bit rank keys, and
+// block_select, the whole "k best of one row" for one block. Also the split workspace layout.
 //
 // block_select's first pass bins values *linearly* between the row's min and max instead of by the top
-// 11 bits of the float: score rows concentrate in a few exponents, so the top-bits histogram puts most
-// of a row into a handful of bins and its shared-memory atomics serialise (the H200 run of c483cf5:
-// 10 us for one 8K row). Linear bins spread a smooth row over all 2048 bins, and the bin holding the k-th
-// value keeps few candidates. Any monotone bin function keeps the selection exact: keys in higher bins
-// are taken whole, the candidates of the k-th's bin are then ranked by their full 64-bit key.
+// 11 bits of the float, so that a smooth row spreads over all 2048 bins and the k-th's bin keeps few
+// candidates (about 20 on Gaussian rows of 8K-128K and on the benchmark's rows, in a Python model). Any
+// monotone bin function keeps the selection exact: keys in higher bins are taken whole, the candidates of
+// the k-th's bin are then ranked by their full 64-bit key. Measured on the H200 (1a02634) it was still
+// slow: about 20 us for an 8K row in the fused kernel's 256-thread last block, 12.1 us as the
+// one-block-per-row kernel (1024 threads, from L2) against 10.3 for the top-bit kernel it replaced for
+// that run. Not profiled; the suspects are the per-value chain of pass 2 (ballot, shared atomic, shuffle,
+// then a block-table lookup and integer division per emitted key) and the radix levels' barriers.
 #pragma once
 
 #include "kernels/indexer/indexer_common.cuh"

@@ -1,17 +1,22 @@
-// Exact top-k of each score row over a 64-bit composite key (score order key << 32 | ~position), so that
-// all keys are distinct and "equal scores: lower position wins" falls out of the comparison.
+// Exact top-k of each score row: radix select over a 64-bit composite key (score order key << 32 |
+// ~position), so that all keys are distinct and "equal scores: lower position wins" falls out of the
+// comparison. 11-bit digits, shared-memory histograms; d0 is the top digit's bin holding the k-th key.
 //
-// One block per row (prefill chunks, big batches): detail::block_select (indexer_select.cuh) straight
-// from the row in L2: the row's range, a histogram of linear bins over it, emission of the bins above the
-// k-th's bin, then a radix select over that bin's few candidates. The fused decode kernel
-// (indexer_scores.cu) runs the same block_select from shared memory.
-// Split (few long rows: decode): pass 1 (histogram of the top 11 bits; counted by the scores kernel itself
+// One block per row (many rows: prefill chunks, big batches):
+//  pass 1 over the row: histogram of the top digit, d0 follows;
+//  pass 2 over the row: keys whose top digit > d0 are emitted, keys in bin d0 become candidates (kept in
+//          shared memory when they fit, the usual case) and are histogrammed on the next digit;
+//  further digits over the candidates only, until the bin holding the k-th key holds exactly the number
+//  still needed; then every candidate >= that bin's lower bound is emitted.
+// Split (few long rows: decode): pass 1 (histogram of the top digit; counted by the scores kernel itself
 // when launch_indexer runs both) and pass 2 (filter) run grid-wide over 2048-key chunks (global histogram,
 // global candidate list), then one block per row finishes the candidates and clears the workspace header
-// for the next call. Chosen for at most 64 rows longer than 16384 keys (H200, c483cf5: 13 us flat from 32K
-// to 200K keys, against 21 / 57 / 81 us for the previous one-block-per-row kernel at 32K / 128K / 200K).
+// for the next call. Chosen for at most 64 rows longer than 16384 keys (H200: about 13 us flat from 32K
+// to 200K keys, against 21 / 57 / 81 us for one block per row at 32K / 128K / 200K).
 // When the candidates do not fit (heavily tied or very concentrated rows) the later digits re-read the
 // row instead: slower, same result. Keys are distinct, so at the latest the last digit decides.
+// Emission writes positions first and converts them to slots in a separate loop, so that no block-table
+// load sits on a serial chain inside the passes.
 #include "kernels/indexer/indexer_common.cuh"
 #include "kernels/indexer/indexer_internal.hpp"
 #include "kernels/indexer/indexer_params.hpp"
@@ -174,10 +179,12 @@ __device__ __forceinline__ RowOut row_out(const TopkParams& p, int row) {
           p.k};
 }
 
-// ---- one block per row: block_select straight from the row in global memory (L2) ----
+// ---- one block per row (unchanged from c483cf5) ----
+// (block_select of indexer_select.cuh, linear bins from L2, replaced this kernel for one H200 run and was
+// slower everywhere: 12.1 against 10.3 us at 8K, 27.9 / 71 / 99 against 21 / 57 / 81 us at 32K / 128K /
+// 200K, 134 against 117 us for the prefill chunk; so this kernel stays.)
 __global__ void __launch_bounds__(kThreads) topk_row_kernel(const TopkParams p) {
-  __shared__ detail::SelectShared<kThreads> s;
-  __shared__ int32_t table_s[detail::kTableCap];
+  __shared__ TopkShared s;
   const int row = blockIdx.x;
   const int len = p.rows.row_len[row], seq = p.rows.row_seq[row], k = p.k;
   const RowOut out = row_out(p, row);
@@ -186,16 +193,42 @@ __global__ void __launch_bounds__(kThreads) topk_row_kernel(const TopkParams p) 
     emit_short_row(out, p.rows, seq, scores, len);
     return;
   }
-  // The row's block table in shared memory when it fits, so that emission never waits on a page id.
-  const int32_t* table = p.rows.block_tables + static_cast<int64_t>(seq) * p.rows.block_table_stride;
-  const int pages = (len + p.rows.page_size - 1) / p.rows.page_size;
-  if (pages <= detail::kTableCap) {
-    for (int i = threadIdx.x; i < pages; i += kThreads) table_s[i] = __ldg(table + i);
-    table = table_s;
-  }
+  if (threadIdx.x == 0) s.out_count = s.cand_count = 0;
+  for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = 0;
   __syncthreads();
-  detail::block_select<kThreads>(s, detail::GlobalSource{reinterpret_cast<const float4*>(scores)}, len, k,
-                                 detail::SelectOut{out.slots, out.scores, k, table, p.rows.page_size});
+  for_each_key(scores, len, [&](bool valid, int, uint32_t sk) {
+    if (valid) atomicAdd(&s.hist[sk >> 21], 1u);  // key bits 63..53 = score key bits 31..21
+  });
+  __syncthreads();
+  find_digit<kThreads>(s.hist, s.warp_sum, k, &s.digit, &s.above);
+  const uint32_t d0 = s.digit, need = k - s.above;
+  const bool exact = s.hist[d0] == need;
+  const bool in_smem = s.hist[d0] <= kCandCap;
+  __syncthreads();
+  for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = 0;
+  __syncthreads();
+  // Pass 2: emit keys above bin d0 (and bin d0 itself when it is exactly what is needed); collect the
+  // bin's keys and histogram their next digit.
+  for_each_key(scores, len, [&](bool valid, int pos, uint32_t sk) {
+    const uint32_t dig = sk >> 21;
+    const bool take = valid && (dig > d0 || (exact && dig == d0));
+    const int idx = warp_append(take, &s.out_count);
+    if (take) out.put(idx, pos, sk);
+    if (!exact) {
+      const bool cand = valid && dig == d0;
+      if (in_smem) {
+        const int c = warp_append(cand, &s.cand_count);
+        if (cand) {
+          s.cand_key[c] = sk;
+          s.cand_pos[c] = pos;
+        }
+      }
+      if (cand) atomicAdd(&s.hist[(detail::rank_key(sk, pos) >> 42) & (kBins - 1)], 1u);
+    }
+  });
+  __syncthreads();
+  if (!exact) select_in_top_bin(s, out, scores, len, d0, need, in_smem, true);
+  finish_slots(out, p.rows, seq, 0);
 }
 
 // ---- split: pass 1 (histogram of the top digit into the row's global histogram) ----

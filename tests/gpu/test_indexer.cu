@@ -487,6 +487,10 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       const Problem p = make_problem(fmt, {8192}, {0}, {8192}, rng);
       DeviceProblem d(p);
       run_pipeline(p, d, k, 1, true, 2, "fused b1 8K");
+      // What launch_indexer picks by itself for rows of at most k keys: the fused kernel, no selection.
+      const Problem short_rows = make_problem(fmt, {1, 700, 2048}, {0, 1, 2}, {1, 700, 2048}, rng);
+      DeviceProblem ds(short_rows);
+      run_pipeline(short_rows, ds, k, -1, true, 2, "rows of at most k keys, automatic path");
       Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
       std::fill(zero.cache.begin(), zero.cache.end(), 0);  // zero keys (and FP8 scales): every score is 0
       DeviceProblem dz(zero);
