@@ -17,7 +17,11 @@ cudaError_t launch_scores_with_histogram(const ScoreParams& p, int k, void* work
 // Scores + top-k in one kernel for short decode rows (indexer_fused_eligible).
 cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots, float* out_scores, void* workspace,
                                 cudaStream_t stream);
-cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream);
+// One block per row: the register select where chosen (use_reg_select), else the streaming radix kernel.
+// after_scores: launched right behind launch_indexer's scores kernel (programmatic dependent launch).
+cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores = false);
+bool use_reg_select(const TopkParams& p);
+cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream);
 // Split top-k: histogram (unless histogram_done), filter, finish.
 cudaError_t launch_topk_split(const TopkParams& p, bool histogram_done, cudaStream_t stream);
 

@@ -13,7 +13,7 @@
 namespace glm5rt::kernels::indexer {
 
 cudaError_t launch_indexer_ex(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,
-                              size_t topk_workspace_bytes, int fused, cudaStream_t stream) {
+                              size_t topk_workspace_bytes, int fused, int row_kernel, cudaStream_t stream) {
   if (fused < -1 || fused > 1) return cudaErrorInvalidValue;
   TopkParams tp;
   tp.rows = sp.rows;
@@ -24,6 +24,7 @@ cudaError_t launch_indexer_ex(const ScoreParams& sp, int k, int32_t* out_slots, 
   tp.out_scores = out_scores;
   tp.workspace = topk_workspace;
   tp.workspace_bytes = topk_workspace_bytes;
+  tp.row_kernel = row_kernel;
   cudaError_t err = detail::check_topk(tp);  // before anything is queued
   if (err == cudaSuccess) err = detail::check_scores(sp);
   if (err != cudaSuccess || sp.rows.num_rows == 0) return err;
@@ -43,7 +44,12 @@ cudaError_t launch_indexer_ex(const ScoreParams& sp, int k, int32_t* out_slots, 
   }
   err = launch_indexer_scores(sp, stream);
   if (err != cudaSuccess) return err;
-  return detail::launch_topk_row(tp, stream);
+  return detail::launch_topk_row(tp, stream, /*after_scores=*/true);
+}
+
+cudaError_t launch_indexer_ex(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,
+                              size_t topk_workspace_bytes, int fused, cudaStream_t stream) {
+  return launch_indexer_ex(sp, k, out_slots, out_scores, topk_workspace, topk_workspace_bytes, fused, -1, stream);
 }
 
 cudaError_t launch_indexer(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,

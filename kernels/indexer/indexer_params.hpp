@@ -72,7 +72,12 @@ struct TopkParams {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   int split = -1;
+  // Which one-block-per-row kernel: -1 choose, 0 the radix kernel that streams the row from L2 (any
+  // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3).
+  int row_kernel = -1;
 };
+
+inline constexpr int kRegSelectMaxRowLen = 16384;
 
 // Device workspace the split top-k path and the fused decode kernel need for T rows (about 45 KB per
 // row). It must be zero-filled once before its first use (clear_indexer_topk_workspace, or any
@@ -107,6 +112,11 @@ cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots,
 // (0) or chosen (-1, what launch_indexer does). For tests and benchmarks.
 cudaError_t launch_indexer_ex(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
                               void* topk_workspace, size_t topk_workspace_bytes, int fused, cudaStream_t stream);
+// The same with the one-block-per-row kernel chosen too (row_kernel as TopkParams::row_kernel; it applies
+// where scores + one block per row runs).
+cudaError_t launch_indexer_ex(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
+                              void* topk_workspace, size_t topk_workspace_bytes, int fused, int row_kernel,
+                              cudaStream_t stream);
 
 // Bytes of scores workspace launch_indexer needs, and the stride to pass with it.
 inline int64_t indexer_score_stride(int max_row_len) { return (static_cast<int64_t>(max_row_len) + 3) / 4 * 4; }

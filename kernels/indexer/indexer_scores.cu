@@ -185,6 +185,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   static_assert(sizeof(q_smem) + sizeof(w_smem) + 3 * sizeof(row_len_s) <= 48 * 1024,
                 "static shared memory must stay within 48 KB (and SM120's 99 KB per block)");
 
+  // A top-k kernel launched behind this one with programmatic dependent launch may start its prologue
+  // now (it reads no scores before griddepcontrol.wait, which waits for this whole grid and its writes).
+  // Kernels launched without the attribute are unaffected.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const RowLayout& rows = p.rows;
   const int row0 = blockIdx.y * kRows;
   const float inv_sqrt_d = 0.08838834764831845f;  // 128^-0.5

@@ -387,8 +387,10 @@ namespace detail {
 
 cudaError_t check_topk(const TopkParams& p) {
   const RowLayout& rows = p.rows;
-  if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1)
+  if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1 ||
+      p.row_kernel < -1 || p.row_kernel > 1)
     return cudaErrorInvalidValue;
+  if (p.row_kernel == 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   if (rows.num_rows == 0) return cudaSuccess;
   if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.scores || !p.out_slots) return cudaErrorInvalidValue;
   if ((reinterpret_cast<uintptr_t>(p.scores) & 15u) != 0 || p.score_stride % 4 != 0 || p.score_stride < rows.max_row_len)
@@ -407,7 +409,17 @@ bool use_split(const TopkParams& p) {
   return p.split == 1 || (p.split == -1 && topk_workspace_ok(p) && p.rows.num_rows <= 64 && p.rows.max_row_len > 16384);
 }
 
-cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream) {
+// Whether rows short enough for registers take the register select by default. false until the H200
+// has timed it (round 3 wrote it without device time): until then only row_kernel = 1 selects it.
+constexpr bool kRegSelectByDefault = false;
+
+bool use_reg_select(const TopkParams& p) {
+  return p.row_kernel == 1 ||
+         (p.row_kernel == -1 && kRegSelectByDefault && p.rows.max_row_len <= kRegSelectMaxRowLen);
+}
+
+cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores) {
+  if (use_reg_select(p)) return launch_topk_reg(p, after_scores, stream);
   topk_row_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

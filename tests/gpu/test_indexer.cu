@@ -81,7 +81,8 @@ struct Tables {
 };
 
 // Runs launch_indexer_topk on host score rows and checks each row's set against the exact reference.
-void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int split) {
+void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int split,
+                          int row_kernel = -1, int page_size = 64) {
   const int T = static_cast<int>(rows_scores.size());
   std::vector<int32_t> lens(T), seqs(T);
   int max_len = 0;
@@ -93,7 +94,7 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
   const int64_t stride = ki::indexer_score_stride(max_len) + 4;  // slack that must never be read
   std::vector<float> scores(static_cast<size_t>(T) * stride, std::nanf(""));  // NaN past each row's end
   for (int t = 0; t < T; ++t) std::copy(rows_scores[t].begin(), rows_scores[t].end(), scores.begin() + t * stride);
-  Tables tables(lens, rng);
+  Tables tables(lens, rng, page_size);
   DeviceBuffer<float> d_scores(scores);
   DeviceBuffer<int32_t> d_lens(lens), d_seqs(seqs), d_tables(tables.tables);
   DeviceBuffer<int32_t> d_out(static_cast<size_t>(T) * k);
@@ -120,6 +121,7 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
   p.workspace = workspace.ptr;
   p.workspace_bytes = workspace.count;
   p.split = split;
+  p.row_kernel = row_kernel;
   // Twice on the same workspace: each call must leave the header zero for the next (no clearing per call).
   CUDA_OK(ki::launch_indexer_topk(p, nullptr));
   CUDA_OK(ki::launch_indexer_topk(p, nullptr));
@@ -156,7 +158,8 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
       }();
       scores_ok &= pos >= 0 && !std::isnan(sc) && ki::detail::order_key(sc) == ki::detail::order_key(rows_scores[t][pos]);
     }
-    INFO("row " << t << " len " << lens[t] << " k " << k << (split ? " (split path)" : " (one block per row)"));
+    INFO("row " << t << " len " << lens[t] << " k " << k << " page size " << page_size
+                << (split == 1 ? " (split path)" : row_kernel == 1 ? " (register select)" : " (one block per row)"));
     CHECK(padding == std::max(0, k - lens[t]));
     CHECK(got == want);
     CHECK(scores_ok);
@@ -169,7 +172,86 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
   check_topk_rows_path(rows_scores, k, rng, 1);
 }
 
+// The register select (one block per row, rows of at most 16384 keys in registers).
+void check_topk_rows_reg(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int page_size = 64) {
+  check_topk_rows_path(rows_scores, k, rng, 0, 1, page_size);
+}
+
 }  // namespace
+
+TEST_CASE("indexer register select equals the CPU reference exactly (rows up to 16K, ties, page tables)") {
+  auto rng = fresh_rng("register select");
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> small(0, 15);
+  auto random_row = [&](int n) {
+    std::vector<float> r(n);
+    for (auto& v : r) v = normal(rng);
+    return r;
+  };
+  SUBCASE("random rows: 8K and 16K keys, each register width (4K, 8K, 16K rows per launch), k = 2048") {
+    // One launch per width: the kernel's width follows the launch's longest row.
+    for (int width : {4096, 8192, 16384}) {
+      std::vector<std::vector<float>> rows;
+      for (int n : {1, 2, 100, 2047, 2048, 2049, 3000, width - 1, width}) rows.push_back(random_row(n));
+      if (width >= 8192) rows.push_back(random_row(8192));
+      if (width == 16384) rows.push_back(random_row(12345));
+      check_topk_rows_reg(rows, 2048, rng);
+    }
+  }
+  SUBCASE("scores of one sign (narrow first digit), positive and negative, and concentrated rows") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {8192, 16384}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = std::fabs(normal(rng));
+      rows.push_back(r);
+      for (auto& v : r) v = -std::fabs(normal(rng)) * 1e-20f;
+      rows.push_back(r);
+      for (auto& v : r) v = 10.f + 1e-3f * normal(rng);
+      rows.push_back(r);
+      for (auto& v : r) v = 1.f + 1e-7f * static_cast<float>(small(rng));  // a few ulps apart
+      rows.push_back(r);
+    }
+    check_topk_rows_reg(rows, 2048, rng);
+  }
+  SUBCASE("ties: 16 distinct values, zeros of both signs, all-equal rows, a single top value") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {3000, 8192, 16384}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = static_cast<float>(small(rng)) * 0.25f;
+      rows.push_back(r);
+    }
+    std::vector<float> zeros(16384);
+    for (auto& v : zeros) v = (small(rng) & 1) ? 0.f : -0.f;
+    rows.push_back(zeros);
+    rows.push_back(std::vector<float>(10000, 1.5f));
+    rows.push_back(std::vector<float>(16384, -3.0f));
+    std::vector<float> one_top(8192, 0.5f);
+    one_top[5000] = 2.f;  // the k-th key is one of 8191 equal ones
+    rows.push_back(one_top);
+    std::vector<float> extremes = random_row(9000);
+    extremes[1] = 3e38f;
+    extremes[2] = -3e38f;
+    extremes[3] = 1e-40f;  // subnormal
+    rows.push_back(extremes);
+    check_topk_rows_reg(rows, 2048, rng);
+  }
+  SUBCASE("random page tables with other page sizes (power of two or not, past the staged table)") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {700, 2049, 8192, 16384}) rows.push_back(random_row(n));
+    std::vector<float> ties(16384);
+    for (auto& v : ties) v = static_cast<float>(small(rng));
+    rows.push_back(ties);
+    for (int page_size : {1, 16, 48, 64, 100}) check_topk_rows_reg(rows, 2048, rng, page_size);
+  }
+  SUBCASE("other k: 1, 100, 4096") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {1, 4095, 4097, 16384}) rows.push_back(random_row(n));
+    std::vector<float> r(5000);
+    for (auto& v : r) v = static_cast<float>(small(rng));
+    rows.push_back(r);
+    for (int k : {1, 100, 4096}) check_topk_rows_reg(rows, k, rng);
+  }
+}
 
 TEST_CASE("indexer top-k equals the CPU reference exactly on identical float32 scores (ties included)") {
   auto rng = fresh_rng("topk exact");
@@ -247,6 +329,15 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   p.k = 16;
   p.split = 1;  // the split path without a workspace
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.split = 0;
+  p.row_kernel = 1;  // the register select for rows longer than it holds
+  p.rows.max_row_len = ki::kRegSelectMaxRowLen + 1;
+  p.score_stride = ki::kRegSelectMaxRowLen + 4;
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.row_kernel = 2;
+  p.rows.max_row_len = 4;
+  p.score_stride = 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   ki::ScoreParams sp;
   sp.rows.num_rows = 1;
@@ -357,7 +448,7 @@ namespace {
 // row: -1 padding, finite scores, the set equal to the CPU top-k of the GPU's own scores (all positions
 // for rows of at most k keys). Returns the slots.
 std::vector<int32_t> run_pipeline(const Problem& p, DeviceProblem& d, int k, int fused, bool with_workspace, int repeats,
-                                  const char* what) {
+                                  const char* what, int row_kernel = -1) {
   DeviceBuffer<int32_t> out(static_cast<size_t>(p.rows()) * k);
   DeviceBuffer<float> out_scores(static_cast<size_t>(p.rows()) * k);
   out.fill_bytes(0x7B);
@@ -366,7 +457,7 @@ std::vector<int32_t> run_pipeline(const Problem& p, DeviceProblem& d, int k, int
   if (with_workspace) CUDA_OK(ki::clear_indexer_topk_workspace(workspace.ptr, workspace.count, nullptr));
   for (int i = 0; i < repeats; ++i)
     CUDA_OK(ki::launch_indexer_ex(d.params(p), k, out.ptr, out_scores.ptr, with_workspace ? workspace.ptr : nullptr,
-                                  with_workspace ? workspace.count : 0, fused, nullptr));
+                                  with_workspace ? workspace.count : 0, fused, row_kernel, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto slots = out.download();
   const auto got_scores = out_scores.download();
@@ -495,6 +586,29 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       std::fill(zero.cache.begin(), zero.cache.end(), 0);  // zero keys (and FP8 scales): every score is 0
       DeviceProblem dz(zero);
       const auto slots = run_pipeline(zero, dz, k, 1, true, 2, "fused, all-equal scores");
+      for (int t = 0; t < 2; ++t) {
+        std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
+        for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
+        CHECK_MESSAGE(got == want, "all-equal row " << t << ": not positions 0..k-1");
+      }
+    }
+  }
+  SUBCASE("scores + register select (launched behind the scores kernel with PDL), both key formats") {
+    for (KeyFormat fmt : formats) {
+      const Problem p = make_problem(fmt, {1, 700, 2048, 2049, 8192, 16384}, {0, 1, 2, 3, 4, 5, 4},
+                                     {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
+      DeviceProblem d(p);
+      const auto reg = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select" : "fp8 register select", 1);
+      const auto rows = run_pipeline(p, d, k, 0, false, 1, "round-1 row kernel", 0);
+      CHECK_MESSAGE(same_sets(reg, rows, p.rows(), k), "register select and round-1 row kernel differ");
+      for (int t : {4, 5}) check_recall(p, reg, k, t, fmt);
+      const Problem b1 = make_problem(fmt, {8192}, {0}, {8192}, rng);
+      DeviceProblem d1(b1);
+      run_pipeline(b1, d1, k, 0, false, 2, "register select b1 8K", 1);
+      Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
+      std::fill(zero.cache.begin(), zero.cache.end(), 0);  // every score is 0: positions 0..k-1 win
+      DeviceProblem dz(zero);
+      const auto slots = run_pipeline(zero, dz, k, 0, true, 2, "register select, all-equal scores", 1);
       for (int t = 0; t < 2; ++t) {
         std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
         for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
