@@ -37,10 +37,10 @@ fi
 # ptxas report for sm_120 and sm_90, compiled in the background while the tests run; printed later.
 (
   for arch in 120 90; do
-    for f in kernels/indexer/indexer_scores.cu kernels/indexer/indexer_topk.cu; do
+    for f in kernels/indexer/indexer_scores.cu kernels/indexer/indexer_topk.cu kernels/indexer/indexer_topk_reg.cu; do
       echo "-- sm_$arch $f"
       nvcc -std=c++17 -I. -arch=sm_$arch --expt-relaxed-constexpr -Xptxas -v -c "$f" -o /dev/null 2>&1 |
-        grep -E "Compiling entry|registers|spill" | sed -E -e "s/'[^']*indexer_scores_kernelILNS1_9KeyFormatE([01])ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)[^']*'/scores<fmt \1 (0 bf16, 1 fp8), \2 warps, \3 rows, sub \4, mode \5 (0 plain, 1 histogram, 2 fused)>/" -e "s/'[^']*(topk_[a-z_]*kernel)[^']*'/\1/"
+        grep -E "Compiling entry|registers|spill" | sed -E -e "s/'[^']*indexer_scores_kernelILNS1_9KeyFormatE([01])ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)ELi([0-9]+)[^']*'/scores<fmt \1 (0 bf16, 1 fp8), \2 warps, \3 rows, sub \4, mode \5 (0 plain, 1 histogram, 2 fused)>/" -e "s/'[^']*(topk_[a-z_]*kernel)(ILi([0-9]))?[^']*'/\1 \3/"
     done
   done
 ) >"$OUT/ptxas.txt" 2>&1 &
@@ -48,14 +48,14 @@ ptxas_pid=$!
 
 step "GPU tests"
 if [ -x $bin/test_indexer ]; then
-  timeout 75 $bin/test_indexer -tc='*indexer*' || failed+=(tests)
+  timeout 120 $bin/test_indexer -tc='*indexer*' || failed+=(tests)
 else
   failed+=(tests-missing)
 fi
 
 step "benchmark"
 if [ -x $bin/bench_indexer ]; then
-  timeout 100 $bin/bench_indexer "$OUT/bench_indexer.json" --commit "$commit" \
+  timeout 150 $bin/bench_indexer "$OUT/bench_indexer.json" --commit "$commit" \
     --command "OUT=\$OUT scripts/gpu_indexer.sh (bench_indexer, CUDA graphs, median of 15 replays)" || failed+=(bench)
 fi
 # A first summary (without the baseline) so that a cut-short call still leaves the merged JSON.
@@ -65,6 +65,12 @@ step "compute-sanitizer memcheck (fused decode kernel: an 8K row and all-equal r
 if [ -x $bin/test_indexer ] && command -v compute-sanitizer >/dev/null; then
   timeout 45 compute-sanitizer --tool memcheck --error-exitcode 3 $bin/test_indexer \
     -tc='*scores + top-k*' -sc='*fused kernel at 8K*' 2>&1 | tail -4 || failed+=(memcheck)
+fi
+
+step "compute-sanitizer memcheck (register select: rows up to 16K, ties, page sizes)"
+if [ -x $bin/test_indexer ] && command -v compute-sanitizer >/dev/null; then
+  timeout 45 compute-sanitizer --tool memcheck --error-exitcode 3 $bin/test_indexer \
+    -tc='*register select*' -sc='*random page tables*' 2>&1 | tail -4 || failed+=(memcheck-reg)
 fi
 
 step "ptxas resource report (registers, spills, shared memory)"

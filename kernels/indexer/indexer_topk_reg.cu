@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k = p.k;
   // Prologue: nothing here reads what the scores kernel writes.
-  const int len = min(__ldg(p.rows.row_len + row), kVec * kColumn);  // rows never exceed max_row_len
+  const int len = max(0, min(__ldg(p.rows.row_len + row), kVec * kColumn));  // rows never exceed max_row_len
   const int seq = __ldg(p.rows.row_seq + row);
   const int ps = p.rows.page_size;
   const bool pow2 = (ps & (ps - 1)) == 0;
