@@ -105,7 +105,8 @@ cudaError_t launch_indexer_topk(const TopkParams& params, cudaStream_t stream);
 // (indexer_topk_workspace_bytes(T) bytes, zeroed once; or null for the one-block-per-row top-k).
 // With the workspace: the fused kernel when all rows have at most k keys (and <= 8 rows), the split path
 // for few rows longer than 16384 keys (scores that count the first histogram, filter, finish), else
-// scores + one block per row; without a workspace: scores + one block per row.
+// scores + one block per row; without a workspace: scores + one block per row. One block per row is the
+// register select (launched behind the scores with PDL) when k < max_row_len <= kRegSelectMaxRowLen.
 cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
                            void* topk_workspace, size_t topk_workspace_bytes, cudaStream_t stream);
 // The same with the fused kernel forced (fused = 1: cudaErrorInvalidValue when not eligible), refused

@@ -179,7 +179,8 @@ __device__ __forceinline__ RowOut row_out(const TopkParams& p, int row) {
           p.k};
 }
 
-// ---- one block per row (unchanged from c483cf5) ----
+// ---- one block per row (unchanged from c483cf5; rows of k < len <= 16384 take the register select of
+// indexer_topk_reg.cu by default) ----
 // (block_select of indexer_select.cuh, linear bins from L2, replaced this kernel for one H200 run and was
 // slower everywhere: 12.1 against 10.3 us at 8K, 27.9 / 71 / 99 against 21 / 57 / 81 us at 32K / 128K /
 // 200K, 134 against 117 us for the prefill chunk; so this kernel stays.)
@@ -409,13 +410,12 @@ bool use_split(const TopkParams& p) {
   return p.split == 1 || (p.split == -1 && topk_workspace_ok(p) && p.rows.num_rows <= 64 && p.rows.max_row_len > 16384);
 }
 
-// Whether rows short enough for registers take the register select by default. false until the H200
-// has timed it (round 3 wrote it without device time): until then only row_kernel = 1 selects it.
-constexpr bool kRegSelectByDefault = false;
-
+// The register select by default where it measured faster (H200, 58665b5): rows longer than k and at
+// most 16384 keys (8K, top-k alone: 7.65 against 8.95 us; prefill 4K x 4K: 83.5 against 118 us). When no
+// row needs a selection (max_row_len <= k) the round-1 kernel's short-row path is faster (1.40 against
+// 2.06 us at 1K), so it stays there.
 bool use_reg_select(const TopkParams& p) {
-  return p.row_kernel == 1 ||
-         (p.row_kernel == -1 && kRegSelectByDefault && p.rows.max_row_len <= kRegSelectMaxRowLen);
+  return p.row_kernel == 1 || (p.row_kernel == -1 && p.rows.max_row_len > p.k && p.rows.max_row_len <= kRegSelectMaxRowLen);
 }
 
 cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores) {
