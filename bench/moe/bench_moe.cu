@@ -407,6 +407,7 @@ int main(int argc, char** argv) {
     bool pdl;
     std::string label;
     int depth = 0;
+    int front = 0;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -414,7 +415,12 @@ int main(int argc, char** argv) {
   // paths / tile shapes / mma instructions where the choice matters.
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, false, "no-pdl"});
   for (int T : token_counts) {
-    if (T == 1 || T == 8 || T == 64) configs.push_back({T, 0, 0, 0, true, "depth3", 3});
+    // The decode kernel's register ring: the automatic choice takes depth 3 where its grid fits in one
+    // wave (T=1 gate_up); "depth2" forces the shallower ring everywhere, "depth3" the deeper one.
+    if (T == 1) configs.push_back({T, 0, 0, 0, true, "depth2", 2});
+    if (T == 8) configs.push_back({T, 0, 0, 0, true, "depth3", 3});
+    // The separate route / permute / quantise kernels instead of the fused small-batch front.
+    if (T <= 32) configs.push_back({T, 0, 0, 0, true, "sep-front", 0, 1});
     if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
     if (T == 512) {
       configs.push_back({T, 1, 0, 0, true, "decode"});
@@ -468,6 +474,7 @@ int main(int argc, char** argv) {
     p.prefill_mma = cfg.mma;
     p.pdl = cfg.pdl;
     p.decode_depth = cfg.depth;
+    p.front_path = cfg.front;
     r.ms_stream = time_ms([&] { CK(k::moe_forward(p, ws, ws_bytes, s)); }, 3, 20, s);
     // Distinct experts actually read.
     std::vector<int> hid(size_t(T) * K);

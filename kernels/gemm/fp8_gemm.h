@@ -66,7 +66,8 @@ struct Fp8GemmParams {
   // 2 f16 mma after conversion.
   int prefill_mma = 0;
   bool pdl = false;  // programmatic dependent launch (sm_90+; see launch.cuh)
-  // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0 means 2).
+  // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0: 3 when that grid
+  // fits in one wave of resident blocks on this GPU, else 2).
   int decode_depth = 0;
   const int* active_groups = nullptr;
   const int* num_active = nullptr;
