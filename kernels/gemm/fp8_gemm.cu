@@ -2,6 +2,7 @@
 // instantiations GLM-5 needs (token tiles of 8, 16 and 32 for decode) are compiled.
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/fp8_gemm_decode.cuh"
+#include "kernels/gemm/fp8_gemm_decode_async.cuh"
 #include "kernels/gemm/fp8_gemm_prefill.cuh"
 
 namespace glm5rt::kernels {
@@ -46,6 +47,57 @@ cudaError_t decode_fits_one_wave(const Fp8GemmParams& p, bool& fits) {
   const long long blocks = static_cast<long long>((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows) *
                            (p.group_offsets ? p.max_active : 1);
   fits = blocks <= static_cast<long long>(per_sm) * sms;
+  return cudaSuccess;
+}
+
+long long decode_blocks(const Fp8GemmParams& p) {
+  return static_cast<long long>((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows) *
+         (p.group_offsets ? p.max_active : 1);
+}
+
+template <int DEPTH>
+cudaError_t launch_decode_async(const Fp8GemmParams& p, cudaStream_t stream) {
+  const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
+  return detail::launch(detail::fp8_gemm_decode_async_kernel<DEPTH>, grid, dim3(detail::kDecodeThreads),
+                        detail::decode_async_smem_bytes<DEPTH>(), stream, p.pdl, p);
+}
+
+// Whether the cp.async decode grid with a DEPTH-deep ring fits in one wave of resident blocks.
+template <int DEPTH>
+cudaError_t decode_async_fits(const Fp8GemmParams& p, bool& fits) {
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, detail::fp8_gemm_decode_async_kernel<DEPTH>,
+                                                                    detail::kDecodeThreads,
+                                                                    detail::decode_async_smem_bytes<DEPTH>());
+      e != cudaSuccess)
+    return e;
+  fits = decode_blocks(p) <= static_cast<long long>(per_sm) * sms;
+  return cudaSuccess;
+}
+
+// The cp.async ring at the deepest depth (6 .. 3) whose grid fits in one wave; launched = false when
+// none fits (several waves: the register ring's higher occupancy wins there, e.g. T=8 at 87% of copy).
+cudaError_t try_decode_async(const Fp8GemmParams& p, cudaStream_t stream, bool& launched) {
+  launched = false;
+  bool fits = false;
+  if (cudaError_t e = decode_async_fits<6>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<6>(p, stream) : e;
+  }
+  if (cudaError_t e = decode_async_fits<5>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<5>(p, stream) : e;
+  }
+  if (cudaError_t e = decode_async_fits<4>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<4>(p, stream) : e;
+  }
+  if (cudaError_t e = decode_async_fits<3>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<3>(p, stream) : e;
+  }
   return cudaSuccess;
 }
 
@@ -99,6 +151,13 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
     // Token tiles per pass sized for the busier groups (counts scatter around the mean), since every
     // extra pass streams the group's weights again.
     if (p.decode_depth != 0 && p.decode_depth != 2 && p.decode_depth != 3) return cudaErrorInvalidValue;
+    if (p.decode_kernel < 0 || p.decode_kernel > 2) return cudaErrorInvalidValue;
+    // A forced register-ring depth (decode_depth) implies the register ring unless decode_kernel says 2.
+    if (expected <= 4 && (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0))) {
+      bool launched = false;
+      if (cudaError_t e = try_decode_async(p, stream, launched); e != cudaSuccess || launched) return e;
+      if (p.decode_kernel == 2) return launch_decode_async<3>(p, stream);
+    }
     if (expected <= 4) {
       bool deep = p.decode_depth == 3;
       if (p.decode_depth == 0)

@@ -69,6 +69,10 @@ struct Fp8GemmParams {
   // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0: 3 when that grid
   // fits in one wave of resident blocks on this GPU, else 2).
   int decode_depth = 0;
+  // Decode kernel for one-token-tile groups (<= 4 rows per group expected): 0 automatic (the cp.async
+  // ring, deepest that fits the grid in one wave, when some depth does; else the register ring), 1 the
+  // register ring (fp8_gemm_decode.cuh), 2 the cp.async ring (fp8_gemm_decode_async.cuh).
+  int decode_kernel = 0;
   const int* active_groups = nullptr;
   const int* num_active = nullptr;
   const int* tile_prefix = nullptr;

@@ -159,6 +159,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.prefill_tile_rows = tile_rows;
   g1.prefill_mma = p.prefill_mma;
   g1.decode_depth = p.decode_depth;
+  g1.decode_kernel = p.decode_kernel;
   g1.pdl = pdl;
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;

@@ -249,6 +249,8 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     CUDA_OK(cudaStreamCreate(&st));
     p.pdl = false;
     p.front_path = 1;
+    // And the other decode kernel (register ring vs the automatic choice): the same arithmetic.
+    if (path != 2) p.decode_kernel = 1;
     dout.poison();
     CUDA_OK(k::moe_forward(p, ws.ptr, ws_bytes, st));
     CUDA_OK(cudaStreamSynchronize(st));
