@@ -3,7 +3,8 @@
 // ring of DEPTH K blocks in shared memory (cp.async.cg, 16 bytes) instead of a register ring. The bytes
 // in flight then cost no registers: at T=1 (576 blocks for the gate_up projection, 4-5 per SM on the
 // H200) the register ring can keep only 1-2 K blocks (64-128 bytes) per lane in flight before the
-// register cap forces a second wave; this ring keeps DEPTH-1 (up to 5) in flight at about 60 registers.
+// register cap forces a second wave; this ring keeps DEPTH-1 (up to 5) in flight at ~70 registers
+// (7 blocks per SM by registers; shared memory then sets the depth that still fits one wave).
 //
 // Each lane reads back only the bytes it copied itself, so cp.async.wait_group is the only
 // synchronisation (no barrier: warps of a block run independently, as in the register form). Layout of
@@ -24,9 +25,13 @@ template <int DEPTH>
 constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeAsyncStageBytes; }
 
 template <int DEPTH>
-__global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
+__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
 #if GLM5RT_HAS_FP8_MMA
-  pdl_wait_and_release();
+  // With group_info_ready the group metadata and the weights were complete before the previous kernel
+  // started: look up the group and start streaming the first K blocks of weights, then wait for the
+  // previous kernel (whose output, A, is read only after the wait).
+  const bool early = p.group_info_ready;
+  if (!early) pdl_wait_and_release();
   extern __shared__ __align__(16) uint8_t decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int g = 0, row_begin = 0, rows = p.max_rows;
@@ -67,6 +72,16 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_async_kernel(c
   };
   const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
 
+  auto prologue = [&] {
+#pragma unroll
+    for (int s = 0; s < DEPTH - 1; ++s) {
+      if (s < kblocks) issue(s);
+      cp_async_commit();
+    }
+  };
+  prologue();
+  if (early) pdl_wait_and_release();
+
   for (int tok0 = 0; tok0 < rows; tok0 += 8) {
     const int tb = tok0 + gq;
     const int b_src = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
@@ -77,12 +92,6 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_async_kernel(c
       s_src[e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
     }
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-
-#pragma unroll
-    for (int s = 0; s < DEPTH - 1; ++s) {
-      if (s < kblocks) issue(s);
-      cp_async_commit();
-    }
     for (int kb = 0; kb < kblocks; ++kb) {
       cp_async_wait<DEPTH - 2>();  // this lane's copies of K block kb have landed
       {
@@ -119,6 +128,7 @@ __global__ void __launch_bounds__(kDecodeThreads) fp8_gemm_decode_async_kernel(c
       acc[3] = fmaf(d[3], s1, acc[3]);
     }
     cp_async_wait<0>();  // no copy may still target the ring when the next pass refills it
+    if (tok0 + 8 < rows) prologue();
 
 #pragma unroll
     for (int e = 0; e < 2; ++e) {

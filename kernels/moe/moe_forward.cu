@@ -184,6 +184,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.part_rows = H;
   g2.c = static_cast<__nv_bfloat16*>(at(l.y));
   g2.ldc = H;
+  // The permutation ran two launches earlier (gate_up and SwiGLU since): the down GEMM may start
+  // streaming its weights while SwiGLU runs.
+  g2.group_info_ready = true;
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
 
