@@ -423,7 +423,7 @@ int main(int argc, char** argv) {
       configs.push_back({T, 0, 0, 0, true, "reg-ring", 0, 0, 1});
       configs.push_back({T, 0, 0, 0, true, "depth2", 2, 0, 1});
     }
-    if (T == 8) configs.push_back({T, 0, 0, 0, true, "async", 0, 0, 2});
+    if (T == 8 || T == 64) configs.push_back({T, 0, 0, 0, true, "async", 0, 0, 2});
     // The separate route / permute / quantise kernels instead of the fused small-batch front.
     if (T <= 32) configs.push_back({T, 0, 0, 0, true, "sep-front", 0, 1});
     if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
