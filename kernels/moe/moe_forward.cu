@@ -112,7 +112,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
 
   // Front: expert choice, permutation, activation quantisation. Stage events: 0 after the router (the
   // logits only on the fused path), 1 after the permutation (the fused kernel), 2 after quantisation
-  // (recorded right after 1 on the fused path).
+  // (recorded right after 1 on the fused path). Caller-forced routing fits here: skip the logits /
+  // moe_route, run moe_front with select = false (or moe_permute + quantisation) with pp.topk_ids and
+  // the combine's weights pointing at the caller's arrays.
   if (T <= kMoeFrontMaxTokens && p.front_path == 0) {
     if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
     if (cudaError_t e = mark(0); e != cudaSuccess) return e;
