@@ -52,7 +52,7 @@ int smem_per_sm() {
 //     round 1 for prefill (variant 2 10% slower).
 //   16 heads per CTA: round 1 (mixed, within +-7%).
 int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 4) return p.kernel_variant;
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 5) return p.kernel_variant;  // 4 is rejected earlier
   const int hc = heads_per_cta(p);
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   if (hc == 32) {
@@ -66,7 +66,8 @@ int kernel_variant(const SparseMlaParams& p) {
 
 // CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
 // H100 / H200, 100 KB on SM120, so one there) and registers (the 32-head kernels of variants 1 and 2 use
-// more than 128 per thread at 256 threads: one per SM; variant 3 and the 128-thread kernels fit two).
+// more than 128 per thread at 256 threads: one per SM, as the 288-thread 32-head kernel of variant 5;
+// variant 3 and the 128 / 160-thread kernels fit two).
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p);
   const int smem = smem_per_sm();
@@ -196,7 +197,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
       p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 4)
+      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -223,7 +224,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
   if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
   a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
-  a.l2_prefetch_256 = kernel_variant(p) == 4 ? 1 : 0;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   if (nsplit > 1) {
     a.part_o = static_cast<float*>(workspace);
@@ -233,7 +233,9 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p);
-  if (variant >= 2) {
+  if (variant == 5) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream) : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
+  } else if (variant >= 2) {
     const bool two_per_sm = variant == 3;
     err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
