@@ -93,14 +93,16 @@ int main(int argc, char** argv) {
   std::string json_path = "sparse_mla_bench.json";
   int pool = 65536, topk = 2048, reps = 15;
   bool quick = false;
+  bool sweep = true;  // --no-sweep: skip the split sweep (all shapes, every kernel, automatic splits only)
   std::vector<int> sweep_splits = {1, 2, 4, 8, 16, 32, 64};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
     else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep]\n", argv[0]);
       return 2;
     }
   }
@@ -330,7 +332,7 @@ int main(int argc, char** argv) {
       if (bad) std::printf("WARNING: %zu non-finite outputs in %s T=%d H=%d\n", bad, c.phase, c.T, c.H);
     }
     // Split sweep of the new kernel (variant 5), whose plan uses round 2's cost model.
-    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick) {
+    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick && sweep) {
       p.kernel_variant = 5;
       for (int s : sweep_splits) {
         if (s > (topk + 31) / 32) continue;
