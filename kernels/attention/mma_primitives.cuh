@@ -52,10 +52,23 @@ __device__ __forceinline__ bool mbar_test_parity(uint32_t bar, uint32_t parity) 
       : "memory");
   return done != 0;
 }
-// Wait until the phase with parity `parity` of `bar` has completed.
+// Wait until the phase with parity `parity` of `bar` has completed. sm_90+: try_wait, which suspends the
+// thread in hardware for a while instead of spinning (a spinning warp takes issue slots from the warps that
+// would complete the phase); sm_80: test_wait in a loop.
 __device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
   while (!mbar_test_parity(bar, parity)) {
   }
+#endif
 }
 // Named barrier over `count` threads (a multiple of 32), id 1..15 (0 is __syncthreads).
 __device__ __forceinline__ void named_bar_sync(int id, int count) {

@@ -1,20 +1,24 @@
 // The warp-specialized sparse MLA kernel (round 3, kernel_variant 5): one CTA = one query token x HC heads x
 // one split, as the other kernels, but without block-wide barriers in the main loop.
 //
-//   producer warp      gathers 16-token steps into a ring of kStages slots (cp.async, 16 B per lane copy)
-//                      and signals each slot's mbarrier "full" once its copies have landed
-//                      (cp.async.mbarrier.arrive.noinc); it refills a slot when its "empty" mbarrier says
-//                      every consumer warp is done with it. No consumer thread issues a gather.
+//   producer warps     (4 for 32 heads per CTA, one per SM sub-partition; 2 otherwise) gather 16-token steps
+//                      with cp.async. bf16 records: straight into a ring of kRing bf16 tile slots, each
+//                      slot's mbarrier "full" completing once the copies have landed
+//                      (cp.async.mbarrier.arrive.noinc). FP8 records: into a private ring of raw slots; the
+//                      producers then dequantize each step into a 2-slot ring of bf16 tiles and arrive on its
+//                      "full" barrier, so the dequantization runs beside the consumers' MMAs instead of in
+//                      their chain (rounds 1 / 2: a block-wide pass + barrier per step). A slot is refilled
+//                      when its "empty" mbarrier says every consumer warp is done with it.
 //   consumer groups    kGroups groups of 4 warps, each owning kHG (16, or 8 for H = 8) of the CTA's heads and
 //                      running the whole per-step chain for them on its own named barrier (bar.sync id, 128):
-//                        wait full -> [FP8: dequantize the raw slot into the group's bf16 tile, release the
-//                        raw slot] -> GEMM1 k-split partials (warp w: k quarter w, all kHG heads) -> bar ->
+//                        wait full -> GEMM1 k-split partials (warp w: k quarter w, all kHG heads) -> bar ->
 //                        softmax (8 / 16 threads per head) -> bar -> rescale + GEMM2 (warp w: output dims
 //                        128 w .. 128 w + 127 of the kHG heads) -> release the slot.
 // Two 16-head groups share every gathered tile (one gather for 32 heads, as the 32-head CTAs of rounds 1
 // and 2), but neither waits for the other: while one group runs its softmax or waits at its barrier, the
-// other's MMAs keep the tensor cores busy, and the gather never sits on a consumer's critical path.
-// Rounds 1 / 2 ran the same chain with 8 warps in lockstep through 3-4 block barriers per step.
+// other's MMAs keep the tensor cores busy, and neither the gather nor the FP8 dequantization sits on a
+// consumer's critical path. Rounds 1 / 2 ran the same chain with 8 warps in lockstep through 3-4 block
+// barriers per step.
 // O^T accumulators stay in registers (a warp: 128 dims x kHG heads, 64 fp32 per thread for kHG = 16), Q^T
 // fragments too (36 registers per thread). Shared memory <= 99 KB per block (static_assert); only mma.sync,
 // ldmatrix, cp.async, mbarrier and named barriers, all available on sm_80 / sm_90 / sm_120.
@@ -30,8 +34,11 @@ struct WsCfg {
   static constexpr int kGroups = HC / kHG;        // 2 for 32 heads per CTA, else 1
   static constexpr int kGroupThreads = 128;       // 4 warps
   static constexpr int kConsumerWarps = kGroups * 4;
-  static constexpr int kProducerWarp = kConsumerWarps;
-  static constexpr int kThreads = kConsumerWarps * 32 + 32;
+  static constexpr int kProducerWarps = HC >= 32 ? 4 : 2;
+  static constexpr int kProducerThreads = kProducerWarps * 32;
+  static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
+  // 16 / 8 heads: two CTAs per SM where shared memory allows (H100 / H200), as rounds 1 / 2 ran them.
+  static constexpr int kMinBlocks = HC >= 32 ? 1 : 2;
   static constexpr int kBT = 16;                        // tokens per step (one m16 tile)
   static constexpr int kNTw = kHG / 8;                  // GEMM1 n8 head tiles per warp (all the group's heads)
   static constexpr int kKQ = 4;                         // GEMM1 k-split: one k quarter per warp of the group
@@ -45,10 +52,10 @@ struct WsCfg {
   static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRawRowBytes = kMlaFp8RecordBytes;
   static constexpr int kRawTileBytes = kBT * kRawRowBytes;    // 10496
-  static constexpr int kSlotBytes = FP8 ? kRawTileBytes : kTileBytes;
-  static constexpr int kStages = FP8 && kGroups == 1 ? 6 : 4;
-  static constexpr int kOffDq = kStages * kSlotBytes;  // FP8: one bf16 tile per group
-  static constexpr int kStageAreaBytes = kOffDq + (FP8 ? kGroups * kTileBytes : 0);
+  static constexpr int kRing = FP8 ? 2 : 4;                   // bf16 tile slots the consumers read
+  static constexpr int kRawStages = FP8 ? 4 : 0;              // FP8: the producers' raw ring
+  static constexpr int kOffRaw = kRing * kTileBytes;
+  static constexpr int kStageAreaBytes = kOffRaw + kRawStages * kRawTileBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
   static constexpr int kSpartFloats = kKQ * kHG * kBT;  // per group
   static constexpr int kPRowBytes = (kBT + 8) * 2;      // P[head][tok], 48 B rows: conflict-free ldmatrix
@@ -59,18 +66,19 @@ struct WsCfg {
   static constexpr int kOffInvL = kOffAlpha + HC * 4;
   static constexpr int kOffLse = kOffInvL + HC * 4;
   static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
-  static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;  // full[kStages], empty[kStages]
-  static constexpr int kSmemBytes = kOffBar + 2 * kStages * 8;
+  static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;  // full[kRing], empty[kRing]
+  static constexpr int kSmemBytes = kOffBar + 2 * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
-  static_assert(kOffDq % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
+  static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
 template <int HC, bool FP8>
-__global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, 1) sparse_mla_ws_kernel(const KernelArgs a) {
+__global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
+    sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsCfg<HC, FP8>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
-  constexpr int NST = C::kStages;
+  constexpr int NST = C::kRing;
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
@@ -94,7 +102,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, 1) sparse_mla_ws_ker
   const int nsteps = (cnt + C::kBT - 1) / C::kBT;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
-  const bool producer = warp == C::kProducerWarp;
+  const bool producer = warp >= C::kConsumerWarps;
   const int gi = producer ? 0 : warp / 4;  // consumer group
   const int wq = warp % 4;                 // warp within the group: GEMM1 k quarter, GEMM2 dim quarter
   const int gtid = tid % C::kGroupThreads;
@@ -116,7 +124,9 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, 1) sparse_mla_ws_ker
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < NST; ++s) {
-      mbar_init(bar_full + s * 8, 32);                  // the producer's 32 lanes (cp.async arrivals)
+      // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
+      // stores, so that each thread's arrive releases its own writes).
+      mbar_init(bar_full + s * 8, C::kProducerThreads);
       mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
   }
@@ -134,18 +144,17 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, 1) sparse_mla_ws_ker
   float l_run = 0.f;      // this thread's share of head sh's running sum
 
   if (producer) {
-    constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-    constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-    constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
-    constexpr int kTotal = C::kBT * kChunks;
-    for (int step = 0; step < nsteps; ++step) {
-      const int slot = step % NST, use = step / NST;
-      if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-      const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
+    const int ptid = tid - C::kConsumerWarps * 32;
+    // Gather step `step` into the slot at dst0 (rows of dst_row bytes); unused entries are zero-filled: V
+    // must stay finite (P is 0 there, and 0 * NaN would poison O).
+    auto issue = [&](int step, uint32_t dst0) {
+      constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
+      constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
+      constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
+      constexpr int kTotal = C::kBT * kChunks;
       const int* sidx = s_idx + step * C::kBT;
-      // Unused entries are zero-filled: V must stay finite (P is 0 there, and 0 * NaN would poison O).
 #pragma unroll 4
-      for (int c = lane; c < kTotal; c += 32) {
+      for (int c = ptid; c < kTotal; c += C::kProducerThreads) {
         const int r = c / kChunks, col = c - r * kChunks;
         const int idx = sidx[r];
         const bool ok = idx >= 0;
@@ -155,7 +164,41 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, 1) sparse_mla_ws_ker
         else
           cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
       }
-      cp_async_mbar_arrive_noinc(bar_full + slot * 8);
+    };
+    if constexpr (!FP8) {
+      for (int step = 0; step < nsteps; ++step) {
+        const int slot = step % NST, use = step / NST;
+        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+        issue(step, smem_addr(smem + slot * C::kTileBytes));
+        cp_async_mbar_arrive_noinc(bar_full + slot * 8);
+      }
+    } else {
+      // Raw ring of kRawStages slots (private to the producers: cp.async groups + a named barrier), then
+      // dequantization into the consumers' 2-slot bf16 ring.
+      constexpr int NR = C::kRawStages;
+      constexpr int kProducerBar = 1 + C::kGroups;
+      auto raw_slot = [&](int step) { return C::kOffRaw + (step % NR) * C::kRawTileBytes; };
+#pragma unroll
+      for (int s = 0; s < NR - 1; ++s) {
+        if (s < nsteps) issue(s, smem_addr(smem + raw_slot(s)));
+        cp_async_commit();
+      }
+      for (int step = 0; step < nsteps; ++step) {
+        cp_async_wait_group<NR - 2>();                          // this thread's copies of `step` landed
+        named_bar_sync(kProducerBar, C::kProducerThreads);      // everyone's; the raw slot of step-1 is free
+        if (step + NR - 1 < nsteps) issue(step + NR - 1, smem_addr(smem + raw_slot(step + NR - 1)));
+        cp_async_commit();
+        const int slot = step % NST, use = step / NST;
+        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+        const uint8_t* raw = smem + raw_slot(step);
+        uint8_t* tile = smem + slot * C::kTileBytes;
+#pragma unroll 3
+        for (int c = ptid; c < C::kBT * 72; c += C::kProducerThreads) {
+          const int r = c / 72, col = c - r * 72;
+          *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = dequant_chunk(raw + r * C::kRawRowBytes, col);
+        }
+        mbar_arrive(bar_full + slot * 8);
+      }
     }
     cp_async_wait_all();  // nothing may land in the stage area after the loop (the epilogue reuses it)
   } else {
@@ -168,34 +211,15 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, 1) sparse_mla_ws_ker
     for (int step = 0; step < nsteps; ++step) {
       const int slot = step % NST;
       mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
-      uint32_t tile_addr;
-      if constexpr (FP8) {
-        // The group's bf16 tile is free once all its warps are past the previous step's GEMM2.
-        named_bar_sync(bar_id, C::kGroupThreads);
-        const uint8_t* raw = smem + slot * C::kSlotBytes;
-        uint8_t* tile = smem + C::kOffDq + gi * C::kTileBytes;
-#pragma unroll 3
-        for (int c = gtid; c < C::kBT * 72; c += C::kGroupThreads) {
-          const int r = c / 72, col = c - r * 72;
-          *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = dequant_chunk(raw + r * C::kRawRowBytes, col);
-        }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // the raw slot may be refilled
-        named_bar_sync(bar_id, C::kGroupThreads);
-        tile_addr = smem_addr(tile);
-      } else {
-        tile_addr = smem_addr(smem + slot * C::kSlotBytes);
-      }
+      const uint32_t tile_addr = smem_addr(smem + slot * C::kTileBytes);
       qk_partial_step<C::kHG>(qf, tile_addr, C::kRowBytes, wq, 0, lane, spart);
       named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
       named_bar_sync(bar_id, C::kGroupThreads);  // P^T and the rescale factors visible
       pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_addr, C::kRowBytes, d0, lane);
-      if constexpr (!FP8) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
-      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
     }
     // Total softmax sum per head (over its kTPH threads).
     float l = l_run;
