@@ -17,15 +17,16 @@ def fmt(v, spec):
 def main():
     d = json.load(open(sys.argv[1]))
     print("| phase | records | T | H | round 1 v1 (us) | round 2 v2 (us) | round 2 v3 (us) | round 3 v5 (us) | "
-          "v5 vs round-2 choice | best | TFLOP/s | TB/s | of roofline | Triton (us) | vs Triton | FP8 / bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "round 3 v6 (us) | round 3 vs best earlier | best | TFLOP/s | TB/s | of roofline | Triton (us) | vs Triton | FP8 / bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in d["results"]:
         best = r.get("best_us") or r["graph_us"]
         bound = "mem" if r["bound"] == "memory" else "compute"
         tri = r.get("triton_us")
         print(f"| {r['phase']} | {r['format']} | {r['T']} | {r['H']} | {fmt(r.get('v1_graph_us'), '.1f')} | "
               f"{fmt(r.get('v2_graph_us'), '.1f')} | {fmt(r.get('v3_graph_us'), '.1f')} | "
-              f"{fmt(r.get('v5_graph_us'), '.1f')} | {fmt(r.get('v5_speedup_vs_auto'), '.2f')}x | "
+              f"{fmt(r.get('v5_graph_us'), '.1f')} | {fmt(r.get('v6_graph_us'), '.1f')} | "
+              f"{fmt(r.get('round3_speedup_vs_best_earlier'), '.2f')}x | "
               f"v{r.get('best_variant', '?')} | {r.get('best_tflops', r['tflops']):.1f} | "
               f"{r.get('best_tbps', r['tbps']):.2f} | {r['roofline_us'] / best:.2f} ({bound}) | "
               f"{fmt(tri, '.1f')} | {fmt(tri / best if tri else None, '.2f')}x | "

@@ -52,7 +52,7 @@ int smem_per_sm() {
 //     round 1 for prefill (variant 2 10% slower).
 //   16 heads per CTA: round 1 (mixed, within +-7%).
 int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 5) return p.kernel_variant;  // 4 is rejected earlier
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 6) return p.kernel_variant;  // 4 is rejected earlier
   const int hc = heads_per_cta(p);
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   if (hc == 32) {
@@ -197,7 +197,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
       p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4)
+      p.kernel_variant < 0 || p.kernel_variant > 6 || p.kernel_variant == 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -233,8 +233,9 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p);
-  if (variant == 5) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream) : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
+  if (variant >= 5) {
+    const bool skew = variant == 6;
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, skew, a, stream) : sparse_mla_detail::launch_ws_bf16(hc, skew, a, stream);
   } else if (variant >= 2) {
     const bool two_per_sm = variant == 3;
     err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)

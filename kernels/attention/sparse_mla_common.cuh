@@ -133,38 +133,45 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[KSTEPS][NTW][2],
   }
 }
 
-// GEMM1 partial of a 16-token step: S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps (k-slice kq),
-// K from the bf16 tile through ldmatrix, Q^T from registers; stored to spart[kq][h_first + ...][tok] for
-// the softmax threads to sum. Two independent accumulator chains in flight (two head tiles, or for one
-// head tile two chains over alternating k-steps).
-template <int NH, int KSTEPS, int NTW>
-__device__ __forceinline__ void qk_partial_step(const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t tile_addr,
-                                                int row_bytes, int kq, int h_first, int lane, float* spart) {
-  using namespace mma;
-  const int g = lane >> 2, tq = lane & 3;
-  constexpr int kChains = NTW == 1 ? 2 : 1;
+// GEMM1 partial of a 16-token step, in pieces (so that a kernel can interleave it with GEMM2 of the previous
+// step): S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps (k-slice kq), K from the bf16 tile
+// through ldmatrix, Q^T from registers; stored to spart[kq][h_first + ...][tok] for the softmax threads to
+// sum. Two independent accumulator chains in flight (two head tiles, or for one head tile two chains over
+// alternating k-steps).
+template <int NTW>
+struct QkAcc {
+  static constexpr int kChains = NTW == 1 ? 2 : 1;
   float s[kChains][NTW][4];
+  __device__ __forceinline__ void zero() {
 #pragma unroll
-  for (int c2 = 0; c2 < kChains; ++c2)
+    for (int c2 = 0; c2 < kChains; ++c2)
 #pragma unroll
-    for (int nt = 0; nt < NTW; ++nt) s[c2][nt][0] = s[c2][nt][1] = s[c2][nt][2] = s[c2][nt][3] = 0.f;
-  const uint32_t a_base = tile_addr + (lane & 15) * row_bytes + (lane >> 4) * 16 + kq * KSTEPS * 32;
-#pragma unroll
-  for (int ks = 0; ks < KSTEPS; ++ks) {
-    uint32_t af[4];
-    ldmatrix_x4(af, a_base + ks * 32);
-#pragma unroll
-    for (int nt = 0; nt < NTW; ++nt) mma_bf16_16816(s[ks % kChains][nt], af, qf[ks][nt][0], qf[ks][nt][1]);
+      for (int nt = 0; nt < NTW; ++nt) s[c2][nt][0] = s[c2][nt][1] = s[c2][nt][2] = s[c2][nt][3] = 0.f;
   }
+};
+__device__ __forceinline__ uint32_t qk_a_base(uint32_t tile_addr, int row_bytes, int kq, int ksteps, int lane) {
+  return tile_addr + (lane & 15) * row_bytes + (lane >> 4) * 16 + kq * ksteps * 32;
+}
+template <int KSTEPS, int NTW>
+__device__ __forceinline__ void qk_kstep(QkAcc<NTW>& q, const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t a_base, int ks) {
+  uint32_t af[4];
+  mma::ldmatrix_x4(af, a_base + ks * 32);
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt)
+    mma::mma_bf16_16816(q.s[ks % QkAcc<NTW>::kChains][nt], af, qf[ks][nt][0], qf[ks][nt][1]);
+}
+template <int NH, int NTW>
+__device__ __forceinline__ void qk_store(const QkAcc<NTW>& q, float* spart, int kq, int h_first, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < NTW; ++nt) {
     const int h = h_first + nt * 8 + 2 * tq;
-    float v[4] = {s[0][nt][0], s[0][nt][1], s[0][nt][2], s[0][nt][3]};
-    if constexpr (kChains == 2) {
-      v[0] += s[1][nt][0];
-      v[1] += s[1][nt][1];
-      v[2] += s[1][nt][2];
-      v[3] += s[1][nt][3];
+    float v[4] = {q.s[0][nt][0], q.s[0][nt][1], q.s[0][nt][2], q.s[0][nt][3]};
+    if constexpr (QkAcc<NTW>::kChains == 2) {
+      v[0] += q.s[1][nt][0];
+      v[1] += q.s[1][nt][1];
+      v[2] += q.s[1][nt][2];
+      v[3] += q.s[1][nt][3];
     }
     spart[spart_off<NH>(kq, h, g)] = v[0];
     spart[spart_off<NH>(kq, h + 1, g)] = v[1];
@@ -172,62 +179,104 @@ __device__ __forceinline__ void qk_partial_step(const uint32_t (&qf)[KSTEPS][NTW
     spart[spart_off<NH>(kq, h + 1, g + 8)] = v[3];
   }
 }
+template <int NH, int KSTEPS, int NTW>
+__device__ __forceinline__ void qk_partial_step(const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t tile_addr,
+                                                int row_bytes, int kq, int h_first, int lane, float* spart) {
+  QkAcc<NTW> q;
+  q.zero();
+  const uint32_t a_base = qk_a_base(tile_addr, row_bytes, kq, KSTEPS, lane);
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks) qk_kstep(q, qf, a_base, ks);
+  qk_store<NH>(q, spart, kq, h_first, lane);
+}
 
-// O^T[d0 .. d0 + 16 MT) x NT*8 heads] = alpha * O^T + V^T P^T over one 16-token step. V^T comes from the
-// bf16 tile (rows of row_bytes, token r at tile_addr + r * row_bytes) through ldmatrix.trans, P^T from
-// P[head][tok] (rows of p_row_bytes). Once the maxima settle most steps change no head's max
+// GEMM2 of a 16-token step, in pieces: O^T[d0 .. d0 + 16 MT) x NT*8 heads] = alpha * O^T + V^T P^T. V^T comes
+// from the bf16 tile (rows of row_bytes, token r at tile_addr + r * row_bytes) through ldmatrix.trans, P^T
+// from P[head][tok] (rows of p_row_bytes). Once the maxima settle most steps change no head's max
 // (alpha = exp2(0) = 1 exactly), so the warp skips the multiplies when none of its heads moved.
 template <int MT, int NT>
-__device__ __forceinline__ void pv_step(float (&acc)[MT][NT][4], const float* alpha_s, uint32_t p_addr,
-                                        int p_row_bytes, uint32_t tile_addr, int row_bytes, int d0, int lane) {
-  using namespace mma;
+__device__ __forceinline__ void pv_rescale(float (&acc)[MT][NT][4], const float* alpha_s, int lane) {
   const int tq = lane & 3;
-  {
-    float al[NT][2];
-    bool moved = false;
+  float al[NT][2];
+  bool moved = false;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      al[nt][0] = alpha_s[nt * 8 + 2 * tq];
-      al[nt][1] = alpha_s[nt * 8 + 2 * tq + 1];
-      moved |= al[nt][0] != 1.f || al[nt][1] != 1.f;
-    }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          acc[mt][nt][0] *= al[nt][0];
-          acc[mt][nt][1] *= al[nt][1];
-          acc[mt][nt][2] *= al[nt][0];
-          acc[mt][nt][3] *= al[nt][1];
-        }
-    }
+  for (int nt = 0; nt < NT; ++nt) {
+    al[nt][0] = alpha_s[nt * 8 + 2 * tq];
+    al[nt][1] = alpha_s[nt * 8 + 2 * tq + 1];
+    moved |= al[nt][0] != 1.f || al[nt][1] != 1.f;
   }
-  uint32_t bfr[NT][2];
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        acc[mt][nt][0] *= al[nt][0];
+        acc[mt][nt][1] *= al[nt][1];
+        acc[mt][nt][2] *= al[nt][0];
+        acc[mt][nt][3] *= al[nt][1];
+      }
+  }
+}
+template <int NT>
+__device__ __forceinline__ void pv_load_p(uint32_t (&bfr)[NT][2], uint32_t p_addr, int p_row_bytes, int lane) {
   if constexpr (NT == 1) {
     uint32_t r2[2];
-    ldmatrix_x2(r2, p_addr + (lane & 7) * p_row_bytes + ((lane >> 3) & 1) * 16);
+    mma::ldmatrix_x2(r2, p_addr + (lane & 7) * p_row_bytes + ((lane >> 3) & 1) * 16);
     bfr[0][0] = r2[0];
     bfr[0][1] = r2[1];
   } else {
 #pragma unroll
     for (int nt = 0; nt < NT; nt += 2) {
       uint32_t r4[4];
-      ldmatrix_x4(r4, p_addr + (nt * 8 + (lane & 7) + ((lane >> 4) << 3)) * p_row_bytes + ((lane >> 3) & 1) * 16);
+      mma::ldmatrix_x4(r4, p_addr + (nt * 8 + (lane & 7) + ((lane >> 4) << 3)) * p_row_bytes + ((lane >> 3) & 1) * 16);
       bfr[nt][0] = r4[0];
       bfr[nt][1] = r4[1];
       bfr[nt + 1][0] = r4[2];
       bfr[nt + 1][1] = r4[3];
     }
   }
+}
+template <int MT, int NT>
+__device__ __forceinline__ void pv_mt(float (&acc)[MT][NT][4], const uint32_t (&bfr)[NT][2], uint32_t tile_addr,
+                                      int row_bytes, int d0, int mt, int lane) {
+  uint32_t af[4];
+  mma::ldmatrix_x4_trans(af, tile_addr + ((lane & 7) + ((lane >> 4) << 3)) * row_bytes +
+                                 (d0 + mt * 16 + ((lane >> 3) & 1) * 8) * 2);
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    uint32_t af[4];
-    ldmatrix_x4_trans(af, tile_addr + ((lane & 7) + ((lane >> 4) << 3)) * row_bytes +
-                              (d0 + mt * 16 + ((lane >> 3) & 1) * 8) * 2);
+  for (int nt = 0; nt < NT; ++nt) mma::mma_bf16_16816(acc[mt][nt], af, bfr[nt][0], bfr[nt][1]);
+}
+template <int MT, int NT>
+__device__ __forceinline__ void pv_step(float (&acc)[MT][NT][4], const float* alpha_s, uint32_t p_addr,
+                                        int p_row_bytes, uint32_t tile_addr, int row_bytes, int d0, int lane) {
+  pv_rescale(acc, alpha_s, lane);
+  uint32_t bfr[NT][2];
+  pv_load_p(bfr, p_addr, p_row_bytes, lane);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) mma_bf16_16816(acc[mt][nt], af, bfr[nt][0], bfr[nt][1]);
+  for (int mt = 0; mt < MT; ++mt) pv_mt(acc, bfr, tile_addr, row_bytes, d0, mt, lane);
+}
+
+// GEMM2 of step s (tile_pv, P, alpha) and the GEMM1 partial of step s + 1 (tile_qk -> spart) in one
+// instruction stream, alternating one k-step of GEMM1 with one 16-dim block of GEMM2: the GEMM1
+// accumulator chains (KSTEPS dependent MMAs) then overlap GEMM2's independent MMAs instead of running after
+// them (mma.sync issues in program order, and the inline-asm MMAs are never reordered by the compiler).
+template <int NH, int MT, int NT, int KSTEPS, int NTW>
+__device__ __forceinline__ void pv_qk_interleaved(float (&acc)[MT][NT][4], const float* alpha_s, uint32_t p_addr,
+                                                  int p_row_bytes, uint32_t tile_pv,
+                                                  const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t tile_qk,
+                                                  int row_bytes, int kq, int d0, int lane, float* spart) {
+  pv_rescale(acc, alpha_s, lane);
+  uint32_t bfr[NT][2];
+  pv_load_p(bfr, p_addr, p_row_bytes, lane);
+  QkAcc<NTW> q;
+  q.zero();
+  const uint32_t a_base = qk_a_base(tile_qk, row_bytes, kq, KSTEPS, lane);
+  constexpr int kN = KSTEPS > MT ? KSTEPS : MT;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    if (i < KSTEPS) qk_kstep(q, qf, a_base, i);
+    if (i < MT) pv_mt(acc, bfr, tile_pv, row_bytes, d0, i, lane);
   }
+  qk_store<NH>(q, spart, kq, 0, lane);
 }
 
 // Epilogue, part 1: this warp's O^T accumulators (output dims d0 + 16 mt + {g, g + 8}, heads h_base + nt * 8
