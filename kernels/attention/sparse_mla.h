@@ -60,8 +60,7 @@ struct SparseMlaParams {
   // H100 / H200); 4 was variant 2 with round 1's L2::256B gather prefetch hint, a diagnostic that measured
   // no difference: removed in round 3, rejected as invalid. Appended in round 3: 5 = warp-specialized kernel (a producer warp gathers into a ring
   // of 16-token slots on mbarriers; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2
-  // on their own named barriers); 6 = variant 5 with each consumer group running GEMM1 of step s + 1
-  // interleaved with GEMM2 of step s. Same results whichever runs.
+  // on their own named barriers). Same results whichever runs.
   int kernel_variant = 0;
 };
 

@@ -133,8 +133,8 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[KSTEPS][NTW][2],
   }
 }
 
-// GEMM1 partial of a 16-token step, in pieces (so that a kernel can interleave it with GEMM2 of the previous
-// step): S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps (k-slice kq), K from the bf16 tile
+// GEMM1 partial of a 16-token step, in pieces (round 3 measured a variant that interleaved them with GEMM2
+// of the previous step: 0-9% slower, removed): S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps (k-slice kq), K from the bf16 tile
 // through ldmatrix, Q^T from registers; stored to spart[kq][h_first + ...][tok] for the softmax threads to
 // sum. Two independent accumulator chains in flight (two head tiles, or for one head tile two chains over
 // alternating k-steps).
@@ -253,30 +253,6 @@ __device__ __forceinline__ void pv_step(float (&acc)[MT][NT][4], const float* al
   pv_load_p(bfr, p_addr, p_row_bytes, lane);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) pv_mt(acc, bfr, tile_addr, row_bytes, d0, mt, lane);
-}
-
-// GEMM2 of step s (tile_pv, P, alpha) and the GEMM1 partial of step s + 1 (tile_qk -> spart) in one
-// instruction stream, alternating one k-step of GEMM1 with one 16-dim block of GEMM2: the GEMM1
-// accumulator chains (KSTEPS dependent MMAs) then overlap GEMM2's independent MMAs instead of running after
-// them (mma.sync issues in program order, and the inline-asm MMAs are never reordered by the compiler).
-template <int NH, int MT, int NT, int KSTEPS, int NTW>
-__device__ __forceinline__ void pv_qk_interleaved(float (&acc)[MT][NT][4], const float* alpha_s, uint32_t p_addr,
-                                                  int p_row_bytes, uint32_t tile_pv,
-                                                  const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t tile_qk,
-                                                  int row_bytes, int kq, int d0, int lane, float* spart) {
-  pv_rescale(acc, alpha_s, lane);
-  uint32_t bfr[NT][2];
-  pv_load_p(bfr, p_addr, p_row_bytes, lane);
-  QkAcc<NTW> q;
-  q.zero();
-  const uint32_t a_base = qk_a_base(tile_qk, row_bytes, kq, KSTEPS, lane);
-  constexpr int kN = KSTEPS > MT ? KSTEPS : MT;
-#pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    if (i < KSTEPS) qk_kstep(q, qf, a_base, i);
-    if (i < MT) pv_mt(acc, bfr, tile_pv, row_bytes, d0, i, lane);
-  }
-  qk_store<NH>(q, spart, kq, 0, lane);
 }
 
 // Epilogue, part 1: this warp's O^T accumulators (output dims d0 + 16 mt + {g, g + 8}, heads h_base + nt * 8

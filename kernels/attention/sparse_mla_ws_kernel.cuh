@@ -72,9 +72,7 @@ struct WsCfg {
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// SKEW: consumers run GEMM1 of step s + 1 interleaved with GEMM2 of step s (kernel_variant 6) instead of
-// the plain per-step chain (variant 5).
-template <int HC, bool FP8, bool SKEW>
+template <int HC, bool FP8>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsCfg<HC, FP8>;
@@ -220,42 +218,14 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
     };
-    if constexpr (!SKEW) {
-      for (int step = 0; step < nsteps; ++step) {
-        wait_full(step);
-        qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
-        named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
-        softmax(step);
-        named_bar_sync(bar_id, C::kGroupThreads);  // P^T and the rescale factors visible
-        pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), C::kRowBytes, d0, lane);
-        release(step);
-      }
-    } else {
-      // Skewed by one step: GEMM2 of step s and GEMM1 of step s + 1 in one interleaved instruction stream,
-      // then the softmax of s + 1. The group holds two slots (s and s + 1) at a time. Hazards: spart(s + 1)
-      // is written after the barrier that ended softmax(s)'s reads; P(s + 1) is written after the barrier
-      // that every warp reaches only once its GEMM2(s) has read P(s).
-      if (nsteps > 0) {
-        wait_full(0);
-        qk_partial_step<C::kHG>(qf, tile_of(0), C::kRowBytes, wq, 0, lane, spart);
-        named_bar_sync(bar_id, C::kGroupThreads);
-        softmax(0);
-        named_bar_sync(bar_id, C::kGroupThreads);
-      }
-      for (int step = 0; step < nsteps; ++step) {
-        if (step + 1 < nsteps) {
-          wait_full(step + 1);
-          pv_qk_interleaved<C::kHG>(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), qf, tile_of(step + 1),
-                                    C::kRowBytes, wq, d0, lane, spart);
-          release(step);
-          named_bar_sync(bar_id, C::kGroupThreads);  // spart(s + 1) visible; P(s) no longer read
-          softmax(step + 1);
-          named_bar_sync(bar_id, C::kGroupThreads);  // P(s + 1) and its rescale factors visible
-        } else {
-          pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), C::kRowBytes, d0, lane);
-          release(step);
-        }
-      }
+    for (int step = 0; step < nsteps; ++step) {
+      wait_full(step);
+      qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
+      named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
+      softmax(step);
+      named_bar_sync(bar_id, C::kGroupThreads);  // P^T and the rescale factors visible
+      pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), C::kRowBytes, d0, lane);
+      release(step);
     }
     // Total softmax sum per head (over its kTPH threads).
     float l = l_run;
