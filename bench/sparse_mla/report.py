@@ -107,7 +107,7 @@ def main():
               f"{r.get('best_tbps', r['tbps']):6.2f} {r['roofline_us'] / best:7.2f} {tri_us} {sp} {f8}")
     print(f"Triton and ceilings: {args.triton_source}; auto = the launcher's choice at run time (round 2's plan); "
           f"v1 = round 1, v2 / v3 = round 2's ring (v3: two 32-head CTAs per SM), v5 = round 3's warp-specialized "
-          f"kernel, v6 = v5 with GEMM1(s+1) interleaved with GEMM2(s); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton and fp8/bf16 are for the fastest (best) kernel")
+          f"kernel, v6 = v5 with 16-byte cp.async producers for bf16 records (v5: one bulk copy per record on sm_90+); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton and fp8/bf16 are for the fastest (best) kernel")
     print(f"wrote {args.out}")
 
 

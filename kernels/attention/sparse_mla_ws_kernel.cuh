@@ -72,13 +72,23 @@ struct WsCfg {
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-template <int HC, bool FP8>
+// NO_BULK: bf16 records gathered with 16-byte cp.async by all producer warps on sm_90+ too (kernel_variant 6,
+// a comparison point); otherwise sm_90+ gathers each bf16 record with one bulk copy (cp.async.bulk).
+template <int HC, bool FP8, bool NO_BULK>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsCfg<HC, FP8>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // bf16 records: one cp.async.bulk per 1152-byte record, issued by the first producer warp's lanes 0..15
+  // (16 instructions per step instead of 1152 16-byte cp.async; run 1 showed a warp's cp.async issue rate
+  // bounding the kernel). FP8 keeps cp.async (its producers are bound by the dequantization).
+  constexpr bool kBulk = !FP8 && !NO_BULK;
+#else
+  constexpr bool kBulk = false;
+#endif
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
@@ -126,7 +136,8 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     for (int s = 0; s < NST; ++s) {
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
       // stores, so that each thread's arrive releases its own writes).
-      mbar_init(bar_full + s * 8, C::kProducerThreads);
+      // Bulk: the first producer warp's 32 lanes (lane 0's arrival carries the expected bytes).
+      mbar_init(bar_full + s * 8, kBulk ? 32 : C::kProducerThreads);
       mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
   }
@@ -165,7 +176,33 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
           cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
       }
     };
-    if constexpr (!FP8) {
+    if constexpr (kBulk) {
+      if (ptid < 32) {
+        const int r = lane & 15;
+        for (int step = 0; step < nsteps; ++step) {
+          const int slot = step % NST, use = step / NST;
+          if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+          const int idx = s_idx[step * C::kBT + r];
+          const bool valid = idx >= 0;
+          const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, lane < 16 && valid));
+          const uint32_t bar = bar_full + slot * 8;
+          uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
+          fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
+          if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+          if (lane < 16) {
+            if (valid) {
+              bulk_copy_g2s(smem_addr(row), a.cache + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
+                            kMlaBf16RecordBytes, bar);
+            } else {
+              // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).
+              const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+              for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+            }
+          }
+          if (lane != 0) mbar_arrive(bar);
+        }
+      }
+    } else if constexpr (!FP8) {
       for (int step = 0; step < nsteps; ++step) {
         const int slot = step % NST, use = step / NST;
         if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
