@@ -79,7 +79,6 @@ struct Result {
   double v2_graph_us;  // round 2's pipelined kernel (variant 2)
   double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as variant 2)
   double v5_graph_us;  // round 3's warp-specialized kernel (variant 5; sm_90+: bulk copies for bf16 records)
-  double v6_graph_us;  // variant 5 with the 16-byte cp.async producers (variant 6)
   int v5_splits;       // the split count the planner gives variant 5
 };
 
@@ -193,9 +192,9 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v6_graph_us\": %.3f, \"v5_splits\": %d}%s\n",
+                 "\"v5_splits\": %d}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v6_graph_us, r.v5_splits,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits,
                  i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
@@ -343,7 +342,7 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0;
     int v5_splits = 0;
     {
       double e;
@@ -357,10 +356,6 @@ int main(int argc, char** argv) {
       }
       p.kernel_variant = 5;
       v5_us = time_config(0, &e);
-      if (c.fmt == MlaCacheFormat::kBf16) {  // variant 6 differs from 5 for bf16 records only
-        p.kernel_variant = 6;
-        v6_us = time_config(0, &e);
-      }
       p.num_splits = 0;
       v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
       p.kernel_variant = 0;
@@ -370,11 +365,11 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v6_us, v5_splits});
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits});
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f  v6 %9.2f us (%d splits)\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v6_us, v5_splits);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

@@ -41,27 +41,25 @@ int smem_per_sm() {
   return smem;
 }
 
-// Which kernel runs: the fastest of the H200 run of round 3 per shape (docs/PERFORMANCE.md, "Round 3"; every
-// variant timed on the same inputs; variant 0 of that run was round 2's rule):
-//   32 heads per CTA (H >= 32), bf16 records: variant 5 (warp-specialized) for every T: T=1 1.04x, T=8
-//     1.04x, T=32 1.10x, T=128 1.10x, prefill 1.10x over the best earlier kernel.
-//   32 heads per CTA, FP8 records: variant 3 (two pipelined CTAs per SM) for T >= 32 where an SM holds two
-//     (H100 / H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two
-//     CTAs do not fit, e.g. SM120). Variant 5 loses here (its producers' dequantization is the bottleneck).
-//   16 heads per CTA: variant 2, except bf16 records from T = 64 on (round 1, 1.03-1.06x).
-//   8 heads per CTA: variant 2, except bf16 records in prefill (T > 256: round 1, 1.03x).
+// Which kernel runs: the fastest of the H200 run of record of round 3 (run 4, docs/PERFORMANCE.md, "Round 3";
+// every variant timed on the same inputs):
+//   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
+//     16 heads per CTA at 8 < T <= 64 (measured at T=32: variant 2, 1.05x). Over the best earlier kernel:
+//     32 heads 1.06-1.32x (T=128 1.31x, prefill 1.32x), 16 heads 1.06-1.43x, 8 heads 0.99-1.34x.
+//   FP8 records (variant 5 loses everywhere: its producers' dequantization is the bottleneck):
+//     32 heads per CTA: variant 3 (two pipelined CTAs per SM) for T >= 32 where an SM holds two (H100 /
+//     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
+//     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 6) return p.kernel_variant;  // 4 is rejected earlier
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 5) return p.kernel_variant;  // 4 is rejected earlier
   const int hc = heads_per_cta(p);
-  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  if (p.format == MlaCacheFormat::kBf16) return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   if (hc == 32) {
-    if (!fp8) return 5;
-    const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, fp8) + 1024;
+    const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
     return p.num_tokens <= 2 ? 2 : 1;
   }
-  if (hc == 16) return !fp8 && p.num_tokens >= 64 ? 1 : 2;
-  return !fp8 && p.num_tokens > 256 ? 1 : 2;
+  return 2;
 }
 
 // CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
@@ -197,7 +195,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
       p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 6 || p.kernel_variant == 4)
+      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -233,9 +231,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p);
-  if (variant >= 5) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
-              : sparse_mla_detail::launch_ws_bf16(hc, variant == 6, a, stream);
+  if (variant == 5) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream) : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {
     const bool two_per_sm = variant == 3;
     err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)

@@ -17,8 +17,7 @@ cudaError_t launch_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stre
 cudaError_t launch_pipe_bf16(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
 // The warp-specialized kernel (producer warp + 16-head consumer groups on mbarriers), same grid and arguments.
-// no_bulk: bf16 records gathered with 16-byte cp.async on sm_90+ too (variant 6).
-cudaError_t launch_ws_bf16(int heads_per_cta, bool no_bulk, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
@@ -33,7 +32,7 @@ int smem_of(int hc, bool fp8) {
 }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
-  return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
+  return variant == 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
 template <int HC, bool FP8>
@@ -68,10 +67,10 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8, bool NO_BULK>
+template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   using C = WsCfg<HC, FP8>;
-  auto kernel = sparse_mla_ws_kernel<HC, FP8, NO_BULK>;
+  auto kernel = sparse_mla_ws_kernel<HC, FP8>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);

@@ -3,11 +3,11 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-cudaError_t launch_ws_bf16(int heads_per_cta, bool no_bulk, const KernelArgs& a, cudaStream_t stream) {
+cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   switch (heads_per_cta) {
-    case 8: return no_bulk ? launch_ws_one<8, false, true>(a, stream) : launch_ws_one<8, false, false>(a, stream);
-    case 16: return no_bulk ? launch_ws_one<16, false, true>(a, stream) : launch_ws_one<16, false, false>(a, stream);
-    case 32: return no_bulk ? launch_ws_one<32, false, true>(a, stream) : launch_ws_one<32, false, false>(a, stream);
+    case 8: return launch_ws_one<8, false>(a, stream);
+    case 16: return launch_ws_one<16, false>(a, stream);
+    case 32: return launch_ws_one<32, false>(a, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -5,9 +5,9 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   switch (heads_per_cta) {
-    case 8: return launch_ws_one<8, true, false>(a, stream);
-    case 16: return launch_ws_one<16, true, false>(a, stream);
-    case 32: return launch_ws_one<32, true, false>(a, stream);
+    case 8: return launch_ws_one<8, true>(a, stream);
+    case 16: return launch_ws_one<16, true>(a, stream);
+    case 32: return launch_ws_one<32, true>(a, stream);
     default: return cudaErrorInvalidValue;
   }
 }

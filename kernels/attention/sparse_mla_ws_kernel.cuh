@@ -72,9 +72,7 @@ struct WsCfg {
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// NO_BULK: bf16 records gathered with 16-byte cp.async by all producer warps on sm_90+ too (kernel_variant 6,
-// a comparison point); otherwise sm_90+ gathers each bf16 record with one bulk copy (cp.async.bulk).
-template <int HC, bool FP8, bool NO_BULK>
+template <int HC, bool FP8>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsCfg<HC, FP8>;
@@ -83,9 +81,10 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   constexpr int NST = C::kRing;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // bf16 records: one cp.async.bulk per 1152-byte record, issued by the first producer warp's lanes 0..15
-  // (16 instructions per step instead of 1152 16-byte cp.async; run 1 showed a warp's cp.async issue rate
-  // bounding the kernel). FP8 keeps cp.async (its producers are bound by the dequantization).
-  constexpr bool kBulk = !FP8 && !NO_BULK;
+  // (16 instructions per step instead of 1152 16-byte cp.async; round 3 measured a warp's cp.async issue
+  // rate bounding the kernel, and the bulk copies 1.2-1.7x faster than 4 / 2 cp.async producer warps). FP8
+  // keeps cp.async (its producers are bound by the dequantization).
+  constexpr bool kBulk = !FP8;
 #else
   constexpr bool kBulk = false;
 #endif
