@@ -88,10 +88,10 @@ set +x
   if command -v cuobjdump >/dev/null; then
     for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla; do
       sass=$(cuobjdump --dump-sass "$BUILD/sm120_$f.o" 2>&1)
-      printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
+      printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  UBLKCP %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
         "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \
         "$(echo "$sass" | grep -c ' HMMA')" "$(echo "$sass" | grep -c ' QMMA')" "$(echo "$sass" | grep -c ' LDSM')" \
-        "$(echo "$sass" | grep -c ' LDGSTS')" "$(echo "$sass" | grep -c 'HGMMA')" "$(echo "$sass" | grep -cE 'WGMMA|UTCMMA|UTCHMMA')"
+        "$(echo "$sass" | grep -c ' LDGSTS')" "$(echo "$sass" | grep -c 'UBLKCP')" "$(echo "$sass" | grep -c 'HGMMA')" "$(echo "$sass" | grep -cE 'WGMMA|UTCMMA|UTCHMMA')"
       if echo "$sass" | grep -qE 'HGMMA|WGMMA|UTCHMMA'; then echo "FAIL: Hopper/Blackwell-DC-only MMA in $f"; status=1; fi
     done
   else
