@@ -232,7 +232,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   cudaError_t err;
   const int variant = kernel_variant(p);
   if (variant == 5) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream) : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {
     const bool two_per_sm = variant == 3;
     err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)

@@ -134,10 +134,10 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[KSTEPS][NTW][2],
 }
 
 // GEMM1 partial of a 16-token step, in pieces (round 3 measured a variant that interleaved them with GEMM2
-// of the previous step: 0-9% slower, removed): S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps (k-slice kq), K from the bf16 tile
-// through ldmatrix, Q^T from registers; stored to spart[kq][h_first + ...][tok] for the softmax threads to
-// sum. Two independent accumulator chains in flight (two head tiles, or for one head tile two chains over
-// alternating k-steps).
+// of the previous step: 0-9% slower, removed): S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps
+// (k-slice kq), K from the bf16 tile through ldmatrix, Q^T from registers; stored to
+// spart[kq][h_first + ...][tok] for the softmax threads to sum. Two independent accumulator chains in
+// flight (two head tiles, or for one head tile two chains over alternating k-steps).
 template <int NTW>
 struct QkAcc {
   static constexpr int kChains = NTW == 1 ? 2 : 1;
@@ -153,7 +153,8 @@ __device__ __forceinline__ uint32_t qk_a_base(uint32_t tile_addr, int row_bytes,
   return tile_addr + (lane & 15) * row_bytes + (lane >> 4) * 16 + kq * ksteps * 32;
 }
 template <int KSTEPS, int NTW>
-__device__ __forceinline__ void qk_kstep(QkAcc<NTW>& q, const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t a_base, int ks) {
+__device__ __forceinline__ void qk_kstep(QkAcc<NTW>& q, const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t a_base,
+                                         int ks) {
   uint32_t af[4];
   mma::ldmatrix_x4(af, a_base + ks * 32);
 #pragma unroll

@@ -1,4 +1,5 @@
-// Instantiations of the warp-specialized sparse MLA kernel (producer warp + consumer groups) for bf16 (1152-byte) records.
+// Instantiations of the warp-specialized sparse MLA kernel (producer warps + consumer groups) for
+// bf16 (1152-byte) records.
 #include "kernels/attention/sparse_mla_launch.h"
 
 namespace glm5rt::kernels::sparse_mla_detail {
