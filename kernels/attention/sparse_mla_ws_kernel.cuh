@@ -1,14 +1,17 @@
 // The warp-specialized sparse MLA kernel (round 3, kernel_variant 5): one CTA = one query token x HC heads x
 // one split, as the other kernels, but without block-wide barriers in the main loop.
 //
-//   producer warps     (4 for 32 heads per CTA, one per SM sub-partition; 2 otherwise) gather 16-token steps
-//                      with cp.async. bf16 records: straight into a ring of kRing bf16 tile slots, each
-//                      slot's mbarrier "full" completing once the copies have landed
-//                      (cp.async.mbarrier.arrive.noinc). FP8 records: into a private ring of raw slots; the
-//                      producers then dequantize each step into a 2-slot ring of bf16 tiles and arrive on its
-//                      "full" barrier, so the dequantization runs beside the consumers' MMAs instead of in
-//                      their chain (rounds 1 / 2: a block-wide pass + barrier per step). A slot is refilled
-//                      when its "empty" mbarrier says every consumer warp is done with it.
+//   producer warps     (4 for 32 heads per CTA, one per SM sub-partition; 2 otherwise) gather 16-token steps.
+//                      bf16 records on sm_90+: lanes 0..15 of the first producer warp copy one 1152-byte
+//                      record each with cp.async.bulk into a ring of kRing bf16 tile slots; the slot's
+//                      mbarrier "full" completes when the expected bytes have landed (and the zero-filled
+//                      rows of unused entries are stored). bf16 on sm_80: 16-byte cp.async by all producer
+//                      warps, completing through cp.async.mbarrier.arrive.noinc. FP8 records (cp.async, all
+//                      producer warps): into a private ring of raw slots; the producers then dequantize
+//                      each step into a 2-slot ring of bf16 tiles and arrive on its "full" barrier, so the
+//                      dequantization runs beside the consumers' MMAs instead of in their chain (rounds
+//                      1 / 2: a block-wide pass + barrier per step). A slot is refilled when its "empty"
+//                      mbarrier says every consumer warp is done with it.
 //   consumer groups    kGroups groups of 4 warps, each owning kHG (16, or 8 for H = 8) of the CTA's heads and
 //                      running the whole per-step chain for them on its own named barrier (bar.sync id, 128):
 //                        wait full -> GEMM1 k-split partials (warp w: k quarter w, all kHG heads) -> bar ->
@@ -21,7 +24,10 @@
 // barriers per step.
 // O^T accumulators stay in registers (a warp: 128 dims x kHG heads, 64 fp32 per thread for kHG = 16), Q^T
 // fragments too (36 registers per thread). Shared memory <= 99 KB per block (static_assert); only mma.sync,
-// ldmatrix, cp.async, mbarrier and named barriers, all available on sm_80 / sm_90 / sm_120.
+// ldmatrix, cp.async, mbarrier and named barriers (sm_80 / sm_90 / sm_120), and on sm_90+ the TMA bulk copy
+// (cp.async.bulk without a tensor map or a cluster launch; SM120 has it).
+// Measured (docs/PERFORMANCE.md, "Round 3"): the gather issue rate bounded every earlier version of this
+// kernel (one cp.async producer warp: 2.2x slower than round 2; four: 1.1x faster; bulk copies: 1.3x).
 #pragma once
 
 #include "kernels/attention/sparse_mla_common.cuh"
