@@ -72,7 +72,7 @@ stamp "binaries: $build_rc"
 tests_rc=- bench_rc=- layer_rc=- rest_rc=-
 if [ -x "$TESTS" ]; then
   stamp "gpu tests: fast MoE / FP8 GEMM paths"
-  timeout 90 "$TESTS" -tc="cuda fast moe*" > "$OUT/gpu_tests.log" 2>&1
+  timeout 90 "$TESTS" -tc="cuda fast moe*,moe_forward with caller routing*" > "$OUT/gpu_tests.log" 2>&1
   tests_rc=$?
   stamp "gpu tests rc=$tests_rc"
 fi
@@ -101,7 +101,7 @@ if [ -x "$TESTS" ] && [ "$(left)" -gt 20 ]; then
   timeout $(( $(left) - 10 )) "$TESTS" -tc="$first" >> "$OUT/gpu_tests.log" 2>&1
   rest_rc=$?
   if [ "$(left)" -gt 20 ]; then
-    timeout $(( $(left) - 10 )) "$TESTS" -tce="cuda fast moe*,$first" >> "$OUT/gpu_tests.log" 2>&1
+    timeout $(( $(left) - 10 )) "$TESTS" -tce="cuda fast moe*,moe_forward with caller routing*,$first" >> "$OUT/gpu_tests.log" 2>&1
     rest_rc="$rest_rc,$?"
   fi
   stamp "other tests rc=$rest_rc"
