@@ -667,7 +667,11 @@ void CudaBackend::fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t M, co
                                float* y) {
   Work& k = *work_;
   const int32_t N = static_cast<int32_t>(L.n), K = static_cast<int32_t>(L.k);
-  const auto sp = split_k_ && M <= kSplitMaxRows ? fp8_split_.find(L.w) : fp8_split_.end();
+  auto sp = split_k_ && M <= kSplitMaxRows ? fp8_split_.find(L.w) : fp8_split_.end();
+  // The plan for (M, S) exists when the forward's row count is M (ensure_split_plans); a GEMM over
+  // another row count (none today) runs unsplit.
+  const auto plan_it = sp != fp8_split_.end() ? split_plans_.find({M, sp->second.slices}) : split_plans_.end();
+  if (plan_it == split_plans_.end()) sp = fp8_split_.end();
   kernels::Fp8GemmParams g;
   g.n = N;
   g.a = aq;
@@ -676,7 +680,7 @@ void CudaBackend::fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t M, co
   g.pdl = pdl_;
   if (sp != fp8_split_.end()) {
     const int32_t S = sp->second.slices, ks = K / S;
-    const SplitPlan& plan = split_plans_.at({M, S});
+    const SplitPlan& plan = plan_it->second;
     // Row s * M + t of the partials = token t's slice s: row t * S + s of the activations read as
     // [M * S, K / S] (the same bytes, 128-groups included).
     g.k = ks;
