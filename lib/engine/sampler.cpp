@@ -18,6 +18,13 @@ void validate(const SamplerParams& p) {
   require(p.penalty_last_n >= -1, Status::invalid_argument, "penalty_last_n must be >= -1, got ", p.penalty_last_n);
 }
 
+std::vector<int32_t> penalty_window(const SamplerParams& p, const std::vector<int32_t>& history) {
+  if (p.repetition_penalty == 1.0f || p.penalty_last_n == 0) return {};
+  const size_t n = history.size();
+  const size_t window = p.penalty_last_n < 0 ? n : std::min<size_t>(n, static_cast<size_t>(p.penalty_last_n));
+  return std::vector<int32_t>(history.end() - static_cast<std::ptrdiff_t>(window), history.end());
+}
+
 int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
                      Rng& rng) {
   validate(p);
