@@ -242,8 +242,11 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
       if (!plan.logit_dest.empty()) plan.logit_dest.resize(plan.logit_rows.size(), nullptr);
       if (plan.n_rows() == 0) break;
       if (stop()) fail(Status::cancelled, "cancelled");
-      buf.assign(plan.logit_rows.size() * V, 0.0f);
-      be.forward(plan, buf.data(), stop, nullptr);
+      // Host room only when some row comes to the host (device rows leave their part untouched).
+      const bool any_host = std::any_of(out_of.begin(), out_of.end(), [](const auto& o) { return o.second != -2; });
+      if (any_host) buf.assign(plan.logit_rows.size() * V, 0.0f);
+      else buf.clear();
+      be.forward(plan, any_host ? buf.data() : nullptr, stop, nullptr);
       for (size_t k = 0; k < out_of.size(); ++k) {
         const auto [i, idx] = out_of[k];
         if (idx == -2) continue;  // stayed on the device

@@ -16,10 +16,17 @@ namespace {
 
 class CudaLogitsRow final : public LogitsRow {
  public:
-  explicit CudaLogitsRow(int64_t vocab) : buf_(static_cast<size_t>(vocab) * 4, "a session's logits row") {}
+  CudaLogitsRow(int64_t vocab, std::mutex& device_mutex)
+      : device_mutex_(device_mutex), buf_(static_cast<size_t>(vocab) * 4, "a session's logits row") {}
+  // cudaFree under the backend's lock: never in the middle of another thread's graph capture.
+  ~CudaLogitsRow() override {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    buf_.release();
+  }
   float* data() const { return buf_.as<float>(); }
 
  private:
+  std::mutex& device_mutex_;
   DeviceBuffer buf_;
 };
 
@@ -36,7 +43,7 @@ size_t align_up(size_t v) { return (v + 255) / 256 * 256; }
 std::unique_ptr<LogitsRow> CudaBackend::create_logits_row() {
   std::lock_guard<std::mutex> lock(device_mutex_);
   check(cudaSetDevice(device_), "cudaSetDevice");
-  return std::make_unique<CudaLogitsRow>(config_.vocab_size);
+  return std::make_unique<CudaLogitsRow>(config_.vocab_size, device_mutex_);
 }
 
 void CudaBackend::read_logits(const LogitsRow& row, float* out) const {
