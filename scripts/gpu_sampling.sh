@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 JOBS=${JOBS:-16}
-SUITE_TIMEOUT=${SUITE_TIMEOUT:-300}
+DEADLINE=${DEADLINE:-600}  # seconds from the start by which the suite is stopped (its log still comes back)
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 for env in .carry/debs/env.sh ../debs/env.sh; do
@@ -42,7 +42,8 @@ if [ $build_rc -eq 0 ]; then
     --json "$OUT/sampling-h200.json" > "$OUT/bench_sampling.log" 2>&1
   bench_rc=$?
   stamp "bench rc=$bench_rc"
-  (cd build-gpu && timeout "$SUITE_TIMEOUT" ctest -L gpu -E "device sampl" -j2 --timeout 240 -V) > "$OUT/gpu_tests.log" 2>&1
+  left=$(( DEADLINE - ($(date +%s) - t0) )); [ $left -lt 10 ] && left=10
+  (cd build-gpu && timeout "$left" ctest -L gpu -E "device sampl" -j4 --timeout 240 -V) > "$OUT/gpu_tests.log" 2>&1
   suite_rc=$?
   stamp "gpu suite rc=$suite_rc"
 fi
@@ -52,7 +53,7 @@ wait $sm120
   echo "build rc=$build_rc, sampler tests rc=$own_rc, bench rc=$bench_rc, gpu suite rc=$suite_rc"
   grep -E "^\[sampler\]|^\[device-sampling\]|test cases:|assertions:|ERROR|error:" "$OUT/sampling_tests.log" | cut -c1-200 | head -120
   cat "$OUT/bench_sampling.log" 2>/dev/null | head -40
-  grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run" "$OUT/gpu_tests.log" | cut -c1-200 | head -40
+  grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run|Test +#[0-9]+: .* (Passed|Failed)" "$OUT/gpu_tests.log" | cut -c1-160 | head -60
   cat "$OUT/sm120.log"
   grep -iE "error" "$OUT/build.log" | head -10
 } | tee "$OUT/summary.txt"
