@@ -6,6 +6,7 @@
 #   scripts/gpu_mla.sh                 # ARCHS=90 (run on the H200); ARCHS="80;90;120" for a full build
 #   TRITON=0 scripts/gpu_mla.sh        # skip the Triton baseline; take it and the ceilings from the committed
 #                                      # bench/results/sparse_mla-h200.json (saves ~60 s of device time)
+#   BENCH_ARGS=--no-sweep scripts/gpu_mla.sh   # extra benchmark flags (--no-sweep: no split sweep)
 #   PREBUILT=dir scripts/gpu_mla.sh    # use binaries built elsewhere with ARCHS=90 (dir holds glm5rt_gpu_tests,
 #                                      # glm5rt_bench_sparse_mla, sm120_*.o, ptxas_sm120.txt); falls back to
 #                                      # building here when they do not start (saves the build's device time)
@@ -45,7 +46,7 @@ else
 
   # 2. sm_120 resource report and SASS (in the background while the tests run).
   (
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla; do
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla; do
       nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
         -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
     done
@@ -62,7 +63,7 @@ echo "gpu tests exit code: $test_rc"
 [ "$test_rc" = 0 ] || status=1
 
 # 4. Benchmark (ours), then the Triton baseline and the ceilings.
-timeout ${BENCH_TIMEOUT:-90} "$BENCH_BIN" --json "$OUT/ours.json" || status=1
+timeout ${BENCH_TIMEOUT:-90} "$BENCH_BIN" --json "$OUT/ours.json" ${BENCH_ARGS:-} || status=1
 if [ "${TRITON:-1}" = 1 ]; then
   PYTHONUNBUFFERED=1 timeout 65 python3 bench/sparse_mla/triton_baseline.py --json "$OUT/triton.json" || status=1
   TRITON_SOURCE="measured in this run"
@@ -85,12 +86,12 @@ set +x
   grep -E "Compiling entry|registers|spill|smem" "$OUT/ptxas_sm120.txt" | sed 's/ptxas info *: //'
   echo "== SASS, sm_120 =="
   if command -v cuobjdump >/dev/null; then
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla; do
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla; do
       sass=$(cuobjdump --dump-sass "$BUILD/sm120_$f.o" 2>&1)
-      printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
+      printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  UBLKCP %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
         "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \
         "$(echo "$sass" | grep -c ' HMMA')" "$(echo "$sass" | grep -c ' QMMA')" "$(echo "$sass" | grep -c ' LDSM')" \
-        "$(echo "$sass" | grep -c ' LDGSTS')" "$(echo "$sass" | grep -c 'HGMMA')" "$(echo "$sass" | grep -cE 'WGMMA|UTCMMA|UTCHMMA')"
+        "$(echo "$sass" | grep -c ' LDGSTS')" "$(echo "$sass" | grep -c 'UBLKCP')" "$(echo "$sass" | grep -c 'HGMMA')" "$(echo "$sass" | grep -cE 'WGMMA|UTCMMA|UTCHMMA')"
       if echo "$sass" | grep -qE 'HGMMA|WGMMA|UTCHMMA'; then echo "FAIL: Hopper/Blackwell-DC-only MMA in $f"; status=1; fi
     done
   else

@@ -69,7 +69,7 @@ struct Case {
 struct Result {
   Case c;
   int rows = 0, rotations = 0;
-  double total_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
+  double total_us = 0, total_fused_us = 0, total_unfused_us = 0, total_reg_us = 0, total_r1_us = 0, topk_reg_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
 };
 
 template <class F>
@@ -181,6 +181,7 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   const size_t ws_bytes = ki::indexer_topk_workspace_bytes(T);
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+  CHECK_CUDA(ki::clear_indexer_topk_workspace(ws, ws_bytes, stream));  // once; every call leaves it zero
   CHECK_CUDA(cudaStreamSynchronize(stream));
   CHECK_CUDA(cudaGetLastError());
 
@@ -220,12 +221,40 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   res.total_us = time_graph_us(stream, rot, [&](int r) {
     CHECK_CUDA(ki::launch_indexer(params(r), k, out, nullptr, ws, ws_bytes, stream));
   });
+  // Where the fused kernel can run, the same call with it forced and with it refused (scores kernel +
+  // top-k kernel), measured in the same run whatever launch_indexer chose.
+  ki::ScoreParams p0 = params(0);
+  if (ki::indexer_fused_eligible(p0, ws, ws_bytes)) {
+    res.total_fused_us = time_graph_us(stream, rot, [&](int r) {
+      CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 1, stream));
+    });
+    res.total_unfused_us = time_graph_us(stream, rot, [&](int r) {
+      CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, stream));
+    });
+  }
+  // Rows short enough for the register select (round 3): scores + register select (PDL) against scores +
+  // the round-1 row kernel, and the register select alone, whatever the planner chose.
+  if (c.context <= ki::kRegSelectMaxRowLen) {
+    res.total_reg_us = time_graph_us(stream, rot, [&](int r) {
+      CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 1, stream));
+    });
+    res.total_r1_us = time_graph_us(stream, rot, [&](int r) {
+      CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 0, stream));
+    });
+    res.topk_reg_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 0;
+      tp.row_kernel = 1;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+    });
+  }
   res.scores_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_scores(params(r), stream)); });
   // Top-k alone, with the automatic choice and with each path forced (the scores of the last rotation).
   res.topk_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_topk(topk_params(r), stream)); });
   res.topk_row_us = time_graph_us(stream, rot, [&](int r) {
     auto tp = topk_params(r);
     tp.split = 0;
+    tp.row_kernel = 0;  // the round-1 kernel (the register select is timed as topk_reg_us)
     CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
   });
   if (!prefill)
@@ -299,8 +328,8 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     results.push_back(run_case(c, bw, stream, rng));
     const Result& r = results.back();
-    std::printf("%-28s total %9.2f us  scores %9.2f  topk %9.2f (row %9.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
-                r.total_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
+    std::printf("%-28s total %9.2f us (fused %7.2f unfused %7.2f; +reg %7.2f +r1 %7.2f)  scores %9.2f  topk %9.2f (row %9.2f reg %7.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
+                r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_reg_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
     std::fflush(stdout);
   }
 
@@ -320,11 +349,11 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     std::fprintf(f,
                  "    {\"name\": \"%s\", \"format\": \"%s\", \"kind\": \"%s\", \"batch\": %d, \"rows\": %d, \"context\": %d, "
-                 "\"rotations\": %d, \"total_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
+                 "\"rotations\": %d, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
                  "\"topk_split_us\": %.3f, \"bytes\": %.0f, "
                  "\"floor_us\": %.3f, \"ratio_to_floor\": %.3f, \"score_tflops\": %.2f}%s\n",
                  r.c.name.c_str(), r.c.fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16", r.c.prefill_rows ? "prefill" : "decode",
-                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
+                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
                  r.total_us / r.floor_us, r.flops / (r.scores_us * 1e-6) / 1e12, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");

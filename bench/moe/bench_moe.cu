@@ -257,7 +257,7 @@ double ours_dense_rate(int m, int n, int kk, int tile_rows, int mma, cudaStream_
 
 struct MoeResult {
   std::string label;
-  int path = 0, tile_rows = 0, mma = 0;
+  int path = 0, tile_rows = 0, mma = 0, depth = 0, front = 0, decode_kernel = 0;
   bool pdl = true;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
@@ -407,6 +407,8 @@ int main(int argc, char** argv) {
     bool pdl;
     std::string label;
     int depth = 0;
+    int front = 0;
+    int decode_kernel = 0;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -414,7 +416,16 @@ int main(int argc, char** argv) {
   // paths / tile shapes / mma instructions where the choice matters.
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, false, "no-pdl"});
   for (int T : token_counts) {
-    if (T == 1 || T == 8 || T == 64) configs.push_back({T, 0, 0, 0, true, "depth3", 3});
+    // Decode kernels: by default the cp.async ring where its grid fits one wave (T=1), else the register
+    // ring. "reg-ring": the register ring only (depth 3 where that fits one wave, else 2); "depth2" /
+    // "depth3": the register ring at a fixed depth ("depth2" = the previous run's default).
+    if (T == 1) {
+      configs.push_back({T, 0, 0, 0, true, "reg-ring", 0, 0, 1});
+      configs.push_back({T, 0, 0, 0, true, "depth2", 2, 0, 1});
+    }
+    if (T == 8 || T == 64) configs.push_back({T, 0, 0, 0, true, "async", 0, 0, 2});
+    // The separate route / permute / quantise kernels instead of the fused small-batch front.
+    if (T <= 32) configs.push_back({T, 0, 0, 0, true, "sep-front", 0, 1});
     if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
     if (T == 512) {
       configs.push_back({T, 1, 0, 0, true, "decode"});
@@ -435,6 +446,9 @@ int main(int argc, char** argv) {
     r.tile_rows = cfg.tile_rows;
     r.mma = cfg.mma;
     r.pdl = cfg.pdl;
+    r.depth = cfg.depth;
+    r.front = cfg.front;
+    r.decode_kernel = cfg.decode_kernel;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -468,6 +482,8 @@ int main(int argc, char** argv) {
     p.prefill_mma = cfg.mma;
     p.pdl = cfg.pdl;
     p.decode_depth = cfg.depth;
+    p.front_path = cfg.front;
+    p.decode_kernel = cfg.decode_kernel;
     r.ms_stream = time_ms([&] { CK(k::moe_forward(p, ws, ws_bytes, s)); }, 3, 20, s);
     // Distinct experts actually read.
     std::vector<int> hid(size_t(T) * K);
@@ -549,12 +565,14 @@ int main(int argc, char** argv) {
                      "\"quantize\": %.4f, \"gate_up\": %.4f, \"swiglu\": %.4f, \"down\": %.4f, \"combine\": %.4f}, "
                      "\"weight_gbps\": %.1f, \"tflops\": %.2f, \"gemm_only_gbps\": %.1f, \"gemm_only_tflops\": %.2f, "
                      "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f, \"rate_ratio_vs_cublaslt_bf16\": %.3f, "
-                     "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d}%s\n",
+                     "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d, \"decode_depth\": %d, "
+                     "\"decode_kernel\": %d, \"front_path\": %d}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
                      r.tflops, r.gemm_gbps, r.gemm_tflops, r.gbps / copy_gbps,
                      dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
-                     r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, i + 1 < results.size() ? "," : "");
+                     r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, r.depth, r.decode_kernel, r.front,
+                     i + 1 < results.size() ? "," : "");
       }
       std::fprintf(f, "  ]\n}\n");
       std::fclose(f);

@@ -76,8 +76,10 @@ struct Result {
   int sets;
   double graph_us, event_us, tflops, tbps, bytes, flops;
   double v1_graph_us;  // the round-1 kernel (kernel_variant = 1), same shape, automatic splits
-  double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as auto)
-  double v4_graph_us;  // variant 4 (the pipelined kernel with round 1's L2::256B hint); decode only
+  double v2_graph_us;  // round 2's pipelined kernel (variant 2)
+  double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as variant 2)
+  double v5_graph_us;  // round 3's warp-specialized kernel (variant 5; sm_90+: bulk copies for bf16 records)
+  int v5_splits;       // the split count the planner gives variant 5
 };
 
 double median(std::vector<double> v) {
@@ -91,14 +93,16 @@ int main(int argc, char** argv) {
   std::string json_path = "sparse_mla_bench.json";
   int pool = 65536, topk = 2048, reps = 15;
   bool quick = false;
+  bool sweep = true;  // --no-sweep: skip the split sweep (all shapes, every kernel, automatic splits only)
   std::vector<int> sweep_splits = {1, 2, 4, 8, 16, 32, 64};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
     else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep]\n", argv[0]);
       return 2;
     }
   }
@@ -187,9 +191,10 @@ int main(int argc, char** argv) {
     std::fprintf(f,
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
-                 "\"v1_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v4_graph_us\": %.3f}%s\n",
+                 "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
+                 "\"v5_splits\": %d}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v3_graph_us, r.v4_graph_us,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits,
                  i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
@@ -326,38 +331,33 @@ int main(int argc, char** argv) {
       for (uint16_t u : ob) bad += (u & 0x7f80) == 0x7f80;
       if (bad) std::printf("WARNING: %zu non-finite outputs in %s T=%d H=%d\n", bad, c.phase, c.T, c.H);
     }
-    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick) {
+    // Split sweep of the new kernel (variant 5), whose plan uses round 2's cost model.
+    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick && sweep) {
+      p.kernel_variant = 5;
       for (int s : sweep_splits) {
         if (s > (topk + 31) / 32) continue;
         double e;
-        sweeps.push_back({c.T, c.H, c.fmt, s, 0, time_config(s, &e), 0});
+        sweeps.push_back({c.T, c.H, c.fmt, s, 0, time_config(s, &e), 5});
       }
+      p.kernel_variant = 0;
     }
-    // Head-group size for H = 64: 2 CTAs of 32 heads (1 CTA per SM, 8 warps) against 4 of 16 (2 per SM).
-    // On the H200 (227 KB of shared memory per SM) the 16-head pipelined kernel runs 2 CTAs per SM.
-    if (c.H == 64 && c.T >= 8 && c.T <= 4096 && !quick) {
-      for (int hc : {16}) {
-        p.heads_per_cta = hc;
-        double e;
-        const double us = time_config(0, &e);
-        sweeps.push_back({c.T, c.H, c.fmt, glm5rt::kernels::sparse_mla_num_splits(p), hc, us, 0});
-      }
-      p.heads_per_cta = 0;
-    }
-    // The round-1 kernel on the same shape (automatic splits), for the before / after comparison.
-    double v1_us = 0, v3_us = 0, v4_us = 0;
+    // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0;
+    int v5_splits = 0;
     {
       double e;
       p.kernel_variant = 1;
       v1_us = time_config(0, &e);
+      p.kernel_variant = 2;
+      v2_us = time_config(0, &e);
       if (c.H >= 32) {
         p.kernel_variant = 3;
         v3_us = time_config(0, &e);
       }
-      if (decode) {
-        p.kernel_variant = 4;
-        v4_us = time_config(0, &e);
-      }
+      p.kernel_variant = 5;
+      v5_us = time_config(0, &e);
+      p.num_splits = 0;
+      v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
       p.kernel_variant = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
@@ -365,11 +365,11 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v3_us, v4_us});
-    std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  graph %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  round-1 kernel %9.2f us  2/SM variant %9.2f us  L2::256B variant %9.2f us\n",
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits});
+    std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v3_us, v4_us);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

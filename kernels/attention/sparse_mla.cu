@@ -41,32 +41,31 @@ int smem_per_sm() {
   return smem;
 }
 
-// Which kernel runs. Automatic choice from the H200 run of round 2 (docs/PERFORMANCE.md, "Round 2"): the
-// pipelined kernel was not the large win its model predicted; it is chosen only where it measured faster
-// than round 1 by more than a few percent:
-//   32 heads per CTA: variant 3 (two CTAs per SM) for T >= 64 where an SM holds two (H100 / H200:
-//     T=128 decode 1.01x bf16 / 1.12x FP8, prefill 1.07-1.09x); variant 2 for T <= 2 (T=1: 1.05x);
-//     round 1 otherwise (T=8 / 32 and wherever two CTAs do not fit, e.g. SM120: variant 2 alone was
-//     slower there).
-//   8 heads per CTA: variant 2 up to T = 256 (decode T=1..128: 1.02-1.13x bf16, 1.03-1.06x FP8);
-//     round 1 for prefill (variant 2 10% slower).
-//   16 heads per CTA: round 1 (mixed, within +-7%).
+// Which kernel runs: the fastest of the H200 run of record of round 3 (run 4, docs/PERFORMANCE.md, "Round 3";
+// every variant timed on the same inputs):
+//   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
+//     16 heads per CTA at 8 < T <= 64 (measured at T=32: variant 2, 1.05x). Over the best earlier kernel:
+//     32 heads 1.06-1.32x (T=128 1.31x, prefill 1.32x), 16 heads 1.06-1.43x, 8 heads 0.99-1.34x.
+//   FP8 records (variant 5 loses everywhere: its producers' dequantization is the bottleneck):
+//     32 heads per CTA: variant 3 (two pipelined CTAs per SM) for T >= 32 where an SM holds two (H100 /
+//     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
+//     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 4) return p.kernel_variant;
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 5) return p.kernel_variant;  // 4 is rejected earlier
   const int hc = heads_per_cta(p);
-  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  if (p.format == MlaCacheFormat::kBf16) return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   if (hc == 32) {
-    const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, fp8) + 1024;
-    if (p.num_tokens >= 64 && smem_per_sm() >= 2 * need) return 3;
+    const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
+    if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
     return p.num_tokens <= 2 ? 2 : 1;
   }
-  if (hc == 8) return p.num_tokens <= 256 ? 2 : 1;
-  return 1;
+  return 2;
 }
 
 // CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
 // H100 / H200, 100 KB on SM120, so one there) and registers (the 32-head kernels of variants 1 and 2 use
-// more than 128 per thread at 256 threads: one per SM; variant 3 and the 128-thread kernels fit two).
+// more than 128 per thread at 256 threads: one per SM, as the 288-thread 32-head kernel of variant 5;
+// variant 3 and the 128 / 160-thread kernels fit two).
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p);
   const int smem = smem_per_sm();
@@ -196,7 +195,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                                cudaStream_t stream) {
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
       p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 4)
+      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -223,7 +222,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
   if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
   a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
-  a.l2_prefetch_256 = kernel_variant(p) == 4 ? 1 : 0;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   if (nsplit > 1) {
     a.part_o = static_cast<float*>(workspace);
@@ -233,7 +231,10 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p);
-  if (variant >= 2) {
+  if (variant == 5) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
+  } else if (variant >= 2) {
     const bool two_per_sm = variant == 3;
     err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);

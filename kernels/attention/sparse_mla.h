@@ -57,8 +57,11 @@ struct SparseMlaParams {
   // 1 = round-1 kernel (32-token tiles, 2 cp.async stages);
   // 2 = pipelined kernel (16-token ring: 3 bf16 / 5 FP8 slots in flight); 3 = pipelined, with the 32-head
   // CTA compiled for two CTAs per SM (128 registers; helps only where an SM has > 200 KB of shared memory,
-  // H100 / H200); 4 = variant 2 with round 1's L2::256B gather prefetch hint (a diagnostic for the
-  // benchmark). Same results whichever runs.
+  // H100 / H200); 4 was variant 2 with round 1's L2::256B gather prefetch hint, a diagnostic that measured
+  // no difference: removed in round 3, rejected as invalid. Appended in round 3: 5 = warp-specialized
+  // kernel (producer warps gather 16-token steps into a ring on mbarriers, one bulk copy per bf16 record
+  // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
+  // barriers). Same results whichever runs.
   int kernel_variant = 0;
 };
 

@@ -13,40 +13,9 @@
 // and cp.async, and runs unchanged on sm_80 / sm_90 / sm_120.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
-#include <cstdint>
-
-#include "kernels/attention/mma_primitives.cuh"
-#include "kernels/attention/sparse_mla.h"
+#include "kernels/attention/sparse_mla_common.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
-
-struct KernelArgs {
-  const __nv_bfloat16* q;
-  const uint8_t* cache;
-  int64_t num_slots;
-  const int32_t* indices;
-  const int32_t* lengths;
-  __nv_bfloat16* out;
-  float* lse;
-  float* part_o;    // [nsplit, T, H, 512] normalised partial outputs (nsplit > 1 only)
-  float* part_lse;  // [nsplit, T, H] log2-domain partial LSEs
-  int num_tokens;
-  int num_heads;
-  int topk;
-  int nsplit;
-  int tiles_per_split;
-  float scale_log2;  // softmax_scale * log2(e): the kernel works in base 2
-  int l2_prefetch_256;  // pipelined kernel only: 1 = round 1's L2::256B gather hint (diagnostic variant 4)
-};
-
-inline constexpr int kTileTokens = 32;
-// A split's indices are staged in shared memory once, at the start (so the gathers never wait on an index
-// load); the plan keeps tiles_per_split * 32 <= kMaxSplitEntries.
-inline constexpr int kMaxSplitEntries = 2048;
 
 // Heads per CTA for a model head count: 8 and 16 natively, 32 for 32/64/128 (several head groups per token
 // read the same rows one after another, so the second read is an L2 hit).
@@ -74,7 +43,6 @@ struct Cfg {
   static constexpr int kStageAreaBytes = FP8 ? 2 * kRawTileBytes + kTileBytes : 2 * kTileBytes;
   static constexpr int kPRowBytes = (kBT + 8) * 2;  // P^T stored as P[head][tok], 80 B rows: conflict-free
   static constexpr int kPBytes = HC * kPRowBytes;
-  static constexpr int kStgStride = kMlaLatentDim + 4;  // floats per head in the epilogue staging
   static constexpr int kEpilogueBytes = HC * kStgStride * 4;
   static_assert(kEpilogueBytes <= kStageAreaBytes, "epilogue staging must fit in the stage area");
   static constexpr int kOffP = kStageAreaBytes;
@@ -89,12 +57,6 @@ struct Cfg {
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffP % 16 == 0 && kTileBytes % 16 == 0 && kRawTileBytes % 16 == 0, "16-byte alignment");
 };
-
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two, float scale) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
-  const float2 f = __half22float2(__half2(h));
-  return mma::pack_bf16x2(f.x * scale, f.y * scale);
-}
 
 template <int HC, bool FP8>
 __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(const KernelArgs a) {
@@ -173,18 +135,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
     uint8_t* tile = smem + 2 * C::kRawTileBytes;
     for (int c = tid; c < C::kBT * 72; c += C::kThreads) {
       const int r = c / 72, col = c - r * 72;
-      const uint8_t* rec = raw + r * C::kRawRowBytes;
-      uint4 o;
-      if (col < 64) {
-        const uint2 v = *reinterpret_cast<const uint2*>(rec + col * 8);
-        const float s = *reinterpret_cast<const float*>(rec + kMlaFp8ScaleOffset + (col >> 4) * 4);
-        o.x = fp8x2_to_bf16x2(v.x, s);
-        o.y = fp8x2_to_bf16x2(v.x >> 16, s);
-        o.z = fp8x2_to_bf16x2(v.y, s);
-        o.w = fp8x2_to_bf16x2(v.y >> 16, s);
-      } else {
-        o = *reinterpret_cast<const uint4*>(rec + kMlaFp8RopeOffset + (col - 64) * 16);
-      }
+      const uint4 o = dequant_chunk(raw + r * C::kRawRowBytes, col);
       *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = o;
     }
   };
@@ -358,43 +309,9 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   }
   __syncthreads();
   float* stg = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int nt = 0; nt < C::kNT2; ++nt) {
-    const int h = nt * 8 + 2 * tq;
-    const float s0 = inv_l_s[h], s1 = inv_l_s[h + 1];
-#pragma unroll
-    for (int mt = 0; mt < C::kMT2; ++mt) {
-      const int d = d0 + mt * 16 + g;
-      stg[h * C::kStgStride + d] = acc[mt][nt][0] * s0;
-      stg[(h + 1) * C::kStgStride + d] = acc[mt][nt][1] * s1;
-      stg[h * C::kStgStride + d + 8] = acc[mt][nt][2] * s0;
-      stg[(h + 1) * C::kStgStride + d + 8] = acc[mt][nt][3] * s1;
-    }
-  }
+  stage_outputs(acc, inv_l_s, stg, 0, d0, lane);
   __syncthreads();
-  const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;  // first (t, head) row of the group
-  if (a.nsplit == 1) {
-    for (int c = tid; c < HC * 64; c += C::kThreads) {
-      const int h = c >> 6, d = (c & 63) * 8;
-      const float4 x = *reinterpret_cast<const float4*>(stg + h * C::kStgStride + d);
-      const float4 y = *reinterpret_cast<const float4*>(stg + h * C::kStgStride + d + 4);
-      uint4 o;
-      o.x = pack_bf16x2(x.x, x.y);
-      o.y = pack_bf16x2(x.z, x.w);
-      o.z = pack_bf16x2(y.x, y.y);
-      o.w = pack_bf16x2(y.z, y.w);
-      *reinterpret_cast<uint4*>(a.out + (row0 + h) * kMlaLatentDim + d) = o;
-    }
-    if (tid < HC) a.lse[row0 + tid] = lse_s[tid] * 0.69314718055994531f;  // -inf stays -inf
-  } else {
-    const int64_t prow0 = static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-    for (int c = tid; c < HC * 128; c += C::kThreads) {
-      const int h = c >> 7, d = (c & 127) * 4;
-      *reinterpret_cast<float4*>(a.part_o + (prow0 + h) * kMlaLatentDim + d) =
-          *reinterpret_cast<const float4*>(stg + h * C::kStgStride + d);
-    }
-    if (tid < HC) a.part_lse[prow0 + tid] = lse_s[tid];
-  }
+  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

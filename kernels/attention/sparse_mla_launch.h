@@ -5,6 +5,7 @@
 
 #include "kernels/attention/sparse_mla_kernel.cuh"
 #include "kernels/attention/sparse_mla_pipe_kernel.cuh"
+#include "kernels/attention/sparse_mla_ws_kernel.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
@@ -15,6 +16,9 @@ cudaError_t launch_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stre
 // kernel compiled for two CTAs per SM (128 registers per thread); fewer heads per CTA fit two anyway.
 cudaError_t launch_pipe_bf16(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs& a, cudaStream_t stream);
+// The warp-specialized kernel (producer warp + 16-head consumer groups on mbarriers), same grid and arguments.
+cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -27,7 +31,8 @@ int smem_of(int hc, bool fp8) {
   }
 }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
-  return variant == 1 ? smem_of<Cfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
+  if (variant == 1) return smem_of<Cfg>(hc, fp8);
+  return variant == 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
 template <int HC, bool FP8>
@@ -53,6 +58,21 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   // All of L1 as shared memory: the gathers bypass L1 (cp.async.cg), and where an SM has 227 KB two CTAs
   // (2 x <= 99 KB) fit only with the largest carveout.
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <int HC, bool FP8>
+cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
+  using C = WsCfg<HC, FP8>;
+  auto kernel = sparse_mla_ws_kernel<HC, FP8>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);

@@ -25,11 +25,6 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-template <int N>
-__device__ __forceinline__ void cp_async_wait_group() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 template <int HC, bool FP8>
 struct PipeCfg {
   static constexpr int kWarps = HC >= 32 ? 8 : 4;
@@ -55,7 +50,6 @@ struct PipeCfg {
   static constexpr int kStages = FP8 ? 6 : 4;
   static constexpr int kOffDq = kStages * kSlotBytes;        // FP8: the dequantized bf16 tile
   static constexpr int kStageAreaBytes = kOffDq + (FP8 ? kTileBytes : 0);
-  static constexpr int kStgStride = kMlaLatentDim + 4;  // floats per head in the epilogue staging
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
   static constexpr int kSpartBytes = kKQ * HC * kBT * 4;  // partial S [kq][head][tok] fp32
   static constexpr int kPRowBytes = (kBT + 8) * 2;        // P[head][tok], 48 B rows: conflict-free ldmatrix
@@ -87,7 +81,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   bid /= groups;
   const int split = bid % a.nsplit;
   const int t = bid / a.nsplit;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
   // CTA of this grid is resident; it waits for this grid's completion before reading anything.
@@ -105,19 +99,8 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   // GEMM1 role: warp = kq * kWH + wh.
   const int wh = warp % C::kWH, kq = warp / C::kWH;
   uint32_t qf[C::kKSteps][C::kNTw][2];
-  {
-#pragma unroll
-    for (int nt = 0; nt < C::kNTw; ++nt) {
-      const uint32_t* qrow = reinterpret_cast<const uint32_t*>(
-          a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + (wh * C::kNTw + nt) * 8 + g) * kMlaQkDim);
-#pragma unroll
-      for (int ks = 0; ks < C::kKSteps; ++ks) {
-        const int k0 = (kq * C::kKSteps + ks) * 16;
-        qf[ks][nt][0] = __ldg(qrow + (k0 + 2 * tq) / 2);
-        qf[ks][nt][1] = __ldg(qrow + (k0 + 8 + 2 * tq) / 2);
-      }
-    }
-  }
+  load_q_fragments(qf, a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + wh * C::kNTw * 8) * kMlaQkDim,
+                   kq * C::kKSteps, lane);
 
   // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
@@ -145,9 +128,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
       const int idx = sidx[r];
       const bool ok = idx >= 0;
       const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
-      if (a.l2_prefetch_256)  // uniform across the grid
-        cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-      else if constexpr (FP8)
+      if constexpr (FP8)
         cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
       else
         cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
@@ -164,18 +145,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
       const int c = tid + k * C::kThreads;
       if (kTotal % C::kThreads != 0 && c >= kTotal) break;
       const int r = c / 72, col = c - r * 72;
-      const uint8_t* rec = raw + r * C::kRawRowBytes;
-      uint4 o;
-      if (col < 64) {
-        const uint2 v = *reinterpret_cast<const uint2*>(rec + col * 8);
-        const float s = *reinterpret_cast<const float*>(rec + kMlaFp8ScaleOffset + (col >> 4) * 4);
-        o.x = fp8x2_to_bf16x2(v.x, s);
-        o.y = fp8x2_to_bf16x2(v.x >> 16, s);
-        o.z = fp8x2_to_bf16x2(v.y, s);
-        o.w = fp8x2_to_bf16x2(v.y >> 16, s);
-      } else {
-        o = *reinterpret_cast<const uint4*>(rec + kMlaFp8RopeOffset + (col - 64) * 16);
-      }
+      const uint4 o = dequant_chunk(raw + r * C::kRawRowBytes, col);
       *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = o;
     }
   };
@@ -189,9 +159,6 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
 
   // Softmax role: head sh, tokens ssub * kTokPT + j.
   const int sh = tid / C::kTPH, ssub = tid % C::kTPH;
-  // Partial S layout [kq][head][16 tok]; the token is XORed with 8 on heads 2..3 mod 4 so that the GEMM1
-  // stores (lanes: 4 even heads x 8 tokens) hit two bank groups instead of one.
-  auto sp_off = [](int kqq, int h, int tok) { return (kqq * HC + h) * C::kBT + (tok ^ ((h & 2) << 2)); };
   float m_run = kNegInf;  // running max (base-2 scaled units) of head sh, identical on its kTPH threads
   float l_run = 0.f;      // this thread's share of head sh's running sum
 
@@ -226,125 +193,14 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
     }
     const uint32_t tile_addr = smem_addr(tile);
 
-    // GEMM1 partial: this warp's 9 k-steps over kNTw head tiles; two independent accumulator chains in
-    // flight (two head tiles, or for one head tile two chains over alternating k-steps).
-    {
-      constexpr int kChains = C::kNTw == 1 ? 2 : 1;
-      float s[kChains][C::kNTw][4];
-#pragma unroll
-      for (int c2 = 0; c2 < kChains; ++c2)
-#pragma unroll
-        for (int nt = 0; nt < C::kNTw; ++nt) s[c2][nt][0] = s[c2][nt][1] = s[c2][nt][2] = s[c2][nt][3] = 0.f;
-      const uint32_t a_base = tile_addr + (lane & 15) * C::kRowBytes + (lane >> 4) * 16 + kq * C::kKSteps * 32;
-#pragma unroll
-      for (int ks = 0; ks < C::kKSteps; ++ks) {
-        uint32_t af[4];
-        ldmatrix_x4(af, a_base + ks * 32);
-#pragma unroll
-        for (int nt = 0; nt < C::kNTw; ++nt) mma_bf16_16816(s[ks % kChains][nt], af, qf[ks][nt][0], qf[ks][nt][1]);
-      }
-#pragma unroll
-      for (int nt = 0; nt < C::kNTw; ++nt) {
-        const int h = (wh * C::kNTw + nt) * 8 + 2 * tq;
-        float v[4] = {s[0][nt][0], s[0][nt][1], s[0][nt][2], s[0][nt][3]};
-        if constexpr (kChains == 2) {
-          v[0] += s[1][nt][0];
-          v[1] += s[1][nt][1];
-          v[2] += s[1][nt][2];
-          v[3] += s[1][nt][3];
-        }
-        spart[sp_off(kq, h, g)] = v[0];
-        spart[sp_off(kq, h + 1, g)] = v[1];
-        spart[sp_off(kq, h, g + 8)] = v[2];
-        spart[sp_off(kq, h + 1, g + 8)] = v[3];
-      }
-    }
+    qk_partial_step<HC>(qf, tile_addr, C::kRowBytes, kq, wh * C::kNTw * 8, lane, spart);
     __syncthreads();  // (B) partial scores visible
 
-    {
-      const int* sidx = s_idx + it * C::kBT;
-      float sv[C::kTokPT];
-      float mx = kNegInf;
-#pragma unroll
-      for (int j = 0; j < C::kTokPT; ++j) {
-        const int tok = ssub * C::kTokPT + j;
-        float v = 0.f;
-#pragma unroll
-        for (int k2 = 0; k2 < C::kKQ; ++k2) v += spart[sp_off(k2, sh, tok)];
-        sv[j] = sidx[tok] >= 0 ? v * a.scale_log2 : kNegInf;
-        mx = fmaxf(mx, sv[j]);
-      }
-#pragma unroll
-      for (int off = 1; off < C::kTPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float mn = fmaxf(m_run, mx);
-      // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
-      const float mu = mn == kNegInf ? 0.f : mn;
-      const float al = exp2f(m_run - mu);
-      m_run = mn;
-      float ps = 0.f;
-#pragma unroll
-      for (int j = 0; j < C::kTokPT; ++j) {
-        const __nv_bfloat16 pb = __float2bfloat16(exp2f(sv[j] - mu));
-        ps += __bfloat162float(pb);  // sum the rounded probabilities: exactly what GEMM2 multiplies V with
-        p_s[sh * (C::kPRowBytes / 2) + ssub * C::kTokPT + j] = pb;
-      }
-      l_run = l_run * al + ps;
-      if (ssub == 0) alpha_s[sh] = al;
-    }
+    softmax_step<HC, C::kKQ, C::kTPH>(spart, s_idx + it * C::kBT, a.scale_log2, sh, ssub, p_s, C::kPRowBytes / 2,
+                                      alpha_s, m_run, l_run);
     __syncthreads();  // (C) P^T and the rescale factors visible
 
-    {
-      // Rescale O^T by the factors of the running-max update. Once the maxima settle most steps change no
-      // head's max (alpha = exp2(0) = 1 exactly), so the warp skips the multiplies when none of its
-      // heads moved.
-      float al[C::kNT2][2];
-      bool moved = false;
-#pragma unroll
-      for (int nt = 0; nt < C::kNT2; ++nt) {
-        al[nt][0] = alpha_s[nt * 8 + 2 * tq];
-        al[nt][1] = alpha_s[nt * 8 + 2 * tq + 1];
-        moved |= al[nt][0] != 1.f || al[nt][1] != 1.f;
-      }
-      if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-        for (int nt = 0; nt < C::kNT2; ++nt)
-#pragma unroll
-          for (int mt = 0; mt < C::kMT2; ++mt) {
-            acc[mt][nt][0] *= al[nt][0];
-            acc[mt][nt][1] *= al[nt][1];
-            acc[mt][nt][2] *= al[nt][0];
-            acc[mt][nt][3] *= al[nt][1];
-          }
-      }
-    }
-    {
-      uint32_t bfr[C::kNT2][2];
-      if constexpr (C::kNT2 == 1) {
-        uint32_t r2[2];
-        ldmatrix_x2(r2, p_addr + (lane & 7) * C::kPRowBytes + ((lane >> 3) & 1) * 16);
-        bfr[0][0] = r2[0];
-        bfr[0][1] = r2[1];
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < C::kNT2; nt += 2) {
-          uint32_t r4[4];
-          ldmatrix_x4(r4, p_addr + (nt * 8 + (lane & 7) + ((lane >> 4) << 3)) * C::kPRowBytes +
-                              ((lane >> 3) & 1) * 16);
-          bfr[nt][0] = r4[0];
-          bfr[nt][1] = r4[1];
-          bfr[nt + 1][0] = r4[2];
-          bfr[nt + 1][1] = r4[3];
-        }
-      }
-#pragma unroll
-      for (int mt = 0; mt < C::kMT2; ++mt) {
-        uint32_t af[4];
-        ldmatrix_x4_trans(af, tile_addr + ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes +
-                                  (d0 + mt * 16 + ((lane >> 3) & 1) * 8) * 2);
-#pragma unroll
-        for (int nt = 0; nt < C::kNT2; ++nt) mma_bf16_16816(acc[mt][nt], af, bfr[nt][0], bfr[nt][1]);
-      }
-    }
+    pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_addr, C::kRowBytes, d0, lane);
     slot = slot == NST - 1 ? 0 : slot + 1;
   }
   cp_async_wait_all();
@@ -361,43 +217,9 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   }
   __syncthreads();  // also: every warp is past its last GEMM2, so the stage area can be reused
   float* stg = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int nt = 0; nt < C::kNT2; ++nt) {
-    const int h = nt * 8 + 2 * tq;
-    const float s0 = inv_l_s[h], s1 = inv_l_s[h + 1];
-#pragma unroll
-    for (int mt = 0; mt < C::kMT2; ++mt) {
-      const int d = d0 + mt * 16 + g;
-      stg[h * C::kStgStride + d] = acc[mt][nt][0] * s0;
-      stg[(h + 1) * C::kStgStride + d] = acc[mt][nt][1] * s1;
-      stg[h * C::kStgStride + d + 8] = acc[mt][nt][2] * s0;
-      stg[(h + 1) * C::kStgStride + d + 8] = acc[mt][nt][3] * s1;
-    }
-  }
+  stage_outputs(acc, inv_l_s, stg, 0, d0, lane);
   __syncthreads();
-  const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;
-  if (a.nsplit == 1) {
-    for (int c = tid; c < HC * 64; c += C::kThreads) {
-      const int h = c >> 6, d = (c & 63) * 8;
-      const float4 x = *reinterpret_cast<const float4*>(stg + h * C::kStgStride + d);
-      const float4 y = *reinterpret_cast<const float4*>(stg + h * C::kStgStride + d + 4);
-      uint4 o;
-      o.x = pack_bf16x2(x.x, x.y);
-      o.y = pack_bf16x2(x.z, x.w);
-      o.z = pack_bf16x2(y.x, y.y);
-      o.w = pack_bf16x2(y.z, y.w);
-      *reinterpret_cast<uint4*>(a.out + (row0 + h) * kMlaLatentDim + d) = o;
-    }
-    if (tid < HC) a.lse[row0 + tid] = lse_s[tid] * 0.69314718055994531f;  // -inf stays -inf
-  } else {
-    const int64_t prow0 = static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-    for (int c = tid; c < HC * 128; c += C::kThreads) {
-      const int h = c >> 7, d = (c & 127) * 4;
-      *reinterpret_cast<float4*>(a.part_o + (prow0 + h) * kMlaLatentDim + d) =
-          *reinterpret_cast<const float4*>(stg + h * C::kStgStride + d);
-    }
-    if (tid < HC) a.part_lse[prow0 + tid] = lse_s[tid];
-  }
+  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -101,4 +101,22 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// One warp quantises one 128-wide group: src = its 128 bf16, q = its 128 e4m3 bytes, *scale = the
+// group's scale (lane 0 writes it). Lane l owns elements 4l .. 4l+3.
+__device__ __forceinline__ void quantize_group_warp(const __nv_bfloat16* src, uint8_t* q, float* scale) {
+  const int lane = threadIdx.x % 32;
+  const uint2 raw = *reinterpret_cast<const uint2*>(src + lane * 4);
+  const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+  const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+  const float v[4] = {__low2float(p0), __high2float(p0), __low2float(p1), __high2float(p1)};
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  amax = warp_max(amax);
+  const float s = fp8_group_scale(amax);
+  uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(fp8_encode(v[i] / s)) << (8 * i);
+  *reinterpret_cast<uint32_t*>(q + lane * 4) = packed;
+  if (lane == 0) *scale = s;
+}
+
 }  // namespace glm5rt::kernels::detail

@@ -2,7 +2,12 @@
 // instantiations GLM-5 needs (token tiles of 8, 16 and 32 for decode) are compiled.
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/fp8_gemm_decode.cuh"
+#include "kernels/gemm/fp8_gemm_decode_async.cuh"
 #include "kernels/gemm/fp8_gemm_prefill.cuh"
+
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 namespace glm5rt::kernels {
 namespace {
@@ -28,6 +33,96 @@ cudaError_t launch_decode(const Fp8GemmParams& p, cudaStream_t stream) {
   const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
   return detail::launch(detail::fp8_gemm_decode_kernel<NT, DEPTH>, grid, dim3(detail::kDecodeThreads), 0,
                         stream, p.pdl, p);
+}
+
+// Blocks of `kernel` resident at once on the whole current device (blocks per SM x SMs) for the given
+// block size and dynamic shared memory, cached per (kernel, device, shared memory): the occupancy query
+// costs host microseconds, which every stream-mode decode launch would otherwise pay.
+cudaError_t resident_blocks(void (*kernel)(Fp8GemmParams), int threads, size_t smem, long long& blocks) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  static std::mutex mu;
+  static std::vector<std::tuple<const void*, int, size_t, long long>> cache;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [k, d, sm, b] : cache)
+      if (k == key && d == dev && sm == smem) {
+        blocks = b;
+        return cudaSuccess;
+      }
+  }
+  int sms = 0, per_sm = 0;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem); e != cudaSuccess)
+    return e;
+  blocks = static_cast<long long>(per_sm) * sms;
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace_back(key, dev, smem, blocks);
+  return cudaSuccess;
+}
+
+long long decode_blocks(const Fp8GemmParams& p) {
+  return static_cast<long long>((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows) *
+         (p.group_offsets ? p.max_active : 1);
+}
+
+// Whether the 1-token-tile decode grid with DEPTH K blocks in flight fits in one wave on this GPU. A
+// deeper register ring keeps more bytes in flight per lane (T=1 gate_up on the H200: 79 us at depth 3
+// against 87 us at depth 2) but costs registers, i.e. resident blocks; once the grid needs a second
+// wave the tail costs more than the depth gains (T=1 down: 45 us at depth 3, 39 us at depth 2).
+template <int DEPTH>
+cudaError_t decode_fits_one_wave(const Fp8GemmParams& p, bool& fits) {
+  long long slots = 0;
+  if (cudaError_t e = resident_blocks(detail::fp8_gemm_decode_kernel<1, DEPTH>, detail::kDecodeThreads, 0, slots);
+      e != cudaSuccess)
+    return e;
+  fits = decode_blocks(p) <= slots;
+  return cudaSuccess;
+}
+
+template <int DEPTH>
+cudaError_t launch_decode_async(const Fp8GemmParams& p, cudaStream_t stream) {
+  const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
+  return detail::launch(detail::fp8_gemm_decode_async_kernel<DEPTH>, grid, dim3(detail::kDecodeThreads),
+                        detail::decode_async_smem_bytes<DEPTH>(), stream, p.pdl, p);
+}
+
+// Whether the cp.async decode grid with a DEPTH-deep ring fits in one wave of resident blocks.
+template <int DEPTH>
+cudaError_t decode_async_fits(const Fp8GemmParams& p, bool& fits) {
+  long long slots = 0;
+  if (cudaError_t e = resident_blocks(detail::fp8_gemm_decode_async_kernel<DEPTH>, detail::kDecodeThreads,
+                                      detail::decode_async_smem_bytes<DEPTH>(), slots);
+      e != cudaSuccess)
+    return e;
+  fits = decode_blocks(p) <= slots;
+  return cudaSuccess;
+}
+
+// The cp.async ring at the deepest depth (6 .. 3) whose grid fits in one wave; launched = false when
+// none fits (several waves: the register ring stays the automatic choice there, although the forced
+// cp.async ring measured faster at T=8 on the H200; see PERFORMANCE.md).
+cudaError_t try_decode_async(const Fp8GemmParams& p, cudaStream_t stream, bool& launched) {
+  launched = false;
+  bool fits = false;
+  if (cudaError_t e = decode_async_fits<6>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<6>(p, stream) : e;
+  }
+  if (cudaError_t e = decode_async_fits<5>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<5>(p, stream) : e;
+  }
+  if (cudaError_t e = decode_async_fits<4>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<4>(p, stream) : e;
+  }
+  if (cudaError_t e = decode_async_fits<3>(p, fits); e != cudaSuccess || fits) {
+    launched = e == cudaSuccess;
+    return e == cudaSuccess ? launch_decode_async<3>(p, stream) : e;
+  }
+  return cudaSuccess;
 }
 
 template <int BM, bool F16>
@@ -80,7 +175,19 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
     // Token tiles per pass sized for the busier groups (counts scatter around the mean), since every
     // extra pass streams the group's weights again.
     if (p.decode_depth != 0 && p.decode_depth != 2 && p.decode_depth != 3) return cudaErrorInvalidValue;
-    if (expected <= 4) return p.decode_depth == 3 ? launch_decode<1, 3>(p, stream) : launch_decode<1, 2>(p, stream);
+    if (p.decode_kernel < 0 || p.decode_kernel > 2) return cudaErrorInvalidValue;
+    // A forced register-ring depth (decode_depth) implies the register ring unless decode_kernel says 2.
+    if (expected <= 4 && (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0))) {
+      bool launched = false;
+      if (cudaError_t e = try_decode_async(p, stream, launched); e != cudaSuccess || launched) return e;
+      if (p.decode_kernel == 2) return launch_decode_async<3>(p, stream);
+    }
+    if (expected <= 4) {
+      bool deep = p.decode_depth == 3;
+      if (p.decode_depth == 0)
+        if (cudaError_t e = decode_fits_one_wave<3>(p, deep); e != cudaSuccess) return e;
+      return deep ? launch_decode<1, 3>(p, stream) : launch_decode<1, 2>(p, stream);
+    }
     if (expected <= 10) return launch_decode<2>(p, stream);
     return launch_decode<4>(p, stream);
   }

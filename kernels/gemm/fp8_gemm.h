@@ -66,8 +66,18 @@ struct Fp8GemmParams {
   // 2 f16 mma after conversion.
   int prefill_mma = 0;
   bool pdl = false;  // programmatic dependent launch (sm_90+; see launch.cuh)
-  // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0 means 2).
+  // Decode kernel, 1-tile form: K blocks of weights in flight per lane (2 or 3; 0: 3 when that grid
+  // fits in one wave of resident blocks on this GPU, else 2).
   int decode_depth = 0;
+  // Decode kernel for one-token-tile groups (<= 4 rows per group expected): 0 automatic (the cp.async
+  // ring, deepest that fits the grid in one wave, when some depth does; else the register ring), 1 the
+  // register ring (fp8_gemm_decode.cuh), 2 the cp.async ring (fp8_gemm_decode_async.cuh).
+  int decode_kernel = 0;
+  // The group metadata (group_offsets, active_groups, num_active) and the weights were complete before
+  // the previous kernel in the stream started (e.g. the MoE down projection: written by the permutation,
+  // two launches earlier). The cp.async decode kernel then starts streaming weights before its
+  // programmatic-dependent-launch wait, overlapping the previous kernel. Leave false otherwise.
+  bool group_info_ready = false;
   const int* active_groups = nullptr;
   const int* num_active = nullptr;
   const int* tile_prefix = nullptr;

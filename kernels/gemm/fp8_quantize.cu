@@ -14,21 +14,9 @@ __global__ void quantize_groups_kernel(const __nv_bfloat16* __restrict__ x, int 
   const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<long long>(rows) * groups) return;
   const int row = static_cast<int>(item / groups), grp = static_cast<int>(item % groups);
-  const int lane = threadIdx.x % 32;
-  // 4 bf16 per lane = 8 bytes.
-  const __nv_bfloat16* src = x + static_cast<size_t>(row) * ldx + grp * kFp8Block + lane * 4;
-  const uint2 raw = *reinterpret_cast<const uint2*>(src);
-  const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-  const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-  const float v[4] = {__low2float(p0), __high2float(p0), __low2float(p1), __high2float(p1)};
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-  amax = detail::warp_max(amax);
-  const float s = detail::fp8_group_scale(amax);
-  uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(detail::fp8_encode(v[i] / s)) << (8 * i);
-  *reinterpret_cast<uint32_t*>(q + static_cast<size_t>(row) * ldq + grp * kFp8Block + lane * 4) = packed;
-  if (lane == 0) scale[static_cast<size_t>(row) * ld_scale + grp] = s;
+  detail::quantize_group_warp(x + static_cast<size_t>(row) * ldx + grp * kFp8Block,
+                              q + static_cast<size_t>(row) * ldq + grp * kFp8Block,
+                              scale + static_cast<size_t>(row) * ld_scale + grp);
 }
 
 }  // namespace

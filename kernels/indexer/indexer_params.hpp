@@ -72,19 +72,52 @@ struct TopkParams {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   int split = -1;
+  // Which one-block-per-row kernel: -1 choose, 0 the radix kernel that streams the row from L2 (any
+  // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3).
+  int row_kernel = -1;
 };
 
-// Device workspace the split top-k path needs for T rows (about 45 KB per row).
+inline constexpr int kRegSelectMaxRowLen = 16384;
+
+// Device workspace the split top-k path and the fused decode kernel need for T rows (about 45 KB per
+// row). It must be zero-filled once before its first use (clear_indexer_topk_workspace, or any
+// cudaMemset); every launch leaves it zero again, so no clearing sits in the per-call graph.
 size_t indexer_topk_workspace_bytes(int num_rows);
+cudaError_t clear_indexer_topk_workspace(void* workspace, size_t bytes, cudaStream_t stream);
+
+// Decode rows short enough for the fused kernel: scores and top-k in one launch (at most kFusedMaxRows
+// rows of at most kFusedMaxRowLen keys, needs the top-k workspace). launch_indexer takes it when every
+// row has at most k keys (each block writes its own slots); for longer rows the last block of each row to
+// finish selects the row's top-k from shared memory, which measured slower than scores + one block per
+// row on the H200 (docs/PERFORMANCE.md), so those take it only through launch_indexer_ex(fused = 1).
+inline constexpr int kFusedMaxRowLen = 16384;
+inline constexpr int kFusedMaxRows = 8;
+inline bool indexer_fused_eligible(const ScoreParams& p, const void* topk_workspace, size_t topk_workspace_bytes) {
+  return p.rows.num_rows >= 1 && p.rows.num_rows <= kFusedMaxRows && p.rows.max_row_len <= kFusedMaxRowLen &&
+         topk_workspace && topk_workspace_bytes >= indexer_topk_workspace_bytes(p.rows.num_rows);
+}
 
 // Scores only (writes params.scores).
 cudaError_t launch_indexer_scores(const ScoreParams& params, cudaStream_t stream);
 // Top-k only, from a scores buffer.
 cudaError_t launch_indexer_topk(const TopkParams& params, cudaStream_t stream);
 // Both, through the caller's scores buffer (params.scores, [T][score_stride] floats) and top-k workspace
-// (indexer_topk_workspace_bytes(T) bytes, or null for the one-block-per-row top-k).
+// (indexer_topk_workspace_bytes(T) bytes, zeroed once; or null for the one-block-per-row top-k).
+// With the workspace: the fused kernel when all rows have at most k keys (and <= 8 rows), the split path
+// for few rows longer than 16384 keys (scores that count the first histogram, filter, finish), else
+// scores + one block per row; without a workspace: scores + one block per row. One block per row is the
+// register select (launched behind the scores with PDL) when k < max_row_len <= kRegSelectMaxRowLen.
 cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
                            void* topk_workspace, size_t topk_workspace_bytes, cudaStream_t stream);
+// The same with the fused kernel forced (fused = 1: cudaErrorInvalidValue when not eligible), refused
+// (0) or chosen (-1, what launch_indexer does). For tests and benchmarks.
+cudaError_t launch_indexer_ex(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
+                              void* topk_workspace, size_t topk_workspace_bytes, int fused, cudaStream_t stream);
+// The same with the one-block-per-row kernel chosen too (row_kernel as TopkParams::row_kernel; it applies
+// where scores + one block per row runs).
+cudaError_t launch_indexer_ex(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
+                              void* topk_workspace, size_t topk_workspace_bytes, int fused, int row_kernel,
+                              cudaStream_t stream);
 
 // Bytes of scores workspace launch_indexer needs, and the stride to pass with it.
 inline int64_t indexer_score_stride(int max_row_len) { return (static_cast<int64_t>(max_row_len) + 3) / 4 * 4; }

@@ -12,7 +12,9 @@
 // high half, [8,16) k-step 2p + 1 (bytes, scaled by element size). Q is staged in shared memory with
 // the same chunk order, XOR-swizzled so that neighbouring heads hit different banks.
 #include "kernels/indexer/indexer_common.cuh"
+#include "kernels/indexer/indexer_internal.hpp"
 #include "kernels/indexer/indexer_params.hpp"
+#include "kernels/indexer/indexer_select.cuh"
 
 #include <cuda_fp16.h>
 
@@ -94,11 +96,82 @@ __device__ __forceinline__ int q_chunk_offset(int h, int j) {
   return h * Format<F>::kHeadBytes + ((j ^ ((h & 1) << 2)) * 16);
 }
 
+// What a scores kernel does besides writing scores.
+enum Mode : int {
+  kPlain = 0,      // scores only
+  kHistogram = 1,  // + the split top-k's first histogram (rows longer than k), merged per block
+  kFused = 2,      // one chunk per block; the row's last block to finish selects its top-k (decode)
+};
+
+struct TailArgs {
+  int k = 0;
+  int32_t* out_slots = nullptr;  // [T][k] (kFused)
+  float* out_scores = nullptr;   // optional [T][k] (kFused)
+  void* workspace = nullptr;     // top-k workspace (kHistogram, kFused)
+};
+
+// kFused, after the block's scores are written: rows of at most k keys were emitted by the stores
+// (block 0 pads); otherwise the last block of the row to finish stages the row's scores (L2) in shared
+// memory and runs block_select. The per-row block counter wraps to zero (atomicInc), ready for the
+// next call without a memset.
+template <int kT>
+__device__ void fused_tail(const ScoreParams& p, const TailArgs& tx, int row, int len, int seq, int keys_per_block) {
+  __shared__ detail::SelectShared<kT> s;
+  __shared__ int32_t table_s[detail::kTableCap];
+  __shared__ int is_last;
+  extern __shared__ __align__(16) float4 row_smem[];
+  const int k = tx.k;
+  if (len <= k) {
+    if (blockIdx.x == 0)
+      for (int i = len + threadIdx.x; i < k; i += kT) {
+        tx.out_slots[static_cast<int64_t>(row) * k + i] = -1;
+        if (tx.out_scores) tx.out_scores[static_cast<int64_t>(row) * k + i] = -__int_as_float(0x7f800000);
+      }
+    return;
+  }
+  const int blocks = (len + keys_per_block - 1) / keys_per_block;
+  if (static_cast<int>(blockIdx.x) >= blocks) return;  // no key of this row here; not counted
+  __threadfence();  // this block's scores are visible device-wide before it is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* counter = detail::row_workspace(tx.workspace, p.rows.num_rows, row).fused_count;
+    is_last = atomicInc(counter, static_cast<unsigned>(blocks - 1)) == static_cast<unsigned>(blocks - 1);
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const float4* row4 = reinterpret_cast<const float4*>(p.scores + static_cast<int64_t>(row) * p.score_stride);
+  const int n4 = (len + 3) / 4;
+  constexpr int kUnroll = 8;  // 8 float4 loads in flight per thread: a 16K row in two L2 round trips
+  for (int base = threadIdx.x; base < n4; base += kT * kUnroll) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * kT < n4) v[u] = __ldcg(row4 + base + u * kT);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * kT < n4) row_smem[base + u * kT] = v[u];
+  }
+  const int32_t* table = p.rows.block_tables + static_cast<int64_t>(seq) * p.rows.block_table_stride;
+  const int pages = (len + p.rows.page_size - 1) / p.rows.page_size;
+  if (pages <= detail::kTableCap) {
+    for (int i = threadIdx.x; i < pages; i += kT) table_s[i] = __ldg(table + i);
+    table = table_s;
+  }
+  __syncthreads();
+  detail::block_select<kT>(s, detail::SmemSource{row_smem}, len, k,
+                           detail::SelectOut{tx.out_slots + static_cast<int64_t>(row) * k,
+                                             tx.out_scores ? tx.out_scores + static_cast<int64_t>(row) * k : nullptr, k,
+                                             table, p.rows.page_size});
+}
+
 // kWarps warps, each owning kSub * 32 consecutive keys (kSub tiles of 32 = two 16-key MMA tiles) of a
 // chunk; all of a warp's key loads are issued before its first MMA, so kSub sets the bytes in flight.
 // kRows consecutive query rows per block share the key fragments (kRows > 1 for prefill chunks).
-template <KeyFormat F, int kWarps, int kRows, int kSub>
-__global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const ScoreParams p, const int num_chunks) {
+template <KeyFormat F, int kWarps, int kRows, int kSub, int kMode>
+__global__ void __launch_bounds__(kWarps * 32)
+    indexer_scores_kernel(const ScoreParams p, const int num_chunks, const TailArgs tx) {
+  static_assert(kMode == kPlain || kRows == 1, "histogram and fused modes are decode (one row per block) only");
   using Fmt = Format<F>;
   constexpr int kRowQBytes = kHeads * Fmt::kHeadBytes;
   constexpr int kChunks = Fmt::kHeadBytes / 16;
@@ -106,9 +179,18 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
   __shared__ __align__(16) uint8_t q_smem[kRows * kRowQBytes];
   __shared__ float w_smem[kRows][kHeads];
   __shared__ int row_len_s[kRows], row_seq_s[kRows], row_bound_s[kRows];
+  __shared__ uint32_t hist_s[kMode == kHistogram ? detail::kBins : 1];
+  if constexpr (kMode == kHistogram)
+    for (int i = threadIdx.x; i < detail::kBins; i += kWarps * 32) hist_s[i] = 0;
   static_assert(sizeof(q_smem) + sizeof(w_smem) + 3 * sizeof(row_len_s) <= 48 * 1024,
                 "static shared memory must stay within 48 KB (and SM120's 99 KB per block)");
 
+  // A top-k kernel launched behind this one with programmatic dependent launch may start its prologue
+  // now (it reads no scores before griddepcontrol.wait, which waits for this whole grid and its writes).
+  // Kernels launched without the attribute are unaffected.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const RowLayout& rows = p.rows;
   const int row0 = blockIdx.y * kRows;
   const float inv_sqrt_d = 0.08838834764831845f;  // 128^-0.5
@@ -156,6 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
   // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
   int next_page[kSub][2][2];
   bool have_next_page = false;
+  constexpr bool kPrefetch = kRows == 1 && kMode != kFused;  // fused blocks own exactly one chunk
   for (int chunk = blockIdx.x; chunk < num_chunks; chunk += gridDim.x) {
     if (chunk * kKeysPerChunk >= group_max_len) break;  // chunks only grow: nothing left for this block
     const int warp_key0 = chunk * kKeysPerChunk + warp * 32 * kSub;
@@ -178,7 +261,7 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
             for (int half = 0; half < 2; ++half) {
             const int key = warp_key0 + st * 32 + m * 16 + half * 8 + g;
             if (key < bound) {
-              const int page = (kRows == 1 && have_next_page) ? next_page[st][m][half] : __ldg(table + key / page_size);
+              const int page = (kPrefetch && have_next_page) ? next_page[st][m][half] : __ldg(table + key / page_size);
               const int off = key % page_size;
               const uint8_t* rec;
               if constexpr (F == KeyFormat::kBf16) {
@@ -198,7 +281,7 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
               for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp) a[st][m][pp][half] = make_uint4(0, 0, 0, 0);
             }
           }
-        if (kRows == 1) {
+        if (kPrefetch) {
           const int next_key0 = warp_key0 + gridDim.x * kKeysPerChunk;
 #pragma unroll
           for (int st = 0; st < kSub; ++st)
@@ -259,17 +342,42 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const Score
         // Lane (g, c) stores key 16 (c >> 1) + 8 (c & 1) + g: the warp's 32 stores are one 128-byte line.
         const float out = c == 0 ? res[0][0] : c == 1 ? res[0][1] : c == 2 ? res[1][0] : res[1][1];
         const int key = key0 + 16 * (c >> 1) + 8 * (c & 1) + g;
-        // (Counting the split top-k's histogram here with global atomics was measured on the H200 and
-        // made batch-1 decode slower at long context: 39 us instead of 29 at 128K, 51 instead of 34 at
-        // 200K, all atomics landing on a few hot bins of one row. The separate pass is kept.)
-        if (key < len) p.scores[static_cast<int64_t>(row0 + r) * p.score_stride + key] = out;
+        // kHistogram counts into shared memory here and merges once per block at the end (per-key
+        // global atomics were measured on the H200: 39 us instead of 29 at 128K, hot bins of one row).
+        if (key < len) {
+          if constexpr (kMode == kFused) {
+            if (len <= tx.k) {  // the whole row is the selection: emit it in position order
+              const int64_t o = static_cast<int64_t>(row0) * tx.k + key;
+              tx.out_slots[o] = detail::slot_of(rows, row_seq_s[0], key);
+              if (tx.out_scores) tx.out_scores[o] = out;
+            } else {
+              p.scores[static_cast<int64_t>(row0) * p.score_stride + key] = out;
+            }
+          } else {
+            p.scores[static_cast<int64_t>(row0 + r) * p.score_stride + key] = out;
+          }
+          if constexpr (kMode == kHistogram)
+            if (len > tx.k) atomicAdd(&hist_s[detail::order_key(out) >> (32 - detail::kDigitBits)], 1u);
+        }
       }  // sub-tiles
     }
   }
+  if constexpr (kMode == kHistogram) {
+    // One global atomic per non-empty bin and block (per-key global atomics were measured on the H200:
+    // every one lands on a few hot bins of the row, 39 us instead of 29 at 128K).
+    __syncthreads();
+    if (row0 < rows.num_rows && row_len_s[0] > tx.k) {
+      uint32_t* hist = detail::row_workspace(tx.workspace, rows.num_rows, row0).hist;
+      for (int i = threadIdx.x; i < detail::kBins; i += kWarps * 32)
+        if (hist_s[i]) atomicAdd(hist + i, hist_s[i]);
+    }
+  }
+  if constexpr (kMode == kFused)
+    if (row0 < rows.num_rows) fused_tail<kWarps * 32>(p, tx, row0, row_len_s[0], row_seq_s[0], kKeysPerChunk);
 }
 
-template <KeyFormat F, int kWarps, int kRows, int kSub>
-cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream) {
+template <KeyFormat F, int kWarps, int kRows, int kSub, int kMode = kPlain>
+cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream, const TailArgs& tx = {}) {
   constexpr int kKeysPerChunk = kWarps * 32 * kSub;
   const int num_chunks = (p.rows.max_row_len + kKeysPerChunk - 1) / kKeysPerChunk;
   const int grid_y = (p.rows.num_rows + kRows - 1) / kRows;
@@ -281,13 +389,31 @@ cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream) {
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err == cudaSuccess)
-      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, indexer_scores_kernel<F, kWarps, kRows, kSub>, kWarps * 32, 0);
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, indexer_scores_kernel<F, kWarps, kRows, kSub, kMode>,
+                                                          kWarps * 32, 0);
     if (err != cudaSuccess) return err;
     const int target = 2 * max(resident, 1) * sms;
     grid_x = min(num_chunks, max(1, (target + grid_y - 1) / grid_y));
   }
   if (grid_y > 65535) return cudaErrorInvalidValue;
-  indexer_scores_kernel<F, kWarps, kRows, kSub><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks);
+  indexer_scores_kernel<F, kWarps, kRows, kSub, kMode><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks, tx);
+  return cudaGetLastError();
+}
+
+// Fused decode: 8 warps x 32 keys per block, one chunk per block (all of a short row's keys in flight at
+// once), the row's scores staged in dynamic shared memory by the last block (64 KB at 16K keys; with the
+// static part under SM120's 99 KB per block).
+template <KeyFormat F>
+cudaError_t launch_fused(const ScoreParams& p, const TailArgs& tx, cudaStream_t stream) {
+  constexpr int kWarps = 8, kKeys = kWarps * 32;
+  const int num_chunks = (p.rows.max_row_len + kKeys - 1) / kKeys;
+  const size_t dyn = p.rows.max_row_len > tx.k ? static_cast<size_t>(indexer_score_stride(p.rows.max_row_len)) * 4 : 0;
+  auto kernel = indexer_scores_kernel<F, kWarps, 1, 1, kFused>;
+  if (dyn > 0) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn));
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<dim3(max(num_chunks, 1), p.rows.num_rows), kWarps * 32, dyn, stream>>>(p, num_chunks, tx);
   return cudaGetLastError();
 }
 
@@ -295,7 +421,9 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 }  // namespace
 
-cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
+namespace detail {
+
+cudaError_t check_scores(const ScoreParams& p) {
   const RowLayout& rows = p.rows;
   if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0) return cudaErrorInvalidValue;
   if (rows.num_rows == 0 || rows.max_row_len == 0) return cudaSuccess;
@@ -305,16 +433,45 @@ cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
   if (p.format == KeyFormat::kFp8) {
     // Page bases must stay 16-byte aligned for the vector loads: page_size * 132 % 16 == 0.
     if (!p.q_scale || (static_cast<int64_t>(rows.page_size) * kFp8RecordBytes) % 16 != 0) return cudaErrorInvalidValue;
+  } else if (p.format != KeyFormat::kBf16) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_scores_with_histogram(const ScoreParams& p, int k, void* workspace, cudaStream_t stream) {
+  TailArgs tx;
+  tx.k = k;
+  tx.workspace = workspace;
+  return p.format == KeyFormat::kFp8 ? launch_scores<KeyFormat::kFp8, 4, 1, 1, kHistogram>(p, stream, tx)
+                                     : launch_scores<KeyFormat::kBf16, 4, 1, 1, kHistogram>(p, stream, tx);
+}
+
+cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots, float* out_scores, void* workspace,
+                                cudaStream_t stream) {
+  TailArgs tx;
+  tx.k = k;
+  tx.out_slots = out_slots;
+  tx.out_scores = out_scores;
+  tx.workspace = workspace;
+  return p.format == KeyFormat::kFp8 ? launch_fused<KeyFormat::kFp8>(p, tx, stream) : launch_fused<KeyFormat::kBf16>(p, tx, stream);
+}
+
+}  // namespace detail
+
+cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
+  const cudaError_t err = detail::check_scores(p);
+  if (err != cudaSuccess || p.rows.num_rows == 0 || p.rows.max_row_len == 0) return err;
+  const RowLayout& rows = p.rows;
+  if (p.format == KeyFormat::kFp8) {
     // Prefill chunks stage 8 rows of e4m3 q per block (32 KB); decode one row.
     // kSub = 2 (64 keys in flight per warp) needs 255 registers and spills on sm_90, where ptxas
     // emulates the e4m3 MMA; one 32-key tile per warp plus the page-id prefetch is used everywhere.
     return rows.num_rows >= 256 ? launch_scores<KeyFormat::kFp8, 8, 8, 1>(p, stream)
                                 : launch_scores<KeyFormat::kFp8, 4, 1, 1>(p, stream);
   }
-  if (p.format == KeyFormat::kBf16)
-    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4, 1>(p, stream)
-                                : launch_scores<KeyFormat::kBf16, 4, 1, 1>(p, stream);
-  return cudaErrorInvalidValue;
+  return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4, 1>(p, stream)
+                              : launch_scores<KeyFormat::kBf16, 4, 1, 1>(p, stream);
 }
 
 }  // namespace glm5rt::kernels::indexer

@@ -2,22 +2,25 @@
 // ~position), so that all keys are distinct and "equal scores: lower position wins" falls out of the
 // comparison. 11-bit digits, shared-memory histograms; d0 is the top digit's bin holding the k-th key.
 //
-// One block per row (many rows: prefill chunks):
+// One block per row (many rows: prefill chunks, big batches):
 //  pass 1 over the row: histogram of the top digit, d0 follows;
 //  pass 2 over the row: keys whose top digit > d0 are emitted, keys in bin d0 become candidates (kept in
 //          shared memory when they fit, the usual case) and are histogrammed on the next digit;
 //  further digits over the candidates only, until the bin holding the k-th key holds exactly the number
 //  still needed; then every candidate >= that bin's lower bound is emitted.
-// Split (few long rows: decode): pass 1 and pass 2 run as two grid-wide kernels over 2048-key chunks
-// (global histogram, global candidate list), then one block per row finishes the candidates.
-// Chosen for at most 64 rows longer than 16384 keys (H200: 13 us flat from 32K to 200K keys, against
-// 21 / 57 / 81 us for one block per row at 32K / 128K / 200K; one block per row wins at 8K: 10 vs 14).
+// Split (few long rows: decode): pass 1 (histogram of the top digit; counted by the scores kernel itself
+// when launch_indexer runs both) and pass 2 (filter) run grid-wide over 2048-key chunks (global histogram,
+// global candidate list), then one block per row finishes the candidates and clears the workspace header
+// for the next call. Chosen for at most 64 rows longer than 16384 keys (H200: about 13 us flat from 32K
+// to 200K keys, against 21 / 57 / 81 us for one block per row at 32K / 128K / 200K).
 // When the candidates do not fit (heavily tied or very concentrated rows) the later digits re-read the
 // row instead: slower, same result. Keys are distinct, so at the latest the last digit decides.
 // Emission writes positions first and converts them to slots in a separate loop, so that no block-table
 // load sits on a serial chain inside the passes.
 #include "kernels/indexer/indexer_common.cuh"
+#include "kernels/indexer/indexer_internal.hpp"
 #include "kernels/indexer/indexer_params.hpp"
+#include "kernels/indexer/indexer_select.cuh"
 
 #include <cstdint>
 
@@ -27,87 +30,19 @@ namespace {
 constexpr int kThreads = 1024;  // one-block-per-row and finishing kernels
 constexpr int kSplitThreads = 256;
 constexpr int kSplitChunk = 2048;  // keys per block in the split passes (8 per thread)
-constexpr int kDigitBits = 11;
-constexpr int kBins = 1 << kDigitBits;
-constexpr int kCandCap = 4608;  // candidates kept in shared memory (score key + position: 8 bytes each)
-// 64-bit key = 6 digits: shifts 53, 42, 31, 20, 9 (11 bits each), then 0 (the last 9 bits).
-constexpr int kLevels = 6;
-// Split-path workspace per row: header (histogram, emitted count, candidate count) then candidates.
-constexpr int kHeaderWords = kBins + 8;
-constexpr size_t kRowWorkspaceBytes = kHeaderWords * 4 + size_t(kCandCap) * 8;
+using detail::find_digit;
+using detail::kBins;
+using detail::kHeaderWords;
+using detail::kLevels;
+using detail::kRowWorkspaceBytes;
+using detail::level_mask;
+using detail::level_shift;
+using detail::row_workspace;
+using detail::warp_append;
+using detail::Workspace;
+constexpr int kCandCap = detail::kSplitCandCap;  // candidates kept in shared memory by the finishing kernel
 static_assert(kBins * 4 + kCandCap * 8 + 256 <= 48 * 1024, "top-k shared memory must stay within 48 KB");
 static_assert(kSplitChunk == kSplitThreads * 8, "split blocks read two float4 per thread");
-
-__device__ __forceinline__ int level_shift(int level) { return level < 5 ? 53 - 11 * level : 0; }
-__device__ __forceinline__ uint32_t level_mask(int level) { return level < 5 ? kBins - 1 : (1u << 9) - 1; }
-
-struct Workspace {
-  uint32_t* hist;       // [kBins]
-  uint32_t* out_count;  // keys emitted by the split filter
-  uint32_t* cand_count;
-  uint32_t* cand_key;   // [kCandCap]
-  uint32_t* cand_pos;   // [kCandCap]
-};
-__device__ __forceinline__ Workspace row_workspace(void* base, int num_rows, int row) {
-  uint32_t* header = static_cast<uint32_t*>(base) + static_cast<size_t>(row) * kHeaderWords;
-  uint32_t* cands = static_cast<uint32_t*>(base) + static_cast<size_t>(num_rows) * kHeaderWords +
-                    static_cast<size_t>(row) * 2 * kCandCap;
-  return {header, header + kBins, header + kBins + 1, cands, cands + kCandCap};
-}
-
-// Finds the bin d such that (keys in bins > d) < need <= (keys in bins >= d), over hist[kBins], with
-// a block of kT threads (each owns kBins / kT consecutive bins, scanned from the top).
-// Writes *digit and *above (keys in bins above d); warp_sum has kT / 32 entries. Ends with a barrier.
-template <int kT>
-__device__ void find_digit(const uint32_t* hist, uint32_t* warp_sum, uint32_t need, uint32_t* digit, uint32_t* above) {
-  constexpr int kPer = kBins / kT;
-  constexpr int kWarps = kT / 32;
-  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-  const int top = kBins - 1 - t * kPer;
-  uint32_t local = 0;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) local += hist[top - i];
-  uint32_t v = local;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t n = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += n;
-  }
-  if (lane == 31) warp_sum[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    uint32_t w = lane < kWarps ? warp_sum[lane] : 0u;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t n = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += n;
-    }
-    if (lane < kWarps) warp_sum[lane] = w;  // inclusive prefix over warps
-  }
-  __syncthreads();
-  uint32_t running = (warp > 0 ? warp_sum[warp - 1] : 0u) + v - local;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const uint32_t h = hist[top - i];
-    if (running < need && need <= running + h) {
-      *digit = top - i;
-      *above = running;
-    }
-    running += h;
-  }
-  __syncthreads();
-}
-
-// Warp-aggregated append: one shared atomic per warp. All 32 lanes must call it.
-__device__ __forceinline__ int warp_append(bool pred, uint32_t* counter) {
-  const uint32_t mask = __ballot_sync(0xffffffffu, pred);
-  if (mask == 0) return -1;
-  const int lane = threadIdx.x % 32, leader = __ffs(mask) - 1;
-  uint32_t base = 0;
-  if (lane == leader) base = atomicAdd(counter, static_cast<uint32_t>(__popc(mask)));
-  base = __shfl_sync(0xffffffffu, base, leader);
-  return pred ? static_cast<int>(base + __popc(mask & ((1u << lane) - 1))) : -1;
-}
 
 // Calls f(valid, pos, score_key) for every position of row[0, len), all lanes of a warp together (f may
 // use warp collectives; `valid` is false for padding lanes). float4 loads, unrolled, 1024 threads.
@@ -244,7 +179,11 @@ __device__ __forceinline__ RowOut row_out(const TopkParams& p, int row) {
           p.k};
 }
 
-// ---- one block per row ----
+// ---- one block per row (unchanged from c483cf5; rows of k < len <= 16384 take the register select of
+// indexer_topk_reg.cu by default) ----
+// (block_select of indexer_select.cuh, linear bins from L2, replaced this kernel for one H200 run and was
+// slower everywhere: 12.1 against 10.3 us at 8K, 27.9 / 71 / 99 against 21 / 57 / 81 us at 32K / 128K /
+// 200K, 134 against 117 us for the prefill chunk; so this kernel stays.)
 __global__ void __launch_bounds__(kThreads) topk_row_kernel(const TopkParams p) {
   __shared__ TopkShared s;
   const int row = blockIdx.x;
@@ -415,6 +354,9 @@ __global__ void __launch_bounds__(kThreads) topk_split_finish_kernel(const TopkP
   const Workspace ws = row_workspace(p.workspace, p.rows.num_rows, row);
   for (int i = threadIdx.x; i < kBins; i += kThreads) s.hist[i] = __ldcg(ws.hist + i);
   __syncthreads();
+  // The histogram and counters are consumed: leave the header zero for the next call (no memset node).
+  for (int i = threadIdx.x; i < kBins; i += kThreads) ws.hist[i] = 0;
+  if (threadIdx.x == 0) *ws.out_count = *ws.cand_count = 0;
   find_digit<kThreads>(s.hist, s.warp_sum, k, &s.digit, &s.above);
   const uint32_t d0 = s.digit, above = s.above, need = k - above, bin = s.hist[d0];
   if (bin == need) return;  // the filter emitted bin d0 whole: nothing left
@@ -437,73 +379,67 @@ __global__ void __launch_bounds__(kThreads) topk_split_finish_kernel(const TopkP
 
 size_t indexer_topk_workspace_bytes(int num_rows) { return num_rows > 0 ? size_t(num_rows) * kRowWorkspaceBytes : 0; }
 
-namespace {
+cudaError_t clear_indexer_topk_workspace(void* workspace, size_t bytes, cudaStream_t stream) {
+  if (!workspace || bytes == 0) return cudaSuccess;
+  return cudaMemsetAsync(workspace, 0, bytes, stream);
+}
+
+namespace detail {
 
 cudaError_t check_topk(const TopkParams& p) {
   const RowLayout& rows = p.rows;
-  if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1)
+  if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1 ||
+      p.row_kernel < -1 || p.row_kernel > 1)
     return cudaErrorInvalidValue;
+  if (p.row_kernel == 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   if (rows.num_rows == 0) return cudaSuccess;
   if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.scores || !p.out_slots) return cudaErrorInvalidValue;
   if ((reinterpret_cast<uintptr_t>(p.scores) & 15u) != 0 || p.score_stride % 4 != 0 || p.score_stride < rows.max_row_len)
     return cudaErrorInvalidValue;
-  const bool have_workspace = p.workspace && p.workspace_bytes >= indexer_topk_workspace_bytes(rows.num_rows) &&
-                              (reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0;
-  if (p.split == 1 && (!have_workspace || rows.num_rows > 65535)) return cudaErrorInvalidValue;
+  if (p.split == 1 && (!topk_workspace_ok(p) || rows.num_rows > 65535)) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
 
-// Few long rows (decode): one block per row would leave most SMs idle while it reads its row twice.
+bool topk_workspace_ok(const TopkParams& p) {
+  return p.workspace && p.workspace_bytes >= indexer_topk_workspace_bytes(p.rows.num_rows) &&
+         (reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0;
+}
+
+// Few long rows (decode): one block per row would leave most SMs idle while it reads its row.
 bool use_split(const TopkParams& p) {
-  const bool have_workspace = p.workspace && p.workspace_bytes >= indexer_topk_workspace_bytes(p.rows.num_rows) &&
-                              (reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0;
-  return p.split == 1 || (p.split == -1 && have_workspace && p.rows.num_rows <= 64 && p.rows.max_row_len > 16384);
+  return p.split == 1 || (p.split == -1 && topk_workspace_ok(p) && p.rows.num_rows <= 64 && p.rows.max_row_len > 16384);
 }
 
-cudaError_t clear_split_header(const TopkParams& p, cudaStream_t stream) {
-  return cudaMemsetAsync(p.workspace, 0, size_t(p.rows.num_rows) * kHeaderWords * 4, stream);
+// The register select by default where it measured faster (H200, 58665b5): rows longer than k and at
+// most 16384 keys (8K, top-k alone: 7.65 against 8.95 us; prefill 4K x 4K: 83.5 against 118 us). When no
+// row needs a selection (max_row_len <= k) the round-1 kernel's short-row path is faster (1.40 against
+// 2.06 us at 1K), so it stays there.
+bool use_reg_select(const TopkParams& p) {
+  return p.row_kernel == 1 || (p.row_kernel == -1 && p.rows.max_row_len > p.k && p.rows.max_row_len <= kRegSelectMaxRowLen);
 }
 
-cudaError_t launch_topk_impl(const TopkParams& p, cudaStream_t stream) {
-  if (!use_split(p)) {
-    topk_row_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
-    return cudaGetLastError();
-  }
-  const cudaError_t err = clear_split_header(p, stream);
-  if (err != cudaSuccess) return err;
+cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores) {
+  if (use_reg_select(p)) return launch_topk_reg(p, after_scores, stream);
+  topk_row_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_topk_split(const TopkParams& p, bool histogram_done, cudaStream_t stream) {
   const dim3 grid((p.rows.max_row_len + kSplitChunk - 1) / kSplitChunk, p.rows.num_rows);
   if (grid.x > 0) {
-    topk_split_hist_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
+    if (!histogram_done) topk_split_hist_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
     topk_split_filter_kernel<<<grid, kSplitThreads, 0, stream>>>(p);
   }
   topk_split_finish_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
-}  // namespace
+}  // namespace detail
 
 cudaError_t launch_indexer_topk(const TopkParams& p, cudaStream_t stream) {
-  const cudaError_t err = check_topk(p);
+  const cudaError_t err = detail::check_topk(p);
   if (err != cudaSuccess || p.rows.num_rows == 0) return err;
-  return launch_topk_impl(p, stream);
-}
-
-cudaError_t launch_indexer(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,
-                           size_t topk_workspace_bytes, cudaStream_t stream) {
-  TopkParams tp;
-  tp.rows = sp.rows;
-  tp.k = k;
-  tp.scores = sp.scores;
-  tp.score_stride = sp.score_stride;
-  tp.out_slots = out_slots;
-  tp.out_scores = out_scores;
-  tp.workspace = topk_workspace;
-  tp.workspace_bytes = topk_workspace_bytes;
-  cudaError_t err = check_topk(tp);  // before anything is queued
-  if (err != cudaSuccess) return err;
-  err = launch_indexer_scores(sp, stream);
-  if (err != cudaSuccess || sp.rows.num_rows == 0) return err;
-  return launch_topk_impl(tp, stream);
+  return detail::use_split(p) ? detail::launch_topk_split(p, false, stream) : detail::launch_topk_row(p, stream);
 }
 
 }  // namespace glm5rt::kernels::indexer

@@ -100,6 +100,10 @@ struct MoeParams {
   int prefill_tile_rows = 0;
   int prefill_mma = 0;  // Fp8GemmParams::prefill_mma
   int decode_depth = 0;  // Fp8GemmParams::decode_depth
+  int decode_kernel = 0;  // Fp8GemmParams::decode_kernel
+  // Front (selection + permutation + quantisation): 0 automatic (one fused kernel up to 32 tokens),
+  // 1 always the separate kernels (benchmarks, tests).
+  int front_path = 0;
   // Programmatic dependent launch between the block's kernels (on GPUs with compute capability 9.0+).
   bool pdl = true;
   // Optional (benchmarks): 7 events recorded after route, permute, quantise, gate_up GEMM, SwiGLU,

@@ -1,9 +1,11 @@
 // The MoE block as one sequence of launches on one stream (no host synchronisation, graph-capturable):
 // route -> permute -> quantise x -> gate_up grouped GEMM -> SwiGLU + quantise -> down grouped GEMM ->
-// combine. The shared expert is one more group holding every token.
+// combine. The shared expert is one more group holding every token. Up to kMoeFrontMaxTokens tokens,
+// selection + permutation + quantisation run as one fused kernel after the logits (moe_front.cu).
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
+#include "kernels/moe/moe_internal.h"
 
 namespace glm5rt::kernels {
 namespace {
@@ -89,8 +91,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.logits = static_cast<float*>(at(l.logits));
   rp.topk_ids = ids;
   rp.topk_weights = wts;
-  if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;
-  if (cudaError_t e = mark(0); e != cudaSuccess) return e;
 
   PermuteParams pp;
   pp.pdl = pdl;
@@ -107,14 +107,29 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   pp.slot_row = static_cast<int*>(at(l.slot_row));
   const int tile_rows = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
   pp.tile_rows = tile_rows;
-  if (cudaError_t e = moe_permute(pp, stream); e != cudaSuccess) return e;
-  if (cudaError_t e = mark(1); e != cudaSuccess) return e;
-
   uint8_t* xq = static_cast<uint8_t*>(at(l.xq));
   float* xs = static_cast<float*>(at(l.xs));
-  if (cudaError_t e = fp8_quantize_groups(p.x, H, T, H, xq, H, xs, H / kFp8Block, stream, pdl); e != cudaSuccess)
-    return e;
-  if (cudaError_t e = mark(2); e != cudaSuccess) return e;
+
+  // Front: expert choice, permutation, activation quantisation. Stage events: 0 after the router (the
+  // logits only on the fused path), 1 after the permutation (the fused kernel), 2 after quantisation
+  // (recorded right after 1 on the fused path). Caller-forced routing fits here: skip the logits /
+  // moe_route, run moe_front with select = false (or moe_permute + quantisation) with pp.topk_ids and
+  // the combine's weights pointing at the caller's arrays.
+  if (T <= kMoeFrontMaxTokens && p.front_path == 0) {
+    if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
+    if (cudaError_t e = mark(0); e != cudaSuccess) return e;
+    if (cudaError_t e = moe_front(rp, /*select=*/true, pp, xq, xs, stream); e != cudaSuccess) return e;
+    if (cudaError_t e = mark(1); e != cudaSuccess) return e;
+    if (cudaError_t e = mark(2); e != cudaSuccess) return e;
+  } else {
+    if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;
+    if (cudaError_t e = mark(0); e != cudaSuccess) return e;
+    if (cudaError_t e = moe_permute(pp, stream); e != cudaSuccess) return e;
+    if (cudaError_t e = mark(1); e != cudaSuccess) return e;
+    if (cudaError_t e = fp8_quantize_groups(p.x, H, T, H, xq, H, xs, H / kFp8Block, stream, pdl); e != cudaSuccess)
+      return e;
+    if (cudaError_t e = mark(2); e != cudaSuccess) return e;
+  }
 
   // Rows per routed expert on average; the shared group has T rows. The path choice uses the routed
   // average since routed experts hold almost all of the groups.
@@ -146,6 +161,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.prefill_tile_rows = tile_rows;
   g1.prefill_mma = p.prefill_mma;
   g1.decode_depth = p.decode_depth;
+  g1.decode_kernel = p.decode_kernel;
   g1.pdl = pdl;
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
@@ -170,6 +186,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.part_rows = H;
   g2.c = static_cast<__nv_bfloat16*>(at(l.y));
   g2.ldc = H;
+  // The permutation ran two launches earlier (gate_up and SwiGLU since): the down GEMM may start
+  // streaming its weights while SwiGLU runs.
+  g2.group_info_ready = true;
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
 

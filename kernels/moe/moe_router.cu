@@ -1,209 +1,234 @@
 // Router: float32 logits in router_math's fixed order, then per-token sigmoid / bias / group / top-k
 // selection by one warp per token with deterministic ties (lower expert id wins).
-#include <climits>
-
+//
+// The logit order (router_math.h) fixes which lane accumulates which elements and the butterfly that
+// combines the lanes; within that contract two kernels:
+//   few tokens (<= 16): the 3 MB gate weight must stream at full bandwidth, so one warp per expert, two
+//     experts per block (128 blocks for 256 experts: every SM busy), x staged once per block in shared
+//     memory, and every lane issues all of its (up to 24) 16-byte weight loads before consuming the first;
+//   many tokens: FMA-bound (T x E x H fp32 fmas), so a block computes a 16-token x 16-expert tile, x and
+//     the weights staged through a 3-stage cp.async ring in shared memory, each warp an 8 x 8 register
+//     tile (the same 32-lane split of K, 64 accumulators per lane).
 #include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
+#include "kernels/moe/moe_internal.h"
 #include "kernels/moe/router_math.h"
+#include "kernels/moe/router_select.cuh"
 
 namespace glm5rt::kernels {
 namespace {
 
-constexpr int kLogitWarps = 8;
+__device__ __forceinline__ void bf16x8_to_float(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    f[2 * j] = __uint_as_float(w[j] << 16);
+    f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  }
+}
 
-// Block: 8 warps; warp w computes experts (blockIdx.y * 8 + w) * EPW + i for TOK tokens.
-template <int TOK, int EPW>
-__global__ void __launch_bounds__(kLogitWarps * 32) router_logits_kernel(const RouterParams p) {
+// Butterfly of router_math: v += v[lane ^ m], m = 16 .. 1; lane 0 holds the logit.
+__device__ __forceinline__ float lane_butterfly(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+// ---- few tokens ----
+constexpr int kSmallWarps = 2;   // experts per block, one per warp
+constexpr int kSmallBatch = 24;  // 16-byte weight loads per lane in flight (hidden 6144: the whole row)
+constexpr int kSmallMaxTokens = 16;
+constexpr int kSmallSmemLimit = 48 * 1024;  // dynamic shared memory without an opt-in
+
+template <int TOK>
+__global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(const RouterParams p) {
   detail::pdl_wait_and_release();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int e0 = (blockIdx.y * kLogitWarps + warp) * EPW;
-  const int t0 = blockIdx.x * TOK;
-  if (e0 >= p.num_experts) return;
-  float acc[EPW][TOK];
-#pragma unroll
-  for (int i = 0; i < EPW; ++i)
-#pragma unroll
-    for (int t = 0; t < TOK; ++t) acc[i][t] = 0.f;
+  extern __shared__ __align__(16) uint8_t router_smem[];
+  uint4* xs = reinterpret_cast<uint4*>(router_smem);  // [TOK][chunks] bf16 x 8
   const int chunks = p.hidden / 8;
-  // Unrolled so that several 16-byte loads per lane are in flight (the order of the fma chain per lane is
-  // unchanged: unrolling does not reassociate).
-#pragma unroll 6
-  for (int ch = lane; ch < chunks; ch += 32) {
-    float xf[TOK][8];
+  const int t0 = blockIdx.x * TOK;
+  for (int i = threadIdx.x; i < TOK * chunks; i += blockDim.x) {
+    const int t = i / chunks, ch = i - t * chunks;
+    xs[i] = t0 + t < p.tokens ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(t0 + t) * p.ldx) + ch)
+                              : make_uint4(0, 0, 0, 0);
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int e = blockIdx.y * kSmallWarps + warp;
+  if (e >= p.num_experts) return;
+  const uint4* wrow = reinterpret_cast<const uint4*>(p.weight + static_cast<size_t>(e) * p.hidden);
+  float acc[TOK];
 #pragma unroll
-    for (int t = 0; t < TOK; ++t) {
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (t0 + t < p.tokens)
-        v = __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(t0 + t) * p.ldx) + ch);
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+  for (int t = 0; t < TOK; ++t) acc[t] = 0.f;
+  for (int base = lane; base < chunks; base += 32 * kSmallBatch) {
+    uint4 wv[kSmallBatch];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        xf[t][2 * j] = __low2float(h[j]);
-        xf[t][2 * j + 1] = __high2float(h[j]);
-      }
+    for (int j = 0; j < kSmallBatch; ++j) {
+      const int ch = base + 32 * j;
+      wv[j] = ch < chunks ? __ldg(wrow + ch) : make_uint4(0, 0, 0, 0);
     }
+    // Consumed in increasing chunk order: the per-lane fma chain of router_math.
 #pragma unroll
-    for (int i = 0; i < EPW; ++i) {
-      if (e0 + i >= p.num_experts) break;
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p.weight + static_cast<size_t>(e0 + i) * p.hidden) + ch);
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-      float wf[8];
+    for (int j = 0; j < kSmallBatch; ++j) {
+      const int ch = base + 32 * j;
+      if (ch < chunks) {
+        float wf[8];
+        bf16x8_to_float(wv[j], wf);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        wf[2 * j] = __low2float(h[j]);
-        wf[2 * j + 1] = __high2float(h[j]);
+        for (int t = 0; t < TOK; ++t) {
+          float xf[8];
+          bf16x8_to_float(xs[t * chunks + ch], xf);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) acc[t] = __fmaf_rn(xf[k], wf[k], acc[t]);
+        }
       }
-#pragma unroll
-      for (int t = 0; t < TOK; ++t)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][t] = __fmaf_rn(xf[t][j], wf[j], acc[i][t]);
     }
   }
 #pragma unroll
-  for (int i = 0; i < EPW; ++i)
-#pragma unroll
-    for (int t = 0; t < TOK; ++t) {
-      float v = acc[i][t];
-#pragma unroll
-      for (int m = 16; m > 0; m >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, m));
-      if (lane == 0 && e0 + i < p.num_experts && t0 + t < p.tokens)
-        p.logits[static_cast<size_t>(t0 + t) * p.num_experts + e0 + i] = v;
-    }
+  for (int t = 0; t < TOK; ++t) {
+    const float v = lane_butterfly(acc[t]);
+    if (lane == 0 && t0 + t < p.tokens) p.logits[static_cast<size_t>(t0 + t) * p.num_experts + e] = v;
+  }
 }
 
-__device__ __forceinline__ bool better(float v, int e, float bv, int be) {
-  return v > bv || (v == bv && e < be);
+// ---- many tokens ----
+constexpr int kBigTok = 16, kBigExp = 16, kBigWarps = 4, kBigStages = 3;
+constexpr int kBigRows = kBigTok + kBigExp;              // smem rows per stage: x rows, then weight rows
+constexpr int kBigRowBytes = 32 * 16;                    // one K step: 32 lanes x 8 bf16
+constexpr int kBigStageBytes = kBigRows * kBigRowBytes;  // 16 KB
+constexpr int kBigSmem = kBigStages * kBigStageBytes;    // 48 KB
+constexpr int kBigCopies = kBigRows * 32 / (kBigWarps * 32);  // 16-byte copies per thread per stage
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void warp_argmax(float& v, int& e) {
+
+__global__ void __launch_bounds__(kBigWarps * 32, 2) router_logits_big_kernel(const RouterParams p) {
+  detail::pdl_wait_and_release();
+  extern __shared__ __align__(16) uint8_t router_smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int t0 = blockIdx.x * kBigTok, e0 = blockIdx.y * kBigExp;
+  const int chunks = p.hidden / 8, steps = (chunks + 31) / 32;
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(router_smem));
+
+  // Thread tid copies chunk `lane` of rows warp + 4 i (i < 8) of each stage.
+  auto row_src = [&](int r, bool& ok) -> const __nv_bfloat16* {
+    if (r < kBigTok) {
+      ok = t0 + r < p.tokens;
+      return p.x + static_cast<size_t>(ok ? t0 + r : 0) * p.ldx;
+    }
+    ok = e0 + r - kBigTok < p.num_experts;
+    return p.weight + static_cast<size_t>(ok ? e0 + r - kBigTok : 0) * p.hidden;
+  };
+  auto load_stage = [&](int stage, int step) {
+    const int ch = step * 32 + lane;
 #pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, m);
-    const int oe = __shfl_xor_sync(0xffffffffu, e, m);
-    if (better(ov, oe, v, e)) { v = ov; e = oe; }
+    for (int i = 0; i < kBigCopies; ++i) {
+      const int r = warp + kBigWarps * i;
+      bool ok;
+      const __nv_bfloat16* src = row_src(r, ok);
+      ok = ok && ch < chunks;
+      cp_async16(sbase + stage * kBigStageBytes + r * kBigRowBytes + lane * 16,
+                 reinterpret_cast<const uint4*>(src) + (ok ? ch : 0), ok ? 16 : 0);
+    }
+  };
+
+  const int wt = warp / 2, we = warp % 2;  // warp tile: tokens wt*8 .. +8, experts we*8 .. +8
+  float acc[8][8];
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[t][e] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kBigStages - 1; ++s) {
+    if (s < steps) load_stage(s, s);
+    asm volatile("cp.async.commit_group;\n" ::);
   }
+  for (int step = 0; step < steps; ++step) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kBigStages - 2));
+    __syncthreads();  // stage `step` visible to all; the stage refilled below is no longer read
+    {
+      const int nx = step + kBigStages - 1;
+      if (nx < steps) load_stage(nx % kBigStages, nx);
+      asm volatile("cp.async.commit_group;\n" ::);
+    }
+    if (step * 32 + lane < chunks) {  // lanes past the end of K add nothing (as in the CPU order)
+      const uint8_t* st = router_smem + (step % kBigStages) * kBigStageBytes + lane * 16;
+      float wf[8][8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        bf16x8_to_float(*reinterpret_cast<const uint4*>(st + (kBigTok + we * 8 + e) * kBigRowBytes), wf[e]);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        float xf[8];
+        bf16x8_to_float(*reinterpret_cast<const uint4*>(st + (wt * 8 + t) * kBigRowBytes), xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+#pragma unroll
+          for (int k = 0; k < 8; ++k) acc[t][e] = __fmaf_rn(xf[k], wf[e][k], acc[t][e]);
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+#pragma unroll
+  for (int t = 0; t < 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float v = lane_butterfly(acc[t][e]);
+      const int tok = t0 + wt * 8 + t, ex = e0 + we * 8 + e;
+      if (lane == 0 && tok < p.tokens && ex < p.num_experts)
+        p.logits[static_cast<size_t>(tok) * p.num_experts + ex] = v;
+    }
 }
 
 constexpr int kSelectWarps = 8;
-constexpr int kPerLane = kRouterMaxExperts / 32;
 
 __global__ void __launch_bounds__(kSelectWarps * 32) router_select_kernel(const RouterParams p) {
   detail::pdl_wait_and_release();
   __shared__ float c_sh[kSelectWarps][kRouterMaxExperts];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const int t = blockIdx.x * kSelectWarps + warp;
   if (t >= p.tokens) return;
-  const float* lg = p.logits + static_cast<size_t>(t) * p.num_experts;
-  float s[kPerLane], c[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    s[j] = 0.f;
-    c[j] = -INFINITY;
-    if (e < p.num_experts) {
-      s[j] = router_math::sigmoid(lg[e]);
-      c[j] = __fadd_rn(s[j], p.bias[e]);
-      c_sh[warp][e] = c[j];
-    }
-  }
-  __syncwarp();
-  const int gs = p.num_experts / p.n_group;
-  uint32_t keep = 0xffffffffu;
-  if (p.n_group > 1) {
-    float gscore = -INFINITY;
-    if (lane < p.n_group) {
-      float top1 = -INFINITY, top2 = -INFINITY;
-      for (int e = lane * gs; e < (lane + 1) * gs; ++e) {
-        const float v = c_sh[warp][e];
-        if (v > top1) { top2 = top1; top1 = v; } else if (v > top2) { top2 = v; }
-      }
-      gscore = __fadd_rn(top1, top2);
-    }
-    keep = 0;
-    for (int r = 0; r < p.topk_group; ++r) {
-      float v = (lane < p.n_group && !((keep >> lane) & 1u)) ? gscore : -INFINITY;
-      int e = (lane < p.n_group && !((keep >> lane) & 1u)) ? lane : INT_MAX;
-      if (v != v) v = -INFINITY;
-      warp_argmax(v, e);
-      if (e < 32) keep |= 1u << e;
-    }
-  }
-  // Candidates: c in kept groups, 0.0 elsewhere (transformers' masked_fill); NaN never wins.
-  float cand[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    float v = c[j];
-    if (e < p.num_experts && !((keep >> (e / gs)) & 1u)) v = 0.0f;
-    if (v != v) v = -INFINITY;
-    cand[j] = v;
-  }
-  uint32_t taken = 0;  // bit j: this lane's expert lane + 32 j already chosen
-  int ids[kRouterMaxTopK];
-  float wts[kRouterMaxTopK];
-#pragma unroll
-  for (int r = 0; r < kRouterMaxTopK; ++r) {
-    ids[r] = -1;
-    wts[r] = 0.f;
-    if (r >= p.top_k) continue;
-    float bv = -INFINITY;
-    int be = INT_MAX;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < p.num_experts && !((taken >> j) & 1u) && better(cand[j], e, bv, be)) { bv = cand[j]; be = e; }
-    }
-    warp_argmax(bv, be);
-    ids[r] = be;
-    if ((be & 31) == lane) taken |= 1u << (be / 32);
-    // The sigmoid score of the winner, from its owning lane.
-    float sv = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j)
-      if (lane + 32 * j == be) sv = s[j];
-    wts[r] = __shfl_sync(0xffffffffu, sv, be & 31);
-  }
-  if (lane == 0) {
-    float denom = 1.0f;
-    if (p.norm_topk_prob) {
-      float sum = 0.f;
-      for (int r = 0; r < p.top_k; ++r) sum = __fadd_rn(sum, wts[r]);
-      denom = __fadd_rn(sum, 1e-20f);
-    }
-    for (int r = 0; r < p.top_k; ++r) {
-      float w = wts[r];
-      if (p.norm_topk_prob) w = __fdiv_rn(w, denom);
-      p.topk_ids[static_cast<size_t>(t) * p.top_k + r] = ids[r];
-      p.topk_weights[static_cast<size_t>(t) * p.top_k + r] = __fmul_rn(w, p.routed_scaling_factor);
-    }
-  }
+  detail::router_select_token(p, t, c_sh[warp]);
+}
+
+bool router_params_ok(const RouterParams& p) {
+  return !(p.tokens < 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.num_experts < 1 ||
+           p.num_experts > kRouterMaxExperts || p.top_k < 1 || p.top_k > kRouterMaxTopK || p.top_k > p.num_experts ||
+           p.n_group < 1 || p.n_group > kRouterMaxGroups || p.num_experts % p.n_group != 0 || p.topk_group < 1 ||
+           p.topk_group > p.n_group || (p.n_group > 1 && p.num_experts / p.n_group < 2) || p.ldx < p.hidden ||
+           p.ldx % 8 != 0);
+}
+
+template <int TOK>
+cudaError_t launch_small(const RouterParams& p, cudaStream_t stream) {
+  const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kSmallWarps - 1) / kSmallWarps);
+  return detail::launch(router_logits_small_kernel<TOK>, grid, dim3(kSmallWarps * 32),
+                        static_cast<size_t>(TOK) * p.hidden * 2, stream, p.pdl, p);
 }
 
 }  // namespace
 
+cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream) {
+  if (!router_params_ok(p)) return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  if (!p.x || !p.weight || !p.logits) return cudaErrorInvalidValue;
+  if (p.tokens <= kSmallMaxTokens && 4 * p.hidden * 2 <= kSmallSmemLimit) {
+    if (p.tokens == 1) return launch_small<1>(p, stream);
+    if (p.tokens == 2) return launch_small<2>(p, stream);
+    return launch_small<4>(p, stream);
+  }
+  const dim3 grid((p.tokens + kBigTok - 1) / kBigTok, (p.num_experts + kBigExp - 1) / kBigExp);
+  if (grid.y > 65535) return cudaErrorInvalidValue;
+  return detail::launch(router_logits_big_kernel, grid, dim3(kBigWarps * 32), kBigSmem, stream, p.pdl, p);
+}
+
 cudaError_t moe_route(const RouterParams& p, cudaStream_t stream) {
-  if (p.tokens < 0 || p.hidden <= 0 || p.hidden % 8 != 0 || p.num_experts < 1 ||
-      p.num_experts > kRouterMaxExperts || p.top_k < 1 || p.top_k > kRouterMaxTopK || p.top_k > p.num_experts ||
-      p.n_group < 1 || p.n_group > kRouterMaxGroups || p.num_experts % p.n_group != 0 || p.topk_group < 1 ||
-      p.topk_group > p.n_group || (p.n_group > 1 && p.num_experts / p.n_group < 2) || p.ldx < p.hidden ||
-      p.ldx % 8 != 0)
-    return cudaErrorInvalidValue;
+  if (!router_params_ok(p)) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   if (!p.x || !p.weight || !p.bias || !p.logits || !p.topk_ids || !p.topk_weights) return cudaErrorInvalidValue;
-  // Few tokens: one expert per warp so that the 3 MB gate weight is spread over many SMs.
-  // Many tokens: 4 experts x 8 tokens per warp to cut the gate weight's re-reads from L2.
-  if (p.tokens <= 16) {
-    constexpr int TOK = 4, EPW = 1;
-    const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kLogitWarps * EPW - 1) / (kLogitWarps * EPW));
-    if (cudaError_t e = detail::launch(router_logits_kernel<TOK, EPW>, grid, dim3(kLogitWarps * 32), 0, stream, p.pdl, p);
-        e != cudaSuccess)
-      return e;
-  } else {
-    constexpr int TOK = 8, EPW = 4;
-    const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kLogitWarps * EPW - 1) / (kLogitWarps * EPW));
-    if (cudaError_t e = detail::launch(router_logits_kernel<TOK, EPW>, grid, dim3(kLogitWarps * 32), 0, stream, p.pdl, p);
-        e != cudaSuccess)
-      return e;
-  }
+  if (cudaError_t e = moe_router_logits(p, stream); e != cudaSuccess) return e;
   return detail::launch(router_select_kernel, dim3((p.tokens + kSelectWarps - 1) / kSelectWarps),
                         dim3(kSelectWarps * 32), 0, stream, p.pdl, p);
 }

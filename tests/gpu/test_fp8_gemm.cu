@@ -37,6 +37,7 @@ struct GroupedCase {
   int tile_rows = 64;  // prefill tile rows (64 or 128)
   int mma = 0;         // Fp8GemmParams::prefill_mma
   int depth = 0;       // Fp8GemmParams::decode_depth
+  int decode_kernel = 0;  // Fp8GemmParams::decode_kernel (0 automatic, 1 register ring, 2 cp.async ring)
 };
 
 // Runs one (possibly grouped) GEMM against the CPU reference.
@@ -122,6 +123,7 @@ void run_case(const GroupedCase& tc) {
   p.prefill_tile_rows = tc.tile_rows;
   p.prefill_mma = tc.mma;
   p.decode_depth = tc.depth;
+  p.decode_kernel = tc.decode_kernel;
   CUDA_OK(k::fp8_gemm(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto hc = dc.download();
@@ -184,6 +186,17 @@ TEST_CASE("fp8 quantize_groups matches the CPU rule bit for bit") {
 TEST_CASE("fp8 gemm dense, decode path, GLM-5 kv_a shape (partial 128-row block)") {
   run_case({576, 6144, 1, {3}, false, k::Fp8GemmPath::decode});
   run_case({576, 6144, 1, {5}, false, k::Fp8GemmPath::decode, 64, 0, 3});  // 3 K blocks in flight
+}
+
+TEST_CASE("fp8 gemm decode, both kernels (register ring, cp.async ring), 1-token-tile groups") {
+  // <= 4 rows per group on average: the 1-token-tile decode kernels; the group of 12 rows takes two
+  // 8-token passes. Automatic (cp.async ring where the grid fits one wave), then each kernel forced.
+  const std::vector<int> counts = {1, 0, 2, 1, 12, 1, 0, 3};
+  for (int dk : {0, 1, 2}) {
+    run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, dk});  // gate|up, gathered rows
+    run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, dk});  // down
+    run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk});       // dense kv_a, 1 token
+  }
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {

@@ -3,6 +3,8 @@
 // float32 top-k through the bf16 and FP8 paths. Inputs are fresh random data every run (seed printed).
 #include "tests/gpu/indexer_reference.hpp"
 
+#include "kernels/indexer/indexer_select.cuh"
+
 #include <doctest/doctest.h>
 
 #include <cuda_runtime.h>
@@ -79,7 +81,8 @@ struct Tables {
 };
 
 // Runs launch_indexer_topk on host score rows and checks each row's set against the exact reference.
-void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int split) {
+void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int split,
+                          int row_kernel = -1, int page_size = 64) {
   const int T = static_cast<int>(rows_scores.size());
   std::vector<int32_t> lens(T), seqs(T);
   int max_len = 0;
@@ -91,7 +94,7 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
   const int64_t stride = ki::indexer_score_stride(max_len) + 4;  // slack that must never be read
   std::vector<float> scores(static_cast<size_t>(T) * stride, std::nanf(""));  // NaN past each row's end
   for (int t = 0; t < T; ++t) std::copy(rows_scores[t].begin(), rows_scores[t].end(), scores.begin() + t * stride);
-  Tables tables(lens, rng);
+  Tables tables(lens, rng, page_size);
   DeviceBuffer<float> d_scores(scores);
   DeviceBuffer<int32_t> d_lens(lens), d_seqs(seqs), d_tables(tables.tables);
   DeviceBuffer<int32_t> d_out(static_cast<size_t>(T) * k);
@@ -113,14 +116,24 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
   p.out_slots = d_out.ptr;
   p.out_scores = d_out_scores.ptr;
   DeviceBuffer<uint8_t> workspace(ki::indexer_topk_workspace_bytes(T));
-  workspace.fill_bytes(0x5C);  // garbage: the split path must initialise what it uses
+  workspace.fill_bytes(0x5C);  // garbage past the header must not matter
+  CUDA_OK(ki::clear_indexer_topk_workspace(workspace.ptr, static_cast<size_t>(T) * ki::detail::kHeaderWords * 4, nullptr));
   p.workspace = workspace.ptr;
   p.workspace_bytes = workspace.count;
   p.split = split;
+  p.row_kernel = row_kernel;
+  // Twice on the same workspace: each call must leave the header zero for the next (no clearing per call).
+  CUDA_OK(ki::launch_indexer_topk(p, nullptr));
   CUDA_OK(ki::launch_indexer_topk(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto out = d_out.download();
   const auto out_scores = d_out_scores.download();
+  {
+    const auto ws = workspace.download();
+    bool header_zero = true;
+    for (size_t i = 0; i < static_cast<size_t>(T) * ki::detail::kHeaderWords * 4; ++i) header_zero &= ws[i] == 0;
+    CHECK_MESSAGE(header_zero, "the top-k workspace header is not zero after the call");
+  }
   for (int t = 0; t < T; ++t) {
     const auto ref = ref_topk_positions(rows_scores[t].data(), lens[t], k);
     std::multiset<int32_t> want, got;
@@ -145,7 +158,8 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
       }();
       scores_ok &= pos >= 0 && !std::isnan(sc) && ki::detail::order_key(sc) == ki::detail::order_key(rows_scores[t][pos]);
     }
-    INFO("row " << t << " len " << lens[t] << " k " << k << (split ? " (split path)" : " (one block per row)"));
+    INFO("row " << t << " len " << lens[t] << " k " << k << " page size " << page_size
+                << (split == 1 ? " (split path)" : row_kernel == 1 ? " (register select)" : " (one block per row)"));
     CHECK(padding == std::max(0, k - lens[t]));
     CHECK(got == want);
     CHECK(scores_ok);
@@ -158,7 +172,86 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
   check_topk_rows_path(rows_scores, k, rng, 1);
 }
 
+// The register select (one block per row, rows of at most 16384 keys in registers).
+void check_topk_rows_reg(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int page_size = 64) {
+  check_topk_rows_path(rows_scores, k, rng, 0, 1, page_size);
+}
+
 }  // namespace
+
+TEST_CASE("indexer register select equals the CPU reference exactly (rows up to 16K, ties, page tables)") {
+  auto rng = fresh_rng("register select");
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> small(0, 15);
+  auto random_row = [&](int n) {
+    std::vector<float> r(n);
+    for (auto& v : r) v = normal(rng);
+    return r;
+  };
+  SUBCASE("random rows: 8K and 16K keys, each register width (4K, 8K, 16K rows per launch), k = 2048") {
+    // One launch per width: the kernel's width follows the launch's longest row.
+    for (int width : {4096, 8192, 16384}) {
+      std::vector<std::vector<float>> rows;
+      for (int n : {1, 2, 100, 2047, 2048, 2049, 3000, width - 1, width}) rows.push_back(random_row(n));
+      if (width >= 8192) rows.push_back(random_row(8192));
+      if (width == 16384) rows.push_back(random_row(12345));
+      check_topk_rows_reg(rows, 2048, rng);
+    }
+  }
+  SUBCASE("scores of one sign (narrow first digit), positive and negative, and concentrated rows") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {8192, 16384}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = std::fabs(normal(rng));
+      rows.push_back(r);
+      for (auto& v : r) v = -std::fabs(normal(rng)) * 1e-20f;
+      rows.push_back(r);
+      for (auto& v : r) v = 10.f + 1e-3f * normal(rng);
+      rows.push_back(r);
+      for (auto& v : r) v = 1.f + 1e-7f * static_cast<float>(small(rng));  // a few ulps apart
+      rows.push_back(r);
+    }
+    check_topk_rows_reg(rows, 2048, rng);
+  }
+  SUBCASE("ties: 16 distinct values, zeros of both signs, all-equal rows, a single top value") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {3000, 8192, 16384}) {
+      std::vector<float> r(n);
+      for (auto& v : r) v = static_cast<float>(small(rng)) * 0.25f;
+      rows.push_back(r);
+    }
+    std::vector<float> zeros(16384);
+    for (auto& v : zeros) v = (small(rng) & 1) ? 0.f : -0.f;
+    rows.push_back(zeros);
+    rows.push_back(std::vector<float>(10000, 1.5f));
+    rows.push_back(std::vector<float>(16384, -3.0f));
+    std::vector<float> one_top(8192, 0.5f);
+    one_top[5000] = 2.f;  // the k-th key is one of 8191 equal ones
+    rows.push_back(one_top);
+    std::vector<float> extremes = random_row(9000);
+    extremes[1] = 3e38f;
+    extremes[2] = -3e38f;
+    extremes[3] = 1e-40f;  // subnormal
+    rows.push_back(extremes);
+    check_topk_rows_reg(rows, 2048, rng);
+  }
+  SUBCASE("random page tables with other page sizes (power of two or not, past the staged table)") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {700, 2049, 8192, 16384}) rows.push_back(random_row(n));
+    std::vector<float> ties(16384);
+    for (auto& v : ties) v = static_cast<float>(small(rng));
+    rows.push_back(ties);
+    for (int page_size : {1, 16, 48, 64, 100}) check_topk_rows_reg(rows, 2048, rng, page_size);
+  }
+  SUBCASE("other k: 1, 100, 4096") {
+    std::vector<std::vector<float>> rows;
+    for (int n : {1, 4095, 4097, 16384}) rows.push_back(random_row(n));
+    std::vector<float> r(5000);
+    for (auto& v : r) v = static_cast<float>(small(rng));
+    rows.push_back(r);
+    for (int k : {1, 100, 4096}) check_topk_rows_reg(rows, k, rng);
+  }
+}
 
 TEST_CASE("indexer top-k equals the CPU reference exactly on identical float32 scores (ties included)") {
   auto rng = fresh_rng("topk exact");
@@ -236,6 +329,15 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   p.k = 16;
   p.split = 1;  // the split path without a workspace
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.split = 0;
+  p.row_kernel = 1;  // the register select for rows longer than it holds
+  p.rows.max_row_len = ki::kRegSelectMaxRowLen + 1;
+  p.score_stride = ki::kRegSelectMaxRowLen + 4;
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.row_kernel = 2;
+  p.rows.max_row_len = 4;
+  p.score_stride = 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   ki::ScoreParams sp;
   sp.rows.num_rows = 1;
@@ -340,87 +442,200 @@ TEST_CASE("indexer scores match the double reference on the same quantized input
   }
 }
 
+namespace {
+
+// One launch_indexer_ex call (`repeats` times on the same zeroed workspace) on problem p; checks every
+// row: -1 padding, finite scores, the set equal to the CPU top-k of the GPU's own scores (all positions
+// for rows of at most k keys). Returns the slots.
+std::vector<int32_t> run_pipeline(const Problem& p, DeviceProblem& d, int k, int fused, bool with_workspace, int repeats,
+                                  const char* what, int row_kernel = -1) {
+  DeviceBuffer<int32_t> out(static_cast<size_t>(p.rows()) * k);
+  DeviceBuffer<float> out_scores(static_cast<size_t>(p.rows()) * k);
+  out.fill_bytes(0x7B);
+  out_scores.fill_bytes(0xFF);
+  DeviceBuffer<uint8_t> workspace(with_workspace ? ki::indexer_topk_workspace_bytes(p.rows()) : 0);
+  if (with_workspace) CUDA_OK(ki::clear_indexer_topk_workspace(workspace.ptr, workspace.count, nullptr));
+  for (int i = 0; i < repeats; ++i)
+    CUDA_OK(ki::launch_indexer_ex(d.params(p), k, out.ptr, out_scores.ptr, with_workspace ? workspace.ptr : nullptr,
+                                  with_workspace ? workspace.count : 0, fused, row_kernel, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto slots = out.download();
+  const auto got_scores = out_scores.download();
+  const auto gpu_scores = d.scores.download();
+  if (with_workspace) {
+    const auto ws = workspace.download();
+    bool header_zero = true;
+    for (size_t i = 0; i < static_cast<size_t>(p.rows()) * ki::detail::kHeaderWords * 4; ++i) header_zero &= ws[i] == 0;
+    CHECK_MESSAGE(header_zero, what << ": the top-k workspace header is not zero after the call");
+  }
+  int rows_ok = 0;
+  for (int t = 0; t < p.rows(); ++t) {
+    const int len = p.row_len[t], seq = p.row_seq[t];
+    INFO(what << " row " << t << " len " << len);
+    std::set<int32_t> got;
+    int padding = 0;
+    bool finite = true, pad_ok = true;
+    for (int i = 0; i < k; ++i) {
+      const int32_t s = slots[static_cast<size_t>(t) * k + i];
+      const float sc = got_scores[static_cast<size_t>(t) * k + i];
+      if (s == -1) {
+        ++padding;
+        pad_ok &= std::isinf(sc) && sc < 0;
+      } else {
+        got.insert(s);
+        finite &= std::isfinite(sc);
+      }
+    }
+    CHECK(finite);
+    CHECK(pad_ok);
+    CHECK(padding == std::max(0, k - len));
+    CHECK(got.size() == static_cast<size_t>(std::min(k, len)));
+    std::set<int32_t> exact;
+    for (int pos : ref_topk_positions(&gpu_scores[static_cast<size_t>(t) * d.stride], len, k)) exact.insert(slot_of(p, seq, pos));
+    CHECK(got == exact);
+    rows_ok += got == exact ? 1 : 0;
+  }
+  REPORT(what << ": " << rows_ok << " of " << p.rows() << " rows equal the CPU top-k of the GPU scores");
+  return slots;
+}
+
+// Recall of the true top-k (float32 inputs before quantization, double arithmetic) and agreement with the
+// top-k of the same quantized inputs computed in double on the CPU, for row t.
+void check_recall(const Problem& p, const std::vector<int32_t>& slots, int k, int t, KeyFormat fmt) {
+  const int len = p.row_len[t], seq = p.row_seq[t];
+  std::set<int32_t> got(slots.begin() + static_cast<size_t>(t) * k, slots.begin() + static_cast<size_t>(t + 1) * k);
+  std::vector<float> truth(len), quant(len);
+  for (int j = 0; j < len; ++j) {
+    truth[j] = static_cast<float>(ref_score(p, t, j, true));
+    quant[j] = static_cast<float>(ref_score(p, t, j, false));
+  }
+  const auto true_top = ref_topk_positions(truth.data(), len, k);
+  const auto quant_top = ref_topk_positions(quant.data(), len, k);
+  const std::set<int> quant_set(quant_top.begin(), quant_top.end());
+  int hit = 0, quant_hit = 0, agree = 0;
+  for (int pos : true_top) {
+    hit += got.count(slot_of(p, seq, pos)) ? 1 : 0;
+    quant_hit += quant_set.count(pos) ? 1 : 0;
+  }
+  for (int pos : quant_top) agree += got.count(slot_of(p, seq, pos)) ? 1 : 0;
+  const double recall = static_cast<double>(hit) / true_top.size();
+  const double quant_recall = static_cast<double>(quant_hit) / true_top.size();
+  const double agreement = static_cast<double>(agree) / quant_top.size();
+  REPORT(fmt_name(fmt) << " row " << t << " len " << len << " recall " << recall << " (CPU double on the same "
+                       << "quantized inputs: " << quant_recall << "), agreement with that CPU top-k " << agreement);
+  INFO(fmt_name(fmt) << " row " << t << " len " << len);
+  CHECK(agreement >= 0.995);  // the kernel adds (almost) nothing to the quantization's own loss
+  if (fmt == KeyFormat::kBf16) {
+    CHECK(recall >= 0.99);
+  } else {
+    // e4m3 keys with one scale per token cannot reach 0.99 on i.i.d. Gaussian data: the CPU in double on
+    // the same e4m3 values gets 0.97-0.98 at 8K-32K keys. Hold the kernel to that, not to a fixed 0.99.
+    CHECK(recall >= quant_recall - 0.005);
+    CHECK(recall >= 0.95);
+  }
+}
+
+bool same_sets(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int rows, int k) {
+  bool same = true;
+  for (int t = 0; t < rows; ++t) {
+    std::multiset<int32_t> x(a.begin() + t * k, a.begin() + (t + 1) * k), y(b.begin() + t * k, b.begin() + (t + 1) * k);
+    same &= x == y;
+  }
+  return same;
+}
+
+}  // namespace
+
 TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall of the float32 top-k") {
   auto rng = fresh_rng("pipeline");
   const int k = 2048;
-  for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
-    // rows: one token, shorter than k, and long rows (recall measured on rows with len > 4k)
-    const Problem p = make_problem(fmt, {1, 700, 8192, 32768}, {0, 1, 2, 3, 3}, {1, 700, 8192, 32768, 20000}, rng);
-    DeviceProblem d(p);
-    DeviceBuffer<int32_t> out(static_cast<size_t>(p.rows()) * k);
-    DeviceBuffer<float> out_scores(static_cast<size_t>(p.rows()) * k);
-    out.fill_bytes(0x7B);
-    out_scores.fill_bytes(0xFF);
-    DeviceBuffer<uint8_t> workspace(ki::indexer_topk_workspace_bytes(p.rows()));
-    workspace.fill_bytes(0x5C);
-    CUDA_OK(ki::launch_indexer(d.params(p), k, out.ptr, out_scores.ptr, workspace.ptr, workspace.count, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    const auto slots = out.download();
-    // The same call without a top-k workspace runs the one-block-per-row top-k: same sets.
-    DeviceBuffer<int32_t> out_rows(static_cast<size_t>(p.rows()) * k);
-    out_rows.fill_bytes(0x7B);
-    CUDA_OK(ki::launch_indexer(d.params(p), k, out_rows.ptr, nullptr, nullptr, 0, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    const auto slots_rows = out_rows.download();
-    for (int t = 0; t < p.rows(); ++t) {
-      std::multiset<int32_t> a(slots.begin() + t * k, slots.begin() + (t + 1) * k);
-      std::multiset<int32_t> b(slots_rows.begin() + t * k, slots_rows.begin() + (t + 1) * k);
-      CHECK_MESSAGE(a == b, "row " << t << ": split and one-block-per-row top-k differ");
+  const KeyFormat formats[] = {KeyFormat::kBf16, KeyFormat::kFp8};
+  // (Subcases hold the loop over formats, not the other way round: each subcase runs once per test run.)
+  SUBCASE("long decode rows: split path (scores count the histogram) against one block per row") {
+    for (KeyFormat fmt : formats) {
+      const Problem p = make_problem(fmt, {1, 700, 8192, 32768}, {0, 1, 2, 3, 3}, {1, 700, 8192, 32768, 20000}, rng);
+      DeviceProblem d(p);
+      const auto split = run_pipeline(p, d, k, -1, true, 2, fmt == KeyFormat::kBf16 ? "bf16 split" : "fp8 split");
+      const auto rows = run_pipeline(p, d, k, -1, false, 1, "one block per row");
+      CHECK_MESSAGE(same_sets(split, rows, p.rows(), k), "split and one-block-per-row top-k differ");
+      for (int t : {2, 3, 4}) check_recall(p, split, k, t, fmt);
     }
-    const auto gpu_scores = d.scores.download();
-    const auto got_scores = out_scores.download();
-    for (int t = 0; t < p.rows(); ++t) {
-      const int len = p.row_len[t], seq = p.row_seq[t];
-      INFO(fmt_name(fmt) << " row " << t << " len " << len);
-      std::set<int32_t> got;
-      int padding = 0;
-      bool finite = true;
-      for (int i = 0; i < k; ++i) {
-        const int32_t s = slots[static_cast<size_t>(t) * k + i];
-        if (s == -1) {
-          ++padding;
-        } else {
-          got.insert(s);
-          finite &= std::isfinite(got_scores[static_cast<size_t>(t) * k + i]);
-        }
+  }
+  SUBCASE("short decode rows: fused kernel (one token; shorter than k; k; k + 1; 8K; 16K)") {
+    for (KeyFormat fmt : formats) {
+      const Problem p = make_problem(fmt, {1, 700, 2048, 2049, 8192, 16384}, {0, 1, 2, 3, 4, 5, 4},
+                                     {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
+      DeviceProblem d(p);
+      // 3 calls on one workspace: the per-row block counters must wrap back to zero every time.
+      const auto fused = run_pipeline(p, d, k, 1, true, 3, fmt == KeyFormat::kBf16 ? "bf16 fused" : "fp8 fused");
+      const auto rows = run_pipeline(p, d, k, 0, false, 1, "unfused, one block per row");
+      CHECK_MESSAGE(same_sets(fused, rows, p.rows(), k), "fused and unfused top-k differ");
+      for (int t : {4, 5}) check_recall(p, fused, k, t, fmt);
+    }
+  }
+  SUBCASE("fused kernel at 8K and on all-equal scores (zero keys: the lowest positions win)") {
+    for (KeyFormat fmt : formats) {
+      const Problem p = make_problem(fmt, {8192}, {0}, {8192}, rng);
+      DeviceProblem d(p);
+      run_pipeline(p, d, k, 1, true, 2, "fused b1 8K");
+      // What launch_indexer picks by itself for rows of at most k keys: the fused kernel, no selection.
+      const Problem short_rows = make_problem(fmt, {1, 700, 2048}, {0, 1, 2}, {1, 700, 2048}, rng);
+      DeviceProblem ds(short_rows);
+      run_pipeline(short_rows, ds, k, -1, true, 2, "rows of at most k keys, automatic path");
+      Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
+      std::fill(zero.cache.begin(), zero.cache.end(), 0);  // zero keys (and FP8 scales): every score is 0
+      DeviceProblem dz(zero);
+      const auto slots = run_pipeline(zero, dz, k, 1, true, 2, "fused, all-equal scores");
+      for (int t = 0; t < 2; ++t) {
+        std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
+        for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
+        CHECK_MESSAGE(got == want, "all-equal row " << t << ": not positions 0..k-1");
       }
-      CHECK(finite);
-      CHECK(padding == std::max(0, k - len));
-      CHECK(got.size() == static_cast<size_t>(std::min(k, len)));
-      // exact against the CPU top-k of the GPU's own scores
-      std::set<int32_t> exact;
-      for (int pos : ref_topk_positions(&gpu_scores[static_cast<size_t>(t) * d.stride], len, k)) exact.insert(slot_of(p, seq, pos));
-      CHECK(got == exact);
-      // Recall of the true top-k (float32 inputs before quantization, double arithmetic), and agreement
-      // with the top-k of the same quantized inputs computed in double on the CPU.
-      std::vector<float> truth(len), quant(len);
-      for (int j = 0; j < len; ++j) {
-        truth[j] = static_cast<float>(ref_score(p, t, j, true));
-        quant[j] = static_cast<float>(ref_score(p, t, j, false));
+    }
+  }
+  SUBCASE("scores + register select (launched behind the scores kernel with PDL), both key formats") {
+    for (KeyFormat fmt : formats) {
+      const Problem p = make_problem(fmt, {1, 700, 2048, 2049, 8192, 16384}, {0, 1, 2, 3, 4, 5, 4},
+                                     {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
+      DeviceProblem d(p);
+      const auto reg = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select" : "fp8 register select", 1);
+      const auto rows = run_pipeline(p, d, k, 0, false, 1, "round-1 row kernel", 0);
+      CHECK_MESSAGE(same_sets(reg, rows, p.rows(), k), "register select and round-1 row kernel differ");
+      for (int t : {4, 5}) check_recall(p, reg, k, t, fmt);
+      const Problem b1 = make_problem(fmt, {8192}, {0}, {8192}, rng);
+      DeviceProblem d1(b1);
+      run_pipeline(b1, d1, k, 0, false, 2, "register select b1 8K", 1);
+      Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
+      std::fill(zero.cache.begin(), zero.cache.end(), 0);  // every score is 0: positions 0..k-1 win
+      DeviceProblem dz(zero);
+      const auto slots = run_pipeline(zero, dz, k, 0, true, 2, "register select, all-equal scores", 1);
+      for (int t = 0; t < 2; ++t) {
+        std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
+        for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
+        CHECK_MESSAGE(got == want, "all-equal row " << t << ": not positions 0..k-1");
       }
-      const auto true_top = ref_topk_positions(truth.data(), len, k);
-      const auto quant_top = ref_topk_positions(quant.data(), len, k);
-      const std::set<int> quant_set(quant_top.begin(), quant_top.end());
-      int hit = 0, quant_hit = 0, agree = 0;
-      for (int pos : true_top) {
-        hit += got.count(slot_of(p, seq, pos)) ? 1 : 0;
-        quant_hit += quant_set.count(pos) ? 1 : 0;
+    }
+  }
+  SUBCASE("batch 32 decode (split path) and a causal prefill chunk (one block per row)") {
+    for (KeyFormat fmt : formats) {
+      std::vector<int> keys;
+      std::vector<int32_t> seqs, lens;
+      std::uniform_int_distribution<int> length(1, 20000);
+      for (int t = 0; t < 32; ++t) {
+        keys.push_back(t == 0 ? 20000 : length(rng));
+        seqs.push_back(t);
+        lens.push_back(keys.back());
       }
-      for (int pos : quant_top) agree += got.count(slot_of(p, seq, pos)) ? 1 : 0;
-      const double recall = static_cast<double>(hit) / true_top.size();
-      const double quant_recall = static_cast<double>(quant_hit) / true_top.size();
-      const double agreement = static_cast<double>(agree) / quant_top.size();
-      REPORT(fmt_name(fmt) << " row " << t << " len " << len << " recall " << recall << " (CPU double on the same "
-                           << "quantized inputs: " << quant_recall << "), agreement with that CPU top-k " << agreement);
-      CHECK(agreement >= 0.995);  // the kernel adds (almost) nothing to the quantization's own loss
-      if (fmt == KeyFormat::kBf16) {
-        CHECK(recall >= 0.99);
-      } else {
-        // e4m3 keys with one scale per token cannot reach 0.99 on i.i.d. Gaussian data: the CPU in double on
-        // the same e4m3 values gets 0.97-0.98 at 8K-32K keys. Hold the kernel to that, not to a fixed 0.99.
-        CHECK(recall >= quant_recall - 0.005);
-        CHECK(recall >= 0.95);
-      }
+      const Problem b32 = make_problem(fmt, keys, seqs, lens, rng);
+      DeviceProblem d32(b32);
+      const auto split = run_pipeline(b32, d32, k, -1, true, 2, "batch 32");
+      const auto rows = run_pipeline(b32, d32, k, -1, false, 1, "batch 32, one block per row");
+      CHECK_MESSAGE(same_sets(split, rows, b32.rows(), k), "batch 32: split and one-block-per-row top-k differ");
+      std::vector<int32_t> pseq, plen;
+      for (int i = 0; i < 300; ++i) pseq.push_back(0), plen.push_back(1900 + i + 1);  // positions 1900..2199
+      const Problem pre = make_problem(fmt, {2200}, pseq, plen, rng, 16);
+      DeviceProblem dp(pre);
+      run_pipeline(pre, dp, k, -1, true, 1, "prefill chunk");
     }
   }
 }

@@ -242,11 +242,15 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
   const auto out_bits = dout.download();
   const auto gid = dids.download();
   const auto gw = dwts.download();
-  {  // Without programmatic dependent launch, on a stream of its own: the same bits (the permutation's
+  {  // Without programmatic dependent launch, on a stream of its own, and with the separate front kernels
+     // (route, permute, quantise) instead of the fused small-batch one: the same bits (the permutation's
      // in-group order may differ between runs; no result depends on it).
     cudaStream_t st;
     CUDA_OK(cudaStreamCreate(&st));
     p.pdl = false;
+    p.front_path = 1;
+    // And the other decode kernel (register ring vs the automatic choice): the same arithmetic.
+    if (path != 2) p.decode_kernel = 1;
     dout.poison();
     CUDA_OK(k::moe_forward(p, ws.ptr, ws_bytes, st));
     CUDA_OK(cudaStreamSynchronize(st));
@@ -332,6 +336,21 @@ TEST_CASE("router with groups (8 groups, keep 4) and forced ties: lower expert i
   check_router(64, 6144, RouterConfig{}, true);
 }
 
+TEST_CASE("router at decode sizes and odd shapes (few-token kernel, partial tiles, K not a multiple of 256)") {
+  // 1..16 tokens take the few-token logits kernel, more the tiled one; hidden 1000 leaves the last
+  // 32-lane K step partial, 72 experts leave the last 16-expert tile partial.
+  for (int T : {1, 2, 3, 16}) check_router(T, 6144, RouterConfig{}, T == 16);
+  RouterConfig odd;
+  odd.num_experts = 72;
+  odd.top_k = 6;
+  odd.n_group = 8;
+  odd.topk_group = 3;
+  odd.norm = false;
+  odd.scale = 1.0f;
+  check_router(5, 1000, odd, false);
+  check_router(37, 1000, odd, true);
+}
+
 TEST_CASE("permutation places every (token, k) once, groups contiguous, shared expert last") {
   auto rng = fresh_rng();
   const int T = 777, K = 8, E = 256, G = E + 1;
@@ -389,6 +408,7 @@ TEST_CASE("permutation places every (token, k) once, groups contiguous, shared e
 
 TEST_CASE("MoE block at GLM-5 size, decode shape (6 tokens, 256 experts, top-8 + shared)") {
   check_moe(6, RouterConfig{}, 12, true);
+  check_moe(1, RouterConfig{}, 12, false);  // one token: the T=1 decode step
 }
 
 TEST_CASE("MoE block, prefill path (200 tokens, 16 experts in 4 groups, top-4 + shared)") {

@@ -3,8 +3,9 @@
 // What is compared: out [T, H, 512] (bf16) and lse [T, H] (natural log) for every head count the kernels
 // support natively, top-k from 1 to 2048, rows padded with -1, rows shortened by `lengths`, rows with no
 // valid entry, both cache record formats (FP8 against the reference computed on the dequantized record),
-// automatic and forced top-k splits (direct write and the combine kernel), both kernel variants (round 1
-// and the pipelined one, on the same inputs). Outputs and workspace are
+// automatic and forced top-k splits (direct write and the combine kernel), every kernel variant (round 1,
+// the pipelined ring, its two-per-SM build, the warp-specialized kernel) and the automatic choice, on the
+// same inputs. Outputs and workspace are
 // poisoned with NaN bytes before every run, and each run draws fresh inputs.
 //
 // Tolerances (the kernel rounds P to bf16 before P.V, accumulates in fp32 and rounds O to bf16; FP8
@@ -26,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -234,6 +236,8 @@ std::string describe(const Problem& pb) {
          " heads/cta=" + std::to_string(pb.heads_per_cta) + (pb.use_lengths ? " lengths" : "");
 }
 
+constexpr int kVariants[] = {1, 2, 3, 5, 0};
+
 // Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
 void run_and_check(const Problem& pb) {
   INFO(describe(pb));
@@ -264,16 +268,16 @@ void run_and_check(const Problem& pb) {
   p.heads_per_cta = pb.heads_per_cta;
   // The plan can differ between kernel variants (CTAs per SM): size the workspace for the largest.
   size_t ws_max = 0;
-  for (int v = 0; v <= 4; ++v) {
+  for (int v : kVariants) {
     p.kernel_variant = v;
     ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
   }
   DevBuf ws(ws_max);
 
-  // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, pipelined with the
-  // 256-byte prefetch hint) and the automatic choice (0) on the same inputs and reference, twice each.
-  for (int run = 0; run < 10; ++run) {
-    p.kernel_variant = run < 8 ? 1 + run / 2 : 0;
+  // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, warp-specialized) and
+  // the automatic choice (0) on the same inputs and reference, twice each.
+  for (int run = 0; run < 2 * static_cast<int>(std::size(kVariants)); ++run) {
+    p.kernel_variant = kVariants[run / 2];
     const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant);
     INFO(variant_desc);
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
@@ -470,7 +474,9 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
-  p.kernel_variant = 5;  // no such kernel
+  p.kernel_variant = 6;  // no such kernel (round 3 measured two variants 6 and removed both)
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 4;  // removed in round 3
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned

@@ -52,8 +52,8 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int64_t kAlign = 256;
-// Decode-sized batches use the fast indexer's split top-k (about 45 KB of workspace per row); larger
-// ones its one-block-per-row top-k.
+// Decode-sized batches give the fast indexer its top-k workspace (fused kernel for short rows, split
+// top-k for long ones; about 45 KB per row); larger ones get its one-block-per-row top-k.
 constexpr int64_t kFastTopkSplitRows = 64;
 int64_t align_up(int64_t v, int64_t a = kAlign) { return (v + a - 1) / a * a; }
 
@@ -319,7 +319,12 @@ void CudaBackend::ensure_fast_workspace(const glm5k::RecordFormat& fmt) {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   clear_graphs();
   if (mla > mla_ws_.bytes()) mla_ws_.allocate(mla, "the sparse MLA split workspace");
-  if (topk > topk_ws_.bytes()) topk_ws_.allocate(topk, "the indexer top-k workspace");
+  if (topk > topk_ws_.bytes()) {
+    topk_ws_.allocate(topk, "the indexer top-k workspace");
+    // Zeroed once: the indexer's kernels leave it zero after every call (no clearing node per call).
+    check(kernels::indexer::clear_indexer_topk_workspace(topk_ws_.get(), topk_ws_.bytes(), stream_),
+          "clearing the indexer top-k workspace");
+  }
 }
 
 MemoryReport CudaBackend::memory() const {

@@ -1,0 +1,310 @@
+// Device code shared by the sparse MLA kernels (round 1, the pipelined ring, the warp-specialized kernel):
+// the FP8 record dequantization, the online softmax of one 16-token step over k-split partial scores,
+// the rescale + P.V update of the O^T accumulators, and the epilogue (normalise, stage, write the output
+// or the split's partial). One copy each, so the kernels differ only in how they schedule these pieces.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "kernels/attention/mma_primitives.cuh"
+#include "kernels/attention/sparse_mla.h"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+struct KernelArgs {
+  const __nv_bfloat16* q;
+  const uint8_t* cache;
+  int64_t num_slots;
+  const int32_t* indices;
+  const int32_t* lengths;
+  __nv_bfloat16* out;
+  float* lse;
+  float* part_o;    // [nsplit, T, H, 512] normalised partial outputs (nsplit > 1 only)
+  float* part_lse;  // [nsplit, T, H] log2-domain partial LSEs
+  int num_tokens;
+  int num_heads;
+  int topk;
+  int nsplit;
+  int tiles_per_split;
+  float scale_log2;  // softmax_scale * log2(e): the kernels work in base 2
+};
+
+inline constexpr int kTileTokens = 32;
+// A split's indices are staged in shared memory once, at the start (so the gathers never wait on an index
+// load); the plan keeps tiles_per_split * 32 <= kMaxSplitEntries.
+inline constexpr int kMaxSplitEntries = 2048;
+inline constexpr int kStgStride = kMlaLatentDim + 4;  // floats per head in the epilogue staging
+inline constexpr float kLn2 = 0.69314718055994531f;
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two, float scale) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  const float2 f = __half22float2(__half2(h));
+  return mma::pack_bf16x2(f.x * scale, f.y * scale);
+}
+
+// One 16-byte chunk of a bf16 tile row from a raw 656-byte FP8 record: chunks 0..63 are 8 latent values
+// (e4m3 x the scale of their 128-value block), chunks 64..71 the bf16 rope copied.
+__device__ __forceinline__ uint4 dequant_chunk(const uint8_t* rec, int col) {
+  uint4 o;
+  if (col < 64) {
+    const uint2 v = *reinterpret_cast<const uint2*>(rec + col * 8);
+    const float s = *reinterpret_cast<const float*>(rec + kMlaFp8ScaleOffset + (col >> 4) * 4);
+    o.x = fp8x2_to_bf16x2(v.x, s);
+    o.y = fp8x2_to_bf16x2(v.x >> 16, s);
+    o.z = fp8x2_to_bf16x2(v.y, s);
+    o.w = fp8x2_to_bf16x2(v.y >> 16, s);
+  } else {
+    o = *reinterpret_cast<const uint4*>(rec + kMlaFp8RopeOffset + (col - 64) * 16);
+  }
+  return o;
+}
+
+// Partial scores of a 16-token step, [kq][head][16 tok] fp32; the token is XORed with 8 on heads 2..3 mod 4
+// so that the GEMM1 stores (lanes: 4 even heads x 8 tokens) hit two bank groups instead of one.
+template <int NH>
+__device__ __forceinline__ int spart_off(int kq, int h, int tok) {
+  return (kq * NH + h) * 16 + (tok ^ ((h & 2) << 2));
+}
+
+// Online softmax of one 16-token step for NH heads, done by NH * TPH threads: thread (head sh, sub ssub)
+// owns tokens ssub * (16 / TPH) + j. Sums the KQ k-split partial scores, masks unused entries (sidx < 0),
+// reduces the step max over the head's TPH consecutive lanes, writes P[head][tok] (bf16, row stride
+// p_row elements) and the rescale factor alpha[head], and updates the running max / this thread's share
+// of the running sum (base-2 units).
+template <int NH, int KQ, int TPH>
+__device__ __forceinline__ void softmax_step(const float* spart, const int* sidx, float scale_log2, int sh,
+                                             int ssub, __nv_bfloat16* p_s, int p_row, float* alpha_s,
+                                             float& m_run, float& l_run) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int kTokPT = 16 / TPH;
+  float sv[kTokPT];
+  float mx = kNegInf;
+#pragma unroll
+  for (int j = 0; j < kTokPT; ++j) {
+    const int tok = ssub * kTokPT + j;
+    float v = 0.f;
+#pragma unroll
+    for (int k2 = 0; k2 < KQ; ++k2) v += spart[spart_off<NH>(k2, sh, tok)];
+    sv[j] = sidx[tok] >= 0 ? v * scale_log2 : kNegInf;
+    mx = fmaxf(mx, sv[j]);
+  }
+#pragma unroll
+  for (int off = 1; off < TPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  const float mn = fmaxf(m_run, mx);
+  // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
+  const float mu = mn == kNegInf ? 0.f : mn;
+  const float al = exp2f(m_run - mu);
+  m_run = mn;
+  float ps = 0.f;
+#pragma unroll
+  for (int j = 0; j < kTokPT; ++j) {
+    const __nv_bfloat16 pb = __float2bfloat16(exp2f(sv[j] - mu));
+    ps += __bfloat162float(pb);  // sum the rounded probabilities: exactly what GEMM2 multiplies V with
+    p_s[sh * p_row + ssub * kTokPT + j] = pb;
+  }
+  l_run = l_run * al + ps;
+  if (ssub == 0) alpha_s[sh] = al;
+}
+
+// Q^T as GEMM1 B fragments for NTW n8 head tiles (heads q_heads + nt * 8 + g, rows of 576 bf16) over KSTEPS
+// k16 steps starting at k-step ks0.
+template <int KSTEPS, int NTW>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[KSTEPS][NTW][2], const __nv_bfloat16* q_heads,
+                                                 int ks0, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt) {
+    const uint32_t* qrow = reinterpret_cast<const uint32_t*>(q_heads + (nt * 8 + g) * kMlaQkDim);
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+      const int k0 = (ks0 + ks) * 16;
+      qf[ks][nt][0] = __ldg(qrow + (k0 + 2 * tq) / 2);
+      qf[ks][nt][1] = __ldg(qrow + (k0 + 8 + 2 * tq) / 2);
+    }
+  }
+}
+
+// GEMM1 partial of a 16-token step, in pieces (round 3 measured a variant that interleaved them with GEMM2
+// of the previous step: 0-9% slower, removed): S^T[16 tok x NTW*8 heads] over this warp's KSTEPS k16 steps
+// (k-slice kq), K from the bf16 tile through ldmatrix, Q^T from registers; stored to
+// spart[kq][h_first + ...][tok] for the softmax threads to sum. Two independent accumulator chains in
+// flight (two head tiles, or for one head tile two chains over alternating k-steps).
+template <int NTW>
+struct QkAcc {
+  static constexpr int kChains = NTW == 1 ? 2 : 1;
+  float s[kChains][NTW][4];
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int c2 = 0; c2 < kChains; ++c2)
+#pragma unroll
+      for (int nt = 0; nt < NTW; ++nt) s[c2][nt][0] = s[c2][nt][1] = s[c2][nt][2] = s[c2][nt][3] = 0.f;
+  }
+};
+__device__ __forceinline__ uint32_t qk_a_base(uint32_t tile_addr, int row_bytes, int kq, int ksteps, int lane) {
+  return tile_addr + (lane & 15) * row_bytes + (lane >> 4) * 16 + kq * ksteps * 32;
+}
+template <int KSTEPS, int NTW>
+__device__ __forceinline__ void qk_kstep(QkAcc<NTW>& q, const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t a_base,
+                                         int ks) {
+  uint32_t af[4];
+  mma::ldmatrix_x4(af, a_base + ks * 32);
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt)
+    mma::mma_bf16_16816(q.s[ks % QkAcc<NTW>::kChains][nt], af, qf[ks][nt][0], qf[ks][nt][1]);
+}
+template <int NH, int NTW>
+__device__ __forceinline__ void qk_store(const QkAcc<NTW>& q, float* spart, int kq, int h_first, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NTW; ++nt) {
+    const int h = h_first + nt * 8 + 2 * tq;
+    float v[4] = {q.s[0][nt][0], q.s[0][nt][1], q.s[0][nt][2], q.s[0][nt][3]};
+    if constexpr (QkAcc<NTW>::kChains == 2) {
+      v[0] += q.s[1][nt][0];
+      v[1] += q.s[1][nt][1];
+      v[2] += q.s[1][nt][2];
+      v[3] += q.s[1][nt][3];
+    }
+    spart[spart_off<NH>(kq, h, g)] = v[0];
+    spart[spart_off<NH>(kq, h + 1, g)] = v[1];
+    spart[spart_off<NH>(kq, h, g + 8)] = v[2];
+    spart[spart_off<NH>(kq, h + 1, g + 8)] = v[3];
+  }
+}
+template <int NH, int KSTEPS, int NTW>
+__device__ __forceinline__ void qk_partial_step(const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t tile_addr,
+                                                int row_bytes, int kq, int h_first, int lane, float* spart) {
+  QkAcc<NTW> q;
+  q.zero();
+  const uint32_t a_base = qk_a_base(tile_addr, row_bytes, kq, KSTEPS, lane);
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks) qk_kstep(q, qf, a_base, ks);
+  qk_store<NH>(q, spart, kq, h_first, lane);
+}
+
+// GEMM2 of a 16-token step, in pieces: O^T[d0 .. d0 + 16 MT) x NT*8 heads] = alpha * O^T + V^T P^T. V^T comes
+// from the bf16 tile (rows of row_bytes, token r at tile_addr + r * row_bytes) through ldmatrix.trans, P^T
+// from P[head][tok] (rows of p_row_bytes). Once the maxima settle most steps change no head's max
+// (alpha = exp2(0) = 1 exactly), so the warp skips the multiplies when none of its heads moved.
+template <int MT, int NT>
+__device__ __forceinline__ void pv_rescale(float (&acc)[MT][NT][4], const float* alpha_s, int lane) {
+  const int tq = lane & 3;
+  float al[NT][2];
+  bool moved = false;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    al[nt][0] = alpha_s[nt * 8 + 2 * tq];
+    al[nt][1] = alpha_s[nt * 8 + 2 * tq + 1];
+    moved |= al[nt][0] != 1.f || al[nt][1] != 1.f;
+  }
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        acc[mt][nt][0] *= al[nt][0];
+        acc[mt][nt][1] *= al[nt][1];
+        acc[mt][nt][2] *= al[nt][0];
+        acc[mt][nt][3] *= al[nt][1];
+      }
+  }
+}
+template <int NT>
+__device__ __forceinline__ void pv_load_p(uint32_t (&bfr)[NT][2], uint32_t p_addr, int p_row_bytes, int lane) {
+  if constexpr (NT == 1) {
+    uint32_t r2[2];
+    mma::ldmatrix_x2(r2, p_addr + (lane & 7) * p_row_bytes + ((lane >> 3) & 1) * 16);
+    bfr[0][0] = r2[0];
+    bfr[0][1] = r2[1];
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t r4[4];
+      mma::ldmatrix_x4(r4, p_addr + (nt * 8 + (lane & 7) + ((lane >> 4) << 3)) * p_row_bytes + ((lane >> 3) & 1) * 16);
+      bfr[nt][0] = r4[0];
+      bfr[nt][1] = r4[1];
+      bfr[nt + 1][0] = r4[2];
+      bfr[nt + 1][1] = r4[3];
+    }
+  }
+}
+template <int MT, int NT>
+__device__ __forceinline__ void pv_mt(float (&acc)[MT][NT][4], const uint32_t (&bfr)[NT][2], uint32_t tile_addr,
+                                      int row_bytes, int d0, int mt, int lane) {
+  uint32_t af[4];
+  mma::ldmatrix_x4_trans(af, tile_addr + ((lane & 7) + ((lane >> 4) << 3)) * row_bytes +
+                                 (d0 + mt * 16 + ((lane >> 3) & 1) * 8) * 2);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) mma::mma_bf16_16816(acc[mt][nt], af, bfr[nt][0], bfr[nt][1]);
+}
+template <int MT, int NT>
+__device__ __forceinline__ void pv_step(float (&acc)[MT][NT][4], const float* alpha_s, uint32_t p_addr,
+                                        int p_row_bytes, uint32_t tile_addr, int row_bytes, int d0, int lane) {
+  pv_rescale(acc, alpha_s, lane);
+  uint32_t bfr[NT][2];
+  pv_load_p(bfr, p_addr, p_row_bytes, lane);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) pv_mt(acc, bfr, tile_addr, row_bytes, d0, mt, lane);
+}
+
+// Epilogue, part 1: this warp's O^T accumulators (output dims d0 + 16 mt + {g, g + 8}, heads h_base + nt * 8
+// + {2 tq, 2 tq + 1}), normalised by 1 / l, into the fp32 staging area stg[head][kStgStride].
+template <int MT, int NT>
+__device__ __forceinline__ void stage_outputs(const float (&acc)[MT][NT][4], const float* inv_l_s, float* stg,
+                                              int h_base, int d0, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int h = h_base + nt * 8 + 2 * tq;
+    const float s0 = inv_l_s[h], s1 = inv_l_s[h + 1];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int d = d0 + mt * 16 + g;
+      stg[h * kStgStride + d] = acc[mt][nt][0] * s0;
+      stg[(h + 1) * kStgStride + d] = acc[mt][nt][1] * s1;
+      stg[h * kStgStride + d + 8] = acc[mt][nt][2] * s0;
+      stg[(h + 1) * kStgStride + d + 8] = acc[mt][nt][3] * s1;
+    }
+  }
+}
+
+// Epilogue, part 2 (after a barrier that makes the staging complete): the HC heads of group hg of token t
+// -> out (bf16) and lse (natural log), or for nsplit > 1 -> the split's fp32 partial and log2 LSE.
+template <int HC, int NTHREADS>
+__device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* stg, const float* lse_s, int t,
+                                              int hg, int split, int tid) {
+  const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;  // first (t, head) row of the group
+  if (a.nsplit == 1) {
+    for (int c = tid; c < HC * 64; c += NTHREADS) {
+      const int h = c >> 6, d = (c & 63) * 8;
+      const float4 x = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+      const float4 y = *reinterpret_cast<const float4*>(stg + h * kStgStride + d + 4);
+      uint4 o;
+      o.x = mma::pack_bf16x2(x.x, x.y);
+      o.y = mma::pack_bf16x2(x.z, x.w);
+      o.z = mma::pack_bf16x2(y.x, y.y);
+      o.w = mma::pack_bf16x2(y.z, y.w);
+      *reinterpret_cast<uint4*>(a.out + (row0 + h) * kMlaLatentDim + d) = o;
+    }
+    if (tid < HC) a.lse[row0 + tid] = lse_s[tid] * kLn2;  // -inf stays -inf
+  } else {
+    const int64_t prow0 = static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
+    for (int c = tid; c < HC * 128; c += NTHREADS) {
+      const int h = c >> 7, d = (c & 127) * 4;
+      *reinterpret_cast<float4*>(a.part_o + (prow0 + h) * kMlaLatentDim + d) =
+          *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+    }
+    if (tid < HC) a.part_lse[prow0 + tid] = lse_s[tid];
+  }
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail

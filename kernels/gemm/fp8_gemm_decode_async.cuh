@@ -1,0 +1,145 @@
+// Decode-shaped FP8 GEMM, cp.async form (one 8-token tile per pass): the same warp tiling, K
+// permutation, mma and scale handling as fp8_gemm_decode.cuh, but the weights stream through a per-lane
+// ring of DEPTH K blocks in shared memory (cp.async.cg, 16 bytes) instead of a register ring. The bytes
+// in flight then cost no registers: at T=1 (576 blocks for the gate_up projection, 4-5 per SM on the
+// H200) the register ring can keep only 1-2 K blocks (64-128 bytes) per lane in flight before the
+// register cap forces a second wave; this ring keeps DEPTH-1 (up to 5) in flight at ~70 registers
+// (7 blocks per SM by registers; shared memory then sets the depth that still fits one wave).
+//
+// Each lane reads back only the bytes it copied itself, so cp.async.wait_group is the only
+// synchronisation (no barrier: warps of a block run independently, as in the register form). Layout of
+// a warp's stage (2 KB): 4 regions of 512 bytes (load i = row lo / lo+64 / hi / hi+64), lane l at 16 l,
+// so each LDS.128 of a warp reads 512 contiguous bytes (no bank conflicts).
+#pragma once
+
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/fp8_gemm_decode.cuh"
+#include "kernels/gemm/launch.cuh"
+
+namespace glm5rt::kernels::detail {
+
+constexpr int kDecodeAsyncStageBytes = 4 * 512;  // per warp and K block
+
+template <int DEPTH>
+constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeAsyncStageBytes; }
+
+template <int DEPTH>
+__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
+#if GLM5RT_HAS_FP8_MMA
+  // With group_info_ready the group metadata and the weights were complete before the previous kernel
+  // started: look up the group and start streaming the first K blocks of weights, then wait for the
+  // previous kernel (whose output, A, is read only after the wait).
+  const bool early = p.group_info_ready;
+  if (!early) pdl_wait_and_release();
+  extern __shared__ __align__(16) uint8_t decode_smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int g = 0, row_begin = 0, rows = p.max_rows;
+  if (p.group_offsets) {
+    if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
+    g = p.active_groups[blockIdx.y];
+    row_begin = p.group_offsets[g];
+    rows = p.group_offsets[g + 1] - row_begin;
+  }
+  if (rows <= 0) return;
+  const int n_block = blockIdx.x * kDecodeRows;
+  const int part = n_block / p.part_rows;
+  const int n_in_part = n_block - part * p.part_rows;
+  const int part_valid_rows = min(p.part_rows, p.n - part * p.part_rows);
+  const int warp_row = n_in_part + warp * 16;
+  if (warp_row >= part_valid_rows) return;  // no block-level synchronisation below: safe to leave
+  const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
+  const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
+  const int kblocks = p.k / kFp8Block;
+  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * kblocks;
+
+  const int gq = lane / 4, c = lane % 4;
+  const int r_lo = warp_row + gq, r_hi = r_lo + 8;
+  const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
+  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * p.k + c * 16;
+  const int off_lo = ok_lo ? gq * p.k : 0, off_hi = ok_hi ? (gq + 8) * p.k : 0;
+  const int n_lo = part * p.part_rows + r_lo;
+  const uint8_t* a_base = p.a + c * 16;
+  const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+
+  auto issue = [&](int kb) {
+    const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+    const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
+    cp_async_16(dst, w + off_lo, 16);
+    cp_async_16(dst + 512, w + off_lo + 64, 16);
+    cp_async_16(dst + 1024, w + off_hi, 16);
+    cp_async_16(dst + 1536, w + off_hi + 64, 16);
+  };
+  const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+
+  auto prologue = [&] {
+#pragma unroll
+    for (int s = 0; s < DEPTH - 1; ++s) {
+      if (s < kblocks) issue(s);
+      cp_async_commit();
+    }
+  };
+  prologue();
+  if (early) pdl_wait_and_release();
+
+  for (int tok0 = 0; tok0 < rows; tok0 += 8) {
+    const int tb = tok0 + gq;
+    const int b_src = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
+    int s_src[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int ts = tok0 + 2 * c + e;
+      s_src[e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
+    }
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int kb = 0; kb < kblocks; ++kb) {
+      cp_async_wait<DEPTH - 2>();  // this lane's copies of K block kb have landed
+      {
+        const int nk = kb + DEPTH - 1;  // refills the slot read in the previous iteration
+        if (nk < kblocks) issue(nk);
+        cp_async_commit();
+      }
+      const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
+      uint4 wv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
+      const float ws = __ldg(ws_row + kb);
+      uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
+      if (b_src >= 0) {
+        const uint8_t* b = a_base + static_cast<size_t>(b_src) * p.lda + kb * kFp8Block;
+        b0 = __ldg(reinterpret_cast<const uint4*>(b));
+        b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
+      }
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint4& lo = j < 2 ? wv[0] : wv[1];
+        const uint4& hi = j < 2 ? wv[2] : wv[3];
+        const uint4& bb = j < 2 ? b0 : b1;
+        const int w0 = (2 * j) % 4, w1 = (2 * j + 1) % 4;
+        mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1), word_of(bb, w0),
+                       word_of(bb, w1));
+      }
+      const float s0 = s_src[0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[0]) * p.ld_scale + kb) * ws : 0.f;
+      const float s1 = s_src[1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[1]) * p.ld_scale + kb) * ws : 0.f;
+      acc[0] = fmaf(d[0], s0, acc[0]);
+      acc[1] = fmaf(d[1], s1, acc[1]);
+      acc[2] = fmaf(d[2], s0, acc[2]);
+      acc[3] = fmaf(d[3], s1, acc[3]);
+    }
+    cp_async_wait<0>();  // no copy may still target the ring when the next pass refills it
+    if (tok0 + 8 < rows) prologue();
+
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int ts = tok0 + 2 * c + e;
+      if (ts >= rows) continue;
+      __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
+      if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[e]);
+      if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
+    }
+  }
+#endif
+}
+
+}  // namespace glm5rt::kernels::detail

@@ -1,0 +1,28 @@
+// Launch pieces shared between the indexer's translation units (not part of the public interface).
+#pragma once
+
+#include "kernels/indexer/indexer_params.hpp"
+
+namespace glm5rt::kernels::indexer::detail {
+
+// Argument checks; cudaSuccess also when there is nothing to do.
+cudaError_t check_scores(const ScoreParams& p);
+cudaError_t check_topk(const TopkParams& p);
+bool topk_workspace_ok(const TopkParams& p);
+bool use_split(const TopkParams& p);
+
+// Scores that also count the split top-k's first histogram (per-block shared histograms, merged into
+// the workspace with one global atomic per non-empty bin and block).
+cudaError_t launch_scores_with_histogram(const ScoreParams& p, int k, void* workspace, cudaStream_t stream);
+// Scores + top-k in one kernel for short decode rows (indexer_fused_eligible).
+cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots, float* out_scores, void* workspace,
+                                cudaStream_t stream);
+// One block per row: the register select where chosen (use_reg_select), else the streaming radix kernel.
+// after_scores: launched right behind launch_indexer's scores kernel (programmatic dependent launch).
+cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores = false);
+bool use_reg_select(const TopkParams& p);
+cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream);
+// Split top-k: histogram (unless histogram_done), filter, finish.
+cudaError_t launch_topk_split(const TopkParams& p, bool histogram_done, cudaStream_t stream);
+
+}  // namespace glm5rt::kernels::indexer::detail

@@ -1,0 +1,61 @@
+// The MoE block's front for a handful of tokens, fused into one single-block kernel: expert selection
+// (router_select.cuh, one warp per token), per-token-group FP8 quantisation of x (independent of the
+// routing, done by the same warps), then the permutation (permute_block.cuh). At decode sizes the three
+// separate kernels cost launch and dependency latency, not work; here they cost one launch.
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
+#include "kernels/moe/moe_internal.h"
+#include "kernels/moe/permute_block.cuh"
+#include "kernels/moe/router_select.cuh"
+
+namespace glm5rt::kernels {
+namespace {
+
+constexpr int kFrontWarps = 32;
+
+__global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const RouterParams rp, bool select,
+                                                                     const PermuteParams pp, uint8_t* xq,
+                                                                     float* xs) {
+  detail::pdl_wait_and_release();
+  __shared__ float c_sh[kFrontWarps][kRouterMaxExperts];
+  __shared__ detail::PermuteShared sh;
+  const int warp = threadIdx.x / 32;
+  if (select)
+    for (int t = warp; t < rp.tokens; t += kFrontWarps) detail::router_select_token(rp, t, c_sh[warp]);
+  const int groups = rp.hidden / kFp8Block;
+  for (int item = warp; item < rp.tokens * groups; item += kFrontWarps) {
+    const int row = item / groups, grp = item - row * groups;
+    detail::quantize_group_warp(rp.x + static_cast<size_t>(row) * rp.ldx + grp * kFp8Block,
+                                xq + static_cast<size_t>(row) * rp.hidden + grp * kFp8Block,
+                                xs + static_cast<size_t>(row) * groups + grp);
+  }
+  // The ids written above (global memory, by lane 0 of each token's warp) are visible to the whole
+  // block after the barrier at the start of permute_block.
+  __syncthreads();
+  detail::permute_block(pp, sh);
+}
+
+}  // namespace
+
+cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
+                      cudaStream_t stream) {
+  if (rp.tokens < 0 || rp.tokens > kMoeFrontMaxTokens || rp.tokens != pp.tokens || rp.hidden <= 0 ||
+      rp.hidden % kFp8Block != 0 || rp.ldx < rp.hidden || rp.ldx % 8 != 0)
+    return cudaErrorInvalidValue;
+  if (pp.top_k < 1 || pp.num_experts < 1 || pp.num_experts > kRouterMaxExperts || pp.tile_rows < 1)
+    return cudaErrorInvalidValue;
+  if (select && (rp.num_experts < 1 || rp.num_experts > kRouterMaxExperts || rp.top_k < 1 ||
+                 rp.top_k > kRouterMaxTopK || rp.top_k > rp.num_experts || rp.n_group < 1 ||
+                 rp.n_group > kRouterMaxGroups || rp.num_experts % rp.n_group != 0 || rp.topk_group < 1 ||
+                 rp.topk_group > rp.n_group || !rp.logits || !rp.bias || !rp.topk_ids || !rp.topk_weights))
+    return cudaErrorInvalidValue;
+  if (rp.tokens == 0) return cudaSuccess;
+  if (!rp.x || !xq || !xs || !pp.topk_ids || !pp.group_offsets || !pp.active_groups || !pp.num_active ||
+      !pp.tile_prefix || !pp.row_token || !pp.slot_row)
+    return cudaErrorInvalidValue;
+  return detail::launch(moe_front_kernel, dim3(1), dim3(kFrontWarps * 32), 0, stream, rp.pdl, rp, select, pp, xq,
+                        xs);
+}
+
+}  // namespace glm5rt::kernels

@@ -1,0 +1,26 @@
+// Pieces of the MoE block that moe_forward composes but that are not part of the public interface
+// (moe.h): the router's logits alone, and the fused small-batch front kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/moe/moe.h"
+
+namespace glm5rt::kernels {
+
+// The router's float32 logits only (p.logits), in router_math's order; p.bias / topk_* are not used.
+cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream);
+
+// Up to this many tokens, moe_forward runs selection + permutation + activation quantisation as one
+// single-block kernel (moe_front): at decode sizes each of those is a few microseconds of launch and
+// dependency, not of work.
+constexpr int kMoeFrontMaxTokens = 32;
+
+// One block: (when select) experts of every token from rp.logits into rp.topk_ids / rp.topk_weights
+// (exactly as moe_route's select stage), x quantised per 128-group into xq / xs (as fp8_quantize_groups),
+// then the permutation of pp (pp.topk_ids must be the ids just written, or caller-provided ids when
+// select is false, e.g. forced routing). rp.tokens == pp.tokens <= kMoeFrontMaxTokens.
+cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
+                      cudaStream_t stream);
+
+}  // namespace glm5rt::kernels

@@ -1,0 +1,84 @@
+// The permutation as a block-wide device function (one block, any multiple of 32 threads): counts the
+// (token, k) assignments per expert, scans them into group offsets, the list of non-empty groups and
+// the prefill tile prefix, then places each assignment. Shared by moe_permute and the fused front kernel.
+// The order of rows inside a group may vary between runs (shared-memory atomics); nothing downstream
+// depends on it: every row's GEMM result is independent of its neighbours, and the combine reads rows
+// through slot_row in k order.
+#pragma once
+
+#include "kernels/moe/moe.h"
+
+namespace glm5rt::kernels::detail {
+
+constexpr int kPermuteMaxGroups = kRouterMaxExperts + 1;
+
+struct PermuteShared {
+  int cnt[kPermuteMaxGroups];
+  int offs[kPermuteMaxGroups + 1];
+  int tiles[kPermuteMaxGroups + 1];
+  int act[kPermuteMaxGroups + 1];
+};
+
+// Exclusive scan of f(0..n-1) by warp 0 into out[0..n] (out[n] = total). n <= 32 * 9.
+template <typename F>
+__device__ void permute_warp_scan(int n, F f, int* out) {
+  const int lane = threadIdx.x % 32;
+  constexpr int kPer = (kPermuteMaxGroups + 31) / 32;
+  const int begin = lane * kPer;
+  int local = 0;
+  for (int i = begin; i < begin + kPer && i < n; ++i) local += f(i);
+  int incl = local;
+#pragma unroll
+  for (int m = 1; m < 32; m <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, incl, m);
+    if (lane >= m) incl += o;
+  }
+  int run = incl - local;
+  for (int i = begin; i < begin + kPer && i < n; ++i) {
+    out[i] = run;
+    run += f(i);
+  }
+  if (lane == 31) out[n] = incl;
+}
+
+// Every thread of the block calls it (it synchronises the block).
+__device__ inline void permute_block(const PermuteParams& p, PermuteShared& sh) {
+  const int G = p.num_experts + (p.with_shared ? 1 : 0);
+  const int assignments = p.tokens * p.top_k;
+  for (int g = threadIdx.x; g < G; g += blockDim.x) sh.cnt[g] = (p.with_shared && g == p.num_experts) ? p.tokens : 0;
+  __syncthreads();
+  for (int a = threadIdx.x; a < assignments; a += blockDim.x) {
+    const int e = p.topk_ids[a];
+    if (e >= 0 && e < p.num_experts) atomicAdd(&sh.cnt[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    permute_warp_scan(G, [&](int g) { return sh.cnt[g]; }, sh.offs);
+    permute_warp_scan(G, [&](int g) { return (sh.cnt[g] + p.tile_rows - 1) / p.tile_rows; }, sh.tiles);
+    permute_warp_scan(G, [&](int g) { return sh.cnt[g] > 0 ? 1 : 0; }, sh.act);
+  }
+  __syncthreads();
+  for (int g = threadIdx.x; g <= G; g += blockDim.x) {
+    p.group_offsets[g] = sh.offs[g];
+    p.tile_prefix[g] = sh.tiles[g];
+    if (g < G && sh.cnt[g] > 0) p.active_groups[sh.act[g]] = g;
+  }
+  if (threadIdx.x == 0) *p.num_active = sh.act[G];
+  __syncthreads();
+  // cnt becomes the insertion cursor of each group.
+  for (int g = threadIdx.x; g < G; g += blockDim.x) sh.cnt[g] = sh.offs[g];
+  __syncthreads();
+  for (int a = threadIdx.x; a < assignments; a += blockDim.x) {
+    const int e = p.topk_ids[a];
+    int row = -1;
+    if (e >= 0 && e < p.num_experts) {
+      row = atomicAdd(&sh.cnt[e], 1);
+      p.row_token[row] = a / p.top_k;
+    }
+    p.slot_row[a] = row;
+  }
+  if (p.with_shared)
+    for (int t = threadIdx.x; t < p.tokens; t += blockDim.x) p.row_token[sh.offs[p.num_experts] + t] = t;
+}
+
+}  // namespace glm5rt::kernels::detail
