@@ -25,8 +25,12 @@ std::vector<int32_t> penalty_window(const SamplerParams& p, const std::vector<in
   return std::vector<int32_t>(history.end() - static_cast<std::ptrdiff_t>(window), history.end());
 }
 
-int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
-                     Rng& rng) {
+namespace {
+
+// uniform() is called once, after the candidates are known, and only when sampling (temperature > 0).
+template <class Uniform>
+int32_t sample_impl(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
+                    Uniform&& uniform) {
   validate(p);
   std::vector<float> l(logits, logits + V);
   if (p.repetition_penalty != 1.0f && p.penalty_last_n != 0) {
@@ -74,13 +78,25 @@ int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, con
   }
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += prob[i];
-  const double u = rng.uniform() * total;
+  const double u = uniform() * total;
   double cum = 0;
   for (size_t i = 0; i < keep; ++i) {
     cum += prob[i];
     if (u < cum) return cand[i].second;
   }
   return cand[keep - 1].second;
+}
+
+}  // namespace
+
+int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
+                     Rng& rng) {
+  return sample_impl(logits, V, p, history, [&] { return rng.uniform(); });
+}
+
+int32_t sample_token_with_uniform(const float* logits, int64_t V, const SamplerParams& p,
+                                  const std::vector<int32_t>& history, double uniform) {
+  return sample_impl(logits, V, p, history, [uniform] { return uniform; });
 }
 
 }  // namespace glm5rt
