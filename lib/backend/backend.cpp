@@ -1,5 +1,7 @@
 #include "backend/backend.hpp"
 
+#include "runtime/error.hpp"
+
 namespace glm5rt {
 
 void BatchPlan::add_sequence(CacheStorage* cache, std::vector<int32_t> block_table, int32_t page_size,
@@ -24,6 +26,20 @@ void BatchPlan::add_sequence(CacheStorage* cache, std::vector<int32_t> block_tab
 int64_t Backend::record_floats_per_token() const {
   const ModelConfig& c = config();
   return c.num_hidden_layers * (c.kv_lora_rank + c.qk_rope_head_dim + c.index_head_dim);
+}
+
+std::unique_ptr<LogitsRow> Backend::create_logits_row() {
+  fail(Status::internal, "the ", name(), " backend keeps no logits in device memory");
+}
+void Backend::read_logits(const LogitsRow&, float*) const {
+  fail(Status::internal, "the ", name(), " backend keeps no logits in device memory");
+}
+void Backend::copy_logits(const LogitsRow&, LogitsRow&) const {
+  fail(Status::internal, "the ", name(), " backend keeps no logits in device memory");
+}
+void Backend::sample_logits(const std::vector<const LogitsRow*>&, const SamplerParams&,
+                            const std::vector<std::vector<int32_t>>&, const std::vector<double>&, int32_t*) const {
+  fail(Status::internal, "the ", name(), " backend does not sample on a device");
 }
 
 }  // namespace glm5rt

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/sampler_params.hpp"
 #include "model/config.hpp"
 
 namespace glm5rt {
@@ -27,6 +28,13 @@ class CacheStorage {
   virtual ~CacheStorage() = default;
   virtual int64_t n_pages() const = 0;
   virtual int32_t page_size() const = 0;
+};
+
+// One row of vocab_size float32 logits in backend memory (Backend::create_logits_row), owned by one
+// session (forks get their own copy), so that no other session's forward overwrites it.
+class LogitsRow {
+ public:
+  virtual ~LogitsRow() = default;
 };
 
 // One sequence's part of a batch: rows first_row .. first_row + n_new - 1 of the plan, at positions
@@ -46,7 +54,11 @@ struct BatchPlan {
   std::vector<int64_t> positions;
   std::vector<int32_t> seq_of_row;
   std::vector<int64_t> slots;       // physical slot where the row's records are written
-  std::vector<int64_t> logit_rows;  // rows whose logits forward() returns, in this order
+  std::vector<int64_t> logit_rows;  // rows whose logits forward() returns, in this order (repeats allowed)
+  // Empty, or one entry per logit_rows entry: where non-null, that row's logits go to this LogitsRow in
+  // backend memory instead of the host buffer (its part of the host buffer is left as it was). Only for
+  // backends with device_logits().
+  std::vector<LogitsRow*> logit_dest;
 
   int64_t n_rows() const { return static_cast<int64_t>(tokens.size()); }
   // Appends a sequence's rows (positions n_past..) and fills their slots from the block table.
@@ -123,6 +135,22 @@ class Backend {
                               float* out) const = 0;
   virtual void import_records(CacheStorage& cache, const std::vector<int32_t>& block_table, int64_t n,
                               const float* in) const = 0;
+
+  // Device-resident logits. Backends that answer false (the CPU backend) return every logit row to the
+  // host, and the engine samples with engine/sampler.cpp; the functions below then throw
+  // Error(internal).
+  virtual bool device_logits() const { return false; }
+  // A row of vocab_size floats (Error(out_of_memory) when it does not fit).
+  virtual std::unique_ptr<LogitsRow> create_logits_row();
+  // Copies a row to the host (vocab_size floats), waiting for the forward that wrote it.
+  virtual void read_logits(const LogitsRow& row, float* out) const;
+  virtual void copy_logits(const LogitsRow& src, LogitsRow& dst) const;
+  // One token per row with engine/sampler.cpp's semantics (p already validated): windows[i] holds row
+  // i's penalty window (penalty_window()), uniforms[i] the value sample_token would draw from that
+  // session's RNG (read only when p.temperature > 0). Rows may belong to different sessions.
+  virtual void sample_logits(const std::vector<const LogitsRow*>& rows, const SamplerParams& p,
+                             const std::vector<std::vector<int32_t>>& windows, const std::vector<double>& uniforms,
+                             int32_t* out) const;
 };
 
 }  // namespace glm5rt

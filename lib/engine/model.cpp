@@ -59,12 +59,15 @@ std::shared_ptr<Model> Model::load(const std::string& dir, const ModelOptions& o
   // surfacing later.
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m->tokenizer_ = Tokenizer::load_dir(dir);
 #ifdef GLM5RT_WITH_CUDA
-  if (backend == GLM5RT_BACKEND_CUDA) {
+  if (backend == GLM5RT_BACKEND_CUDA)
     m->backend_ = make_cuda_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.device_index, half(0.5f));
-    return m;
-  }
 #endif
-  m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
+  if (!m->backend_)
+    m->backend_ = make_cpu_backend(m->checkpoint_->config(), m->checkpoint_->weights(), options.n_threads, half(0.5f));
+  if (options.wrap_backend) {
+    m->backend_ = options.wrap_backend(m->backend_);
+    require(m->backend_ != nullptr, Status::internal, "wrap_backend returned no backend");
+  }
   return m;
 }
 

@@ -23,6 +23,8 @@ struct ModelOptions {
   int32_t device_index = 0;               // CUDA ordinal
   int32_t n_threads = 0;                  // CPU threads, 0 = all
   std::function<bool(float)> progress;    // fraction in [0, 1]; false cancels (Status::cancelled)
+  // For tests: wraps the backend load() created (e.g. to emulate a backend with device logits on the CPU).
+  std::function<std::shared_ptr<Backend>(std::shared_ptr<Backend>)> wrap_backend;
 };
 
 class Model {

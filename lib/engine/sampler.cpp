@@ -18,8 +18,19 @@ void validate(const SamplerParams& p) {
   require(p.penalty_last_n >= -1, Status::invalid_argument, "penalty_last_n must be >= -1, got ", p.penalty_last_n);
 }
 
-int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
-                     Rng& rng) {
+std::vector<int32_t> penalty_window(const SamplerParams& p, const std::vector<int32_t>& history) {
+  if (p.repetition_penalty == 1.0f || p.penalty_last_n == 0) return {};
+  const size_t n = history.size();
+  const size_t window = p.penalty_last_n < 0 ? n : std::min<size_t>(n, static_cast<size_t>(p.penalty_last_n));
+  return std::vector<int32_t>(history.end() - static_cast<std::ptrdiff_t>(window), history.end());
+}
+
+namespace {
+
+// uniform() is called once, after the candidates are known, and only when sampling (temperature > 0).
+template <class Uniform>
+int32_t sample_impl(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
+                    Uniform&& uniform) {
   validate(p);
   std::vector<float> l(logits, logits + V);
   if (p.repetition_penalty != 1.0f && p.penalty_last_n != 0) {
@@ -67,13 +78,25 @@ int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, con
   }
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += prob[i];
-  const double u = rng.uniform() * total;
+  const double u = uniform() * total;
   double cum = 0;
   for (size_t i = 0; i < keep; ++i) {
     cum += prob[i];
     if (u < cum) return cand[i].second;
   }
   return cand[keep - 1].second;
+}
+
+}  // namespace
+
+int32_t sample_token(const float* logits, int64_t V, const SamplerParams& p, const std::vector<int32_t>& history,
+                     Rng& rng) {
+  return sample_impl(logits, V, p, history, [&] { return rng.uniform(); });
+}
+
+int32_t sample_token_with_uniform(const float* logits, int64_t V, const SamplerParams& p,
+                                  const std::vector<int32_t>& history, double uniform) {
+  return sample_impl(logits, V, p, history, [uniform] { return uniform; });
 }
 
 }  // namespace glm5rt

@@ -6,18 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/sampler_params.hpp"
 #include "engine/rng.hpp"
 
 namespace glm5rt {
-
-struct SamplerParams {
-  float temperature = 0.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  float repetition_penalty = 1.0f;
-  int32_t penalty_last_n = 64;  // -1: the whole history
-};
 
 // Throws Error(invalid_argument) naming the field for values that make no sense.
 void validate(const SamplerParams& p);
@@ -25,5 +17,14 @@ void validate(const SamplerParams& p);
 // history: the session's tokens (the penalty looks at its last penalty_last_n).
 int32_t sample_token(const float* logits, int64_t n_vocab, const SamplerParams& p,
                      const std::vector<int32_t>& history, Rng& rng);
+
+// The same with the uniform given instead of drawn (what sample_token would draw from its RNG; read only
+// when p.temperature > 0): the reference a device sampler is held to.
+int32_t sample_token_with_uniform(const float* logits, int64_t n_vocab, const SamplerParams& p,
+                                  const std::vector<int32_t>& history, double uniform);
+
+// The tokens the repetition penalty looks at: the last penalty_last_n of history (all of it for -1; none
+// when the penalty is off), in history order, duplicates kept.
+std::vector<int32_t> penalty_window(const SamplerParams& p, const std::vector<int32_t>& history);
 
 }  // namespace glm5rt

@@ -51,6 +51,11 @@ void Session::release_pages(State& st) {
 
 std::shared_ptr<Session> Session::fork() const {
   std::shared_ptr<Session> f(new Session());
+  if (state_.device_valid) {  // the fork gets its own device row, so that their forwards stay apart
+    f->state_.device_logits = backend().create_logits_row();
+    backend().copy_logits(*state_.device_logits, *f->state_.device_logits);
+    f->state_.device_valid = true;
+  }
   f->model_ = model_;
   f->params_ = params_;
   f->max_tokens_ = max_tokens_;
@@ -59,7 +64,10 @@ std::shared_ptr<Session> Session::fork() const {
   for (int32_t p : state_.table.pages) state_.pool->retain(p);
   f->state_.table = state_.table;
   f->state_.tokens = state_.tokens;
-  f->state_.logits = state_.logits;
+  if (state_.logits_on_host) {
+    f->state_.logits = state_.logits;
+    f->state_.logits_on_host = true;
+  }
   f->state_.rng = state_.rng;
   return f;
 }
@@ -83,7 +91,36 @@ Session::State Session::fresh_state() const {
 
 const std::vector<float>& Session::logits() const {
   require(!state_.tokens.empty(), Status::state, "the session holds no tokens, so there are no logits yet");
+  if (!state_.logits_on_host) {  // lazily from the device row the last forward wrote
+    require(state_.device_valid, Status::internal, "the session's logits are nowhere");
+    state_.logits.resize(static_cast<size_t>(backend().config().vocab_size));
+    backend().read_logits(*state_.device_logits, state_.logits.data());
+    state_.logits_on_host = true;
+  }
   return state_.logits;
+}
+
+LogitsRow* Session::spare_row() {
+  if (!state_.device_spare) state_.device_spare = backend().create_logits_row();
+  return state_.device_spare.get();
+}
+
+void Session::commit_device_logits() {
+  std::swap(state_.device_logits, state_.device_spare);
+  state_.device_valid = true;
+  state_.logits_on_host = false;  // the host vector keeps its capacity for the next read
+}
+
+void Session::commit_host_logits(std::vector<float>&& row) {
+  state_.logits = std::move(row);
+  state_.logits_on_host = true;
+  state_.device_valid = false;
+}
+
+void Session::clear_logits() {
+  state_.logits.clear();
+  state_.logits_on_host = false;
+  state_.device_valid = false;
 }
 
 void Session::append(const int32_t* tokens, size_t n, float* all_logits) {
@@ -109,6 +146,9 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
   }
   Backend& be = sessions[0]->backend();
   const int64_t V = be.config().vocab_size;
+  // Backends with device logits keep each session's last-position row on the device (in a spare row of
+  // the session, swapped in on commit); rows asked for through all_logits still come to the host.
+  const bool on_device = be.device_logits();
   for (size_t i = 0; i < S; ++i)
     for (size_t j = 0; j < n_tokens[i]; ++j)
       require(tokens[i][j] >= 0 && tokens[i][j] < V, Status::invalid_argument, "token ", tokens[i][j],
@@ -148,6 +188,7 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
         new_pages[i].insert(new_pages[i].end(), more.begin(), more.end());
         tables[i].insert(tables[i].end(), more.begin(), more.end());
       }
+      if (on_device) s.spare_row();
     }
 
     // 2. Forwards of at most prefill_chunk tokens per session; rows are independent, so chunking and
@@ -164,7 +205,15 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
     std::vector<float> buf;
     for (;;) {
       BatchPlan plan;
-      std::vector<std::pair<size_t, int64_t>> out_of;  // per logit row: (session, index in its tokens or -1)
+      // per logit row: (session, index in its tokens; -1: the last position for the host; -2: the last
+      // position into the session's spare device row)
+      std::vector<std::pair<size_t, int64_t>> out_of;
+      auto to_device = [&](size_t i, int64_t row) {
+        plan.logit_rows.push_back(row);
+        plan.logit_dest.resize(plan.logit_rows.size() - 1, nullptr);
+        plan.logit_dest.push_back(sessions[i]->state_.device_spare.get());
+        out_of.push_back({i, -2});
+      };
       std::vector<size_t> take(S, 0);
       for (size_t i = 0; i < S; ++i) {
         Session& s = *sessions[i];
@@ -174,25 +223,36 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
         plan.add_sequence(s.state_.cache.get(), tables[i], s.params_.page_size, s.n_tokens() + static_cast<int64_t>(done[i]),
                           tokens[i] + done[i], static_cast<int64_t>(take[i]));
         const bool finishes = done[i] + take[i] == n_tokens[i];
+        const int64_t last_row = first_row + static_cast<int64_t>(take[i]) - 1;
         if (!staged[i].empty()) {
           for (size_t j = 0; j < take[i]; ++j) {
             plan.logit_rows.push_back(first_row + static_cast<int64_t>(j));
             out_of.push_back({i, static_cast<int64_t>(done[i] + j)});
           }
+          if (finishes && on_device) to_device(i, last_row);  // the last row once more, kept on the device
         } else if (finishes) {
-          plan.logit_rows.push_back(first_row + static_cast<int64_t>(take[i]) - 1);
-          out_of.push_back({i, -1});
+          if (on_device) {
+            to_device(i, last_row);
+          } else {
+            plan.logit_rows.push_back(last_row);
+            out_of.push_back({i, -1});
+          }
         }
       }
+      if (!plan.logit_dest.empty()) plan.logit_dest.resize(plan.logit_rows.size(), nullptr);
       if (plan.n_rows() == 0) break;
       if (stop()) fail(Status::cancelled, "cancelled");
-      buf.assign(plan.logit_rows.size() * V, 0.0f);
-      be.forward(plan, buf.data(), stop, nullptr);
+      // Host room only when some row comes to the host (device rows leave their part untouched).
+      const bool any_host = std::any_of(out_of.begin(), out_of.end(), [](const auto& o) { return o.second != -2; });
+      if (any_host) buf.assign(plan.logit_rows.size() * V, 0.0f);
+      else buf.clear();
+      be.forward(plan, any_host ? buf.data() : nullptr, stop, nullptr);
       for (size_t k = 0; k < out_of.size(); ++k) {
         const auto [i, idx] = out_of[k];
+        if (idx == -2) continue;  // stayed on the device
         const float* row = &buf[k * V];
         if (idx >= 0) std::memcpy(&staged[i][idx * V], row, V * sizeof(float));
-        if (idx < 0 || static_cast<size_t>(idx) + 1 == n_tokens[i]) last[i].assign(row, row + V);
+        if (!on_device && (idx < 0 || static_cast<size_t>(idx) + 1 == n_tokens[i])) last[i].assign(row, row + V);
       }
       for (size_t i = 0; i < S; ++i) done[i] += take[i];
     }
@@ -204,7 +264,8 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
       if (unshared[i] >= 0) st.pool->release(unshared[i]);
       st.table.pages = std::move(tables[i]);
       st.tokens.insert(st.tokens.end(), tokens[i], tokens[i] + n_tokens[i]);
-      st.logits = std::move(last[i]);
+      if (on_device) sessions[i]->commit_device_logits();
+      else sessions[i]->commit_host_logits(std::move(last[i]));
       if (!staged[i].empty()) std::memcpy(all_logits[i], staged[i].data(), staged[i].size() * sizeof(float));
     }
   } catch (...) {
@@ -213,9 +274,49 @@ void Session::append_batch(const std::vector<Session*>& sessions, const std::vec
   }
 }
 
-int32_t Session::sample(const SamplerParams& p) {
+int32_t Session::sample_on_host(const SamplerParams& p) {
   const auto& l = logits();
   return sample_token(l.data(), static_cast<int64_t>(l.size()), p, state_.tokens, state_.rng);
+}
+
+int32_t Session::sample(const SamplerParams& p) { return sample_batch({this}, p)[0]; }
+
+std::vector<int32_t> Session::sample_batch(const std::vector<Session*>& sessions, const SamplerParams& p) {
+  require(!sessions.empty(), Status::invalid_argument, "no sessions given");
+  for (size_t i = 0; i < sessions.size(); ++i) require(sessions[i] != nullptr, Status::invalid_argument, "session ", i, " is NULL");
+  validate(p);
+  std::vector<Rng> saved;
+  for (auto* s : sessions) saved.push_back(s->state_.rng);
+  try {
+    std::vector<int32_t> next(sessions.size());
+    std::vector<size_t> on_device;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      if (sessions[i]->state_.device_valid) on_device.push_back(i);
+      else next[i] = sessions[i]->sample_on_host(p);
+    }
+    if (!on_device.empty()) {
+      Backend& be = sessions[on_device[0]]->backend();
+      std::vector<const LogitsRow*> rows;
+      std::vector<std::vector<int32_t>> windows;
+      std::vector<double> uniforms;
+      for (size_t i : on_device) {
+        Session& s = *sessions[i];
+        require(&s.backend() == &be, Status::invalid_argument, "session ", i, " belongs to another model than session ",
+                on_device[0]);
+        rows.push_back(s.state_.device_logits.get());
+        windows.push_back(penalty_window(p, s.state_.tokens));
+        // sample_token draws one uniform, and only when it samples (temperature > 0).
+        uniforms.push_back(p.temperature > 0.0f ? s.state_.rng.uniform() : 0.0);
+      }
+      std::vector<int32_t> toks(on_device.size());
+      be.sample_logits(rows, p, windows, uniforms, toks.data());
+      for (size_t k = 0; k < on_device.size(); ++k) next[on_device[k]] = toks[k];
+    }
+    return next;
+  } catch (...) {
+    for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->state_.rng = saved[i];
+    throw;
+  }
 }
 
 int32_t Session::step(const SamplerParams& p) { return step_batch({this}, p)[0]; }
@@ -227,8 +328,7 @@ std::vector<int32_t> Session::step_batch(const std::vector<Session*>& sessions, 
   std::vector<Rng> saved;
   for (auto* s : sessions) saved.push_back(s->state_.rng);
   try {
-    std::vector<int32_t> next(sessions.size());
-    for (size_t i = 0; i < sessions.size(); ++i) next[i] = sessions[i]->sample(p);
+    std::vector<int32_t> next = sample_batch(sessions, p);
     std::vector<const int32_t*> toks;
     for (auto& t : next) toks.push_back(&t);
     append_batch(sessions, toks, std::vector<size_t>(sessions.size(), 1), {});
@@ -242,7 +342,7 @@ std::vector<int32_t> Session::step_batch(const std::vector<Session*>& sessions, 
 void Session::reset() {
   release_pages(state_);
   state_.tokens.clear();
-  state_.logits.clear();
+  clear_logits();
 }
 
 void Session::truncate(int64_t n_keep) {
@@ -267,12 +367,14 @@ void Session::truncate(int64_t n_keep) {
     backend().copy_page(*state_.cache, table[last], copy);
     table[last] = copy;
   }
-  std::vector<float> l(backend().config().vocab_size);
+  const bool on_device = backend().device_logits();
+  std::vector<float> l(on_device ? 0 : backend().config().vocab_size);
   try {
     BatchPlan plan;
     const int32_t tok = state_.tokens[n_keep - 1];
     plan.add_sequence(state_.cache.get(), table, ps, n_keep - 1, &tok, 1);
     plan.logit_rows = {0};
+    if (on_device) plan.logit_dest = {spare_row()};
     backend().forward(plan, l.data(), [this] { return cancel_requested(); }, nullptr);
   } catch (...) {
     if (copy >= 0) pool.release(copy);
@@ -284,7 +386,8 @@ void Session::truncate(int64_t n_keep) {
   table.resize(keep_pages);
   state_.table.pages = std::move(table);
   state_.tokens.resize(static_cast<size_t>(n_keep));
-  state_.logits = std::move(l);
+  if (on_device) commit_device_logits();
+  else commit_host_logits(std::move(l));
 }
 
 }  // namespace glm5rt

@@ -58,15 +58,23 @@ class Session {
   static void append_batch(const std::vector<Session*>& sessions, const std::vector<const int32_t*>& tokens,
                            const std::vector<size_t>& n_tokens, const std::vector<float*>& all_logits);
 
-  // The logits of the last position (Status::state when the session holds no tokens).
+  // The logits of the last position (Status::state when the session holds no tokens). On a backend that
+  // keeps logits on its device they are copied to the host on the first call after a forward.
   const std::vector<float>& logits() const;
+  // Whether the last position's logits sit in the backend's memory (then sample/step sample there).
+  bool logits_on_device() const { return state_.device_valid; }
   const std::vector<int32_t>& tokens() const { return state_.tokens; }
   int64_t n_tokens() const { return static_cast<int64_t>(state_.tokens.size()); }
 
+  // Samples with the session's RNG: on the backend's device when the logits are there (one uniform drawn
+  // from the RNG exactly as sample_token draws it; see kernels/sampling/sampling.h for where a device
+  // token can differ from sampler.cpp's), else on the host with sample_token.
   int32_t sample(const SamplerParams& p);
   int32_t step(const SamplerParams& p);
-  // Samples one token for each session with its own RNG and appends them in one forward.
+  // Samples one token for each session with its own RNG (device rows in one call) and appends them in one
+  // forward.
   static std::vector<int32_t> step_batch(const std::vector<Session*>& sessions, const SamplerParams& p);
+  static std::vector<int32_t> sample_batch(const std::vector<Session*>& sessions, const SamplerParams& p);
 
   void reset();
   void truncate(int64_t n_keep);
@@ -86,12 +94,19 @@ class Session {
   ~Session();
 
  private:
+  // The logits of the last position live on the host (logits_on_host), in the backend's memory
+  // (device_logits: backends with Backend::device_logits(), after a forward), or both (a device row that
+  // was read). With tokens, at least one of the two is valid.
   struct State {
     std::shared_ptr<PagePool> pool;       // shared with forks
     std::shared_ptr<CacheStorage> cache;  // shared with forks
     BlockTable table;
     std::vector<int32_t> tokens;
-    std::vector<float> logits;  // of the last position; empty when there are no tokens
+    mutable std::vector<float> logits;  // host copy, filled lazily from the device row by logits()
+    mutable bool logits_on_host = false;
+    std::unique_ptr<LogitsRow> device_logits;  // this session's own row (never shared with forks)
+    bool device_valid = false;
+    std::unique_ptr<LogitsRow> device_spare;  // the next forward writes here; swapped in on commit
     Rng rng;
   };
 
@@ -99,6 +114,14 @@ class Session {
   State fresh_state() const;  // an empty cache with this session's budget
   static void release_pages(State& st);
   Backend& backend() const;
+  // A spare device row for the next forward's logits (backends with device logits only).
+  LogitsRow* spare_row();
+  // Commit of a forward's last-position logits: the device row written to spare_row(), or a host row.
+  void commit_device_logits();
+  void commit_host_logits(std::vector<float>&& row);
+  void clear_logits();
+  // Samples on the host from logits() (sampler.cpp).
+  int32_t sample_on_host(const SamplerParams& p);
 
   std::shared_ptr<const Model> model_;
   SessionParams params_;

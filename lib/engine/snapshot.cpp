@@ -62,7 +62,10 @@ struct SnapshotIo {
     w.put(static_cast<uint32_t>(rec));
     w.put(static_cast<uint64_t>(n));
     w.put_raw(st.tokens.data(), st.tokens.size() * sizeof(int32_t));
-    if (n > 0) w.put_raw(st.logits.data(), st.logits.size() * sizeof(float));
+    if (n > 0) {  // logits() copies a device-resident row to the host first
+      const auto& l = s.logits();
+      w.put_raw(l.data(), l.size() * sizeof(float));
+    }
     for (uint64_t word : st.rng.state()) w.put(word);
     std::vector<float> records(static_cast<size_t>(n * rec));
     if (n > 0) be.export_records(*st.cache, st.table.pages, n, records.data());
@@ -134,6 +137,7 @@ struct SnapshotIo {
     if (n > 0) {
       st.logits.resize(static_cast<size_t>(c.vocab_size));
       r.get_raw(st.logits.data(), st.logits.size() * sizeof(float));
+      st.logits_on_host = true;  // sampled on the host until the next forward puts a row on the device
     }
     std::array<uint64_t, 4> rng;
     for (auto& word : rng) word = r.get<uint64_t>();

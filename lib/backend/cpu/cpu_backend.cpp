@@ -113,6 +113,8 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
   const ModelConfig& c = config_;
   const int64_t R = plan.n_rows(), D = c.hidden_size, L = c.num_hidden_layers;
   require(R > 0, Status::invalid_argument, "empty batch");
+  for (const LogitsRow* d : plan.logit_dest)
+    require(d == nullptr, Status::internal, "the CPU backend returns logits to the host only");
   for (int64_t r = 0; r < R; ++r)
     require(plan.tokens[r] >= 0 && plan.tokens[r] < c.vocab_size, Status::invalid_argument, "token id ",
             plan.tokens[r], " is outside the vocabulary [0, ", c.vocab_size, ")");

@@ -1485,8 +1485,7 @@ void CudaBackend::forward(const BatchPlan& plan, float* logits, const std::funct
                           ForwardProbe* probe) {
   std::lock_guard<std::mutex> lock(device_mutex_);
   const float* dev = forward_device(plan, should_stop, probe);
-  const size_t bytes = plan.logit_rows.size() * static_cast<size_t>(config_.vocab_size) * 4;
-  if (bytes) check(cudaMemcpyAsync(logits, dev, bytes, cudaMemcpyDeviceToHost, stream_), "copying logits");
+  deliver_logits(plan, dev, logits);  // cuda_sampling.cpp
   check(cudaStreamSynchronize(stream_), "the forward");
 }
 

@@ -96,11 +96,28 @@ class CudaBackend final : public Backend {
   void import_records(CacheStorage& cache, const std::vector<int32_t>& block_table, int64_t n,
                       const float* in) const override;
 
+  // Device-resident logits and the device sampler (cuda_sampling.cpp, kernels/sampling): a forward's
+  // rows with a BatchPlan::logit_dest are copied device-to-device into the session's row; sampling
+  // returns only token ids.
+  bool device_logits() const override { return true; }
+  std::unique_ptr<LogitsRow> create_logits_row() override;
+  void read_logits(const LogitsRow& row, float* out) const override;
+  void copy_logits(const LogitsRow& src, LogitsRow& dst) const override;
+  void sample_logits(const std::vector<const LogitsRow*>& rows, const SamplerParams& p,
+                     const std::vector<std::vector<int32_t>>& windows, const std::vector<double>& uniforms,
+                     int32_t* out) const override;
+
   // Runs the forward and leaves the logits of plan.logit_rows on the device (float32, rows x vocab,
   // valid until the next forward); nothing is copied back. Asynchronous: synchronize() before timing.
   const float* forward_device(const BatchPlan& plan, const std::function<bool()>& should_stop, ForwardProbe* probe);
   // Greedy sampling on the device: argmax of each logit row of the last forward_device (lowest id wins ties).
   std::vector<int32_t> argmax_last();
+  // The device sampler (what sample_logits runs on session rows) on `rows` contiguous rows of vocab_size
+  // floats in device memory, e.g. forward_device's result: one token per row; windows and uniforms as
+  // sample_logits takes them.
+  std::vector<int32_t> sample_device_rows(const float* logits, int64_t rows, const SamplerParams& p,
+                                          const std::vector<std::vector<int32_t>>& windows,
+                                          const std::vector<double>& uniforms);
   void synchronize();
   cudaStream_t stream() const { return stream_; }
   // Fills every record of a cache with random values (benchmarks that need a long context).
@@ -216,6 +233,13 @@ class CudaBackend final : public Backend {
   void clear_graphs();
   void ensure_fast_workspace(const glm5k::RecordFormat& fmt);
   void report_selection(std::vector<int32_t>& out);
+  // After forward_device: rows with a logit_dest go device-to-device into their LogitsRow, the others to
+  // the host buffer (cuda_sampling.cpp).
+  void deliver_logits(const BatchPlan& plan, const float* dev, float* host);
+  // The sampler launch on device rows (caller holds device_mutex_), tokens copied to out.
+  void sample_rows_locked(const std::vector<const float*>& rows, const SamplerParams& p,
+                          const std::vector<std::vector<int32_t>>& windows, const std::vector<double>& uniforms,
+                          int32_t* out) const;
 
   ModelConfig config_;
   int32_t device_;
@@ -271,6 +295,8 @@ class CudaBackend final : public Backend {
   const std::vector<int32_t>* forced_sel_ = nullptr;  // ForwardProbe::force_topk of the layer being enqueued
   std::vector<int32_t>* own_sel_ = nullptr;
   ForwardProbe* probe_ = nullptr;  // during enqueue_mlp of an eager forward with a probe
+  // Device sampler buffers (grown on demand; never part of a captured graph).
+  mutable DeviceBuffer sample_ws_, sample_io_;
 };
 
 }  // namespace cuda
