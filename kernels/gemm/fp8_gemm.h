@@ -70,14 +70,18 @@ struct Fp8GemmParams {
   // fits in one wave of resident blocks on this GPU, else 2).
   int decode_depth = 0;
   // Decode kernel for one-token-tile groups (<= 4 rows per group expected): 0 automatic (the cp.async
-  // ring, deepest that fits the grid in one wave, when some depth does; else the register ring), 1 the
-  // register ring (fp8_gemm_decode.cuh), 2 the cp.async ring (fp8_gemm_decode_async.cuh).
+  // ring, deepest that fits the grid in one wave, depth 3 when none does), 1 the register ring
+  // (fp8_gemm_decode.cuh), 2 the cp.async ring (fp8_gemm_decode_async.cuh).
   int decode_kernel = 0;
   // The group metadata (group_offsets, active_groups, num_active) and the weights were complete before
   // the previous kernel in the stream started (e.g. the MoE down projection: written by the permutation,
   // two launches earlier). The cp.async decode kernel then starts streaming weights before its
   // programmatic-dependent-launch wait, overlapping the previous kernel. Leave false otherwise.
   bool group_info_ready = false;
+  // Blocks of another kernel (on another stream) expected to stay resident while this one starts: the
+  // decode kernel's "fits in one wave" choices leave room for that many blocks, so that this grid does
+  // not get a late second wave (e.g. the MoE's routed gate_up beside the shared expert's GEMM).
+  int concurrent_blocks = 0;
   const int* active_groups = nullptr;
   const int* num_active = nullptr;
   const int* tile_prefix = nullptr;

@@ -4,6 +4,7 @@
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
+#include "kernels/moe/moe_internal.h"
 
 namespace glm5rt::kernels {
 namespace {
@@ -42,10 +43,11 @@ __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up
 // One block per token; each thread sums 8 columns at a time over the token's k rows in order.
 __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, int top_k,
                                const int* __restrict__ slot_row, const float* __restrict__ topk_weights,
-                               const int* __restrict__ shared_row_begin, __nv_bfloat16* __restrict__ out) {
+                               const int* __restrict__ shared_row_begin, int shared_row_fixed,
+                               __nv_bfloat16* __restrict__ out) {
   detail::pdl_wait_and_release();
   const int t = blockIdx.y;
-  const int shared_row0 = shared_row_begin ? *shared_row_begin : -1;
+  const int shared_row0 = shared_row_begin ? *shared_row_begin : shared_row_fixed;
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (col < hidden) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -98,6 +100,12 @@ cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inte
 cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                         const float* topk_weights, const int* shared_row_begin, __nv_bfloat16* out,
                         cudaStream_t stream, bool pdl) {
+  return moe_combine_at(y, tokens, hidden, top_k, slot_row, topk_weights, shared_row_begin, -1, out, stream, pdl);
+}
+
+cudaError_t moe_combine_at(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
+                           const float* topk_weights, const int* shared_row_begin, int shared_row0,
+                           __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0 || top_k < 1) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   if (!y || !slot_row || !topk_weights || !out) return cudaErrorInvalidValue;
@@ -106,7 +114,7 @@ cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_
   // spread over SMs instead of one block per token looping.
   const dim3 grid((hidden / 8 + 127) / 128, tokens);
   return detail::launch(combine_kernel, grid, dim3(128), 0, stream, pdl, y, hidden, top_k, slot_row, topk_weights,
-                        shared_row_begin, out);
+                        shared_row_begin, shared_row0, out);
 }
 
 }  // namespace glm5rt::kernels
