@@ -82,6 +82,11 @@ struct Fp8GemmParams {
   // decode kernel's "fits in one wave" choices leave room for that many blocks, so that this grid does
   // not get a late second wave (e.g. the MoE's routed gate_up beside the shared expert's GEMM).
   int concurrent_blocks = 0;
+  // With group_info_ready, the cp.async decode kernel also asks L2 for this many further K blocks of its
+  // weights (beyond the ring's DEPTH-1) before its PDL wait, so that the wait (e.g. the MoE down GEMM
+  // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
+  // only: results do not depend on it. 0: none.
+  int decode_l2_prefetch = 0;
   const int* active_groups = nullptr;
   const int* num_active = nullptr;
   const int* tile_prefix = nullptr;

@@ -10,8 +10,16 @@ namespace glm5rt::kernels {
 namespace {
 
 // One warp per (row, 128-group): lane owns 4 consecutive intermediate values.
+// release_early: let the next kernel launch (PDL) before waiting for the previous one. Safe for any
+// dependent that waits (griddepcontrol.wait) before reading this kernel's inputs' producers: this grid
+// completes only after its own wait, so the dependent's wait still covers the gate_up GEMM. It lets the
+// down GEMM's blocks take SM slots as the gate_up GEMM's blocks leave and start their weight prefetch
+// during the gate_up tail, instead of only after the gate_up GEMM has completed.
 __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up, int rows, int inter,
-                                       uint8_t* __restrict__ q, float* __restrict__ scale) {
+                                       uint8_t* __restrict__ q, float* __restrict__ scale, bool release_early) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   detail::pdl_wait_and_release();
   const int groups = inter / kFp8Block;
   const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -87,6 +95,11 @@ __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, 
 
 cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
                                 cudaStream_t stream, bool pdl) {
+  return moe_swiglu_quantize_ex(gate_up, rows, inter, q, scale, stream, pdl, false);
+}
+
+cudaError_t moe_swiglu_quantize_ex(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
+                                   cudaStream_t stream, bool pdl, bool release_early) {
   if (rows < 0 || inter <= 0 || inter % kFp8Block != 0) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!gate_up || !q || !scale) return cudaErrorInvalidValue;
@@ -94,7 +107,7 @@ cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inte
   const long long blocks = (items + 7) / 8;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
   return detail::launch(swiglu_quantize_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, pdl,
-                        gate_up, rows, inter, q, scale);
+                        gate_up, rows, inter, q, scale, release_early);
 }
 
 cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,

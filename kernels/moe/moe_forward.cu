@@ -11,6 +11,9 @@ namespace glm5rt::kernels {
 namespace {
 
 constexpr size_t kAlign = 256;
+// K blocks (128 bytes per weight row each) of the down GEMM's weights asked of L2 before its PDL wait,
+// beyond its cp.async ring: at T=1 864 blocks x 64 rows x 4 x 128 B = 28 MB, half of the H200's L2.
+constexpr int kMoeDownL2PrefetchKBlocks = 4;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 struct Layout {
@@ -88,7 +91,8 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
-  if (cudaError_t e = moe_swiglu_quantize(gate_up, T, I, hq, hs, ss, pdl); e != cudaSuccess) return e;
+  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, p.early_down); e != cudaSuccess)
+    return e;
   Fp8GemmParams g2 = g;
   g2.n = H;
   g2.k = I;
@@ -103,6 +107,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.c = reinterpret_cast<__nv_bfloat16*>(ws + l.y) + row0 * H;
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
+  g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   return fp8_gemm(g2, ss);
 }
 
@@ -245,7 +250,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
 
   uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
   float* hs = static_cast<float*>(at(l.hs));
-  if (cudaError_t e = moe_swiglu_quantize(g1.c, R, I, hq, hs, stream, pdl); e != cudaSuccess) return e;
+  if (cudaError_t e = moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down); e != cudaSuccess)
+    return e;
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
@@ -262,9 +268,11 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.part_rows = H;
   g2.c = static_cast<__nv_bfloat16*>(at(l.y));
   g2.ldc = H;
-  // The permutation ran two launches earlier (gate_up and SwiGLU since): the down GEMM may start
-  // streaming its weights while SwiGLU runs.
+  // The permutation ran two launches earlier (gate_up and SwiGLU since, and the gate_up GEMM waited for
+  // it before SwiGLU could launch): the down GEMM may start streaming its weights before its wait, while
+  // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
   g2.group_info_ready = true;
+  g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
