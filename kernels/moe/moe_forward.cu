@@ -91,8 +91,11 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
-  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, p.early_down); e != cudaSuccess)
-    return e;
+  // No early release here: the shared down GEMM's blocks would otherwise take SM slots (48 KB of shared
+  // memory each) for the whole shared gate_up GEMM, which the routed gate_up GEMM's one-wave fit does
+  // not count (concurrent_blocks covers the shared gate_up's blocks only). Launched after the shared
+  // gate_up GEMM, they take its freed slots, and the rest run in the routed gate_up GEMM's tail.
+  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, false); e != cudaSuccess) return e;
   Fp8GemmParams g2 = g;
   g2.n = H;
   g2.k = I;
