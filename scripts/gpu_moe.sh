@@ -81,7 +81,7 @@ echo "== ptxas -v, sm_120 (registers / spills per kernel)"
 awk '/Compiling entry/ { match($0, /function .*/); name = substr($0, RSTART + 10, 90) }
      /spill/ { spill = $0; sub(/.*: +/, "", spill) }
      /Used [0-9]+ registers/ { regs = $0; sub(/.*Used/, "Used", regs); printf "%-90s %s | %s\n", name, regs, spill }' \
-  "$OUT/ptxas_sm120.txt"
+  "$OUT/ptxas_sm120.txt" 2>/dev/null
 
 echo "== SASS tensor-core instructions in fp8_gemm.cu (count per opcode)"
 cat "$OUT/sass_summary.txt" 2>/dev/null
