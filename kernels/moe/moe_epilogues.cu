@@ -18,9 +18,15 @@ namespace {
 __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up, int rows, int inter,
                                        uint8_t* __restrict__ q, float* __restrict__ scale, bool release_early) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  if (release_early) {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  } else {
+    detail::pdl_wait_and_release();
+  }
+#else
   detail::pdl_wait_and_release();
+#endif
   const int groups = inter / kFp8Block;
   const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<long long>(rows) * groups) return;
