@@ -106,11 +106,6 @@ struct MoeParams {
   int front_path = 0;
   // Programmatic dependent launch between the block's kernels (on GPUs with compute capability 9.0+).
   bool pdl = true;
-  // With pdl: the SwiGLU kernel lets the down GEMM launch before the gate_up GEMM has completed, and the
-  // down GEMM (cp.async decode kernel) asks L2 for its first K blocks of weights before it waits, so the
-  // down GEMM's weight traffic starts during the gate_up GEMM's tail. Results do not depend on it;
-  // false keeps the previous order (benchmarks).
-  bool early_down = true;
   // Optional (benchmarks): 7 events recorded after route, permute, quantise, gate_up GEMM, SwiGLU,
   // down GEMM and combine; each must be a valid event. Recording works inside graph capture too.
   cudaEvent_t* stage_events = nullptr;
@@ -124,6 +119,11 @@ struct MoeParams {
   // kMoeFrontMaxTokens (32) tokens on the decode GEMM path with the shared expert; ignored otherwise.
   cudaStream_t shared_stream = nullptr;
   cudaEvent_t shared_events[2] = {nullptr, nullptr};
+  // With pdl: the SwiGLU kernel lets the down GEMM launch before the gate_up GEMM has completed, and the
+  // down GEMM (cp.async decode kernel) asks L2 for its first K blocks of weights before it waits, so the
+  // down GEMM's weight traffic starts during the gate_up GEMM's tail. Results do not depend on it;
+  // false keeps the previous order (benchmarks).
+  bool early_down = true;
 };
 
 size_t moe_workspace_size(int tokens, int hidden, int inter, int num_experts, int top_k);
