@@ -78,6 +78,13 @@ struct Fp8GemmParams {
   // two launches earlier). The cp.async decode kernel then starts streaming weights before its
   // programmatic-dependent-launch wait, overlapping the previous kernel. Leave false otherwise.
   bool group_info_ready = false;
+  const int* active_groups = nullptr;
+  const int* num_active = nullptr;
+  const int* tile_prefix = nullptr;
+  int max_active = 0;  // host-known upper bound on *num_active (grid size of the decode kernel)
+
+  Fp8GemmPath path = Fp8GemmPath::automatic;
+  int expected_rows_per_group = 0;  // hint for the automatic choice (0: max_rows / num_groups)
   // Blocks of another kernel (on another stream) expected to stay resident while this one starts: the
   // decode kernel's "fits in one wave" choices leave room for that many blocks, so that this grid does
   // not get a late second wave (e.g. the MoE's routed gate_up beside the shared expert's GEMM).
@@ -87,13 +94,6 @@ struct Fp8GemmParams {
   // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
   // only: results do not depend on it. 0: none.
   int decode_l2_prefetch = 0;
-  const int* active_groups = nullptr;
-  const int* num_active = nullptr;
-  const int* tile_prefix = nullptr;
-  int max_active = 0;  // host-known upper bound on *num_active (grid size of the decode kernel)
-
-  Fp8GemmPath path = Fp8GemmPath::automatic;
-  int expected_rows_per_group = 0;  // hint for the automatic choice (0: max_rows / num_groups)
 };
 
 // Checks the parameters and launches on `stream`. No host synchronisation. Returns cudaErrorInvalidValue
