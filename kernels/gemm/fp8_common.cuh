@@ -78,6 +78,11 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// Hint: bring the line holding p into L2 (no register, no completion to wait for).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 // Streaming 16-byte load that does not keep the line in L1: weights are read exactly once.
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;

@@ -70,8 +70,8 @@ struct Fp8GemmParams {
   // fits in one wave of resident blocks on this GPU, else 2).
   int decode_depth = 0;
   // Decode kernel for one-token-tile groups (<= 4 rows per group expected): 0 automatic (the cp.async
-  // ring, deepest that fits the grid in one wave, when some depth does; else the register ring), 1 the
-  // register ring (fp8_gemm_decode.cuh), 2 the cp.async ring (fp8_gemm_decode_async.cuh).
+  // ring, deepest that fits the grid in one wave, depth 3 when none does), 1 the register ring
+  // (fp8_gemm_decode.cuh), 2 the cp.async ring (fp8_gemm_decode_async.cuh).
   int decode_kernel = 0;
   // The group metadata (group_offsets, active_groups, num_active) and the weights were complete before
   // the previous kernel in the stream started (e.g. the MoE down projection: written by the permutation,
@@ -85,6 +85,15 @@ struct Fp8GemmParams {
 
   Fp8GemmPath path = Fp8GemmPath::automatic;
   int expected_rows_per_group = 0;  // hint for the automatic choice (0: max_rows / num_groups)
+  // Blocks of another kernel (on another stream) expected to stay resident while this one starts: the
+  // decode kernel's "fits in one wave" choices leave room for that many blocks, so that this grid does
+  // not get a late second wave (e.g. the MoE's routed gate_up beside the shared expert's GEMM).
+  int concurrent_blocks = 0;
+  // With group_info_ready, the cp.async decode kernel also asks L2 for this many further K blocks of its
+  // weights (beyond the ring's DEPTH-1) before its PDL wait, so that the wait (e.g. the MoE down GEMM
+  // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
+  // only: results do not depend on it. 0: none.
+  int decode_l2_prefetch = 0;
 };
 
 // Checks the parameters and launches on `stream`. No host synchronisation. Returns cudaErrorInvalidValue

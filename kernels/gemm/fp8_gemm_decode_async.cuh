@@ -80,7 +80,21 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     }
   };
   prologue();
-  if (early) pdl_wait_and_release();
+  if (early) {
+    // L2 prefetch of the next K blocks of this warp's 16 rows (one 128-byte K block per row: both
+    // halves, since a row need not start on a 128-byte line); lanes c == 0 cover the warp's rows.
+    if (c == 0) {
+      const int kb_end = min(kblocks, DEPTH - 1 + p.decode_l2_prefetch);
+      for (int kb = DEPTH - 1; kb < kb_end; ++kb) {
+        const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+        prefetch_l2(w + off_lo);
+        prefetch_l2(w + off_lo + 64);
+        prefetch_l2(w + off_hi);
+        prefetch_l2(w + off_hi + 64);
+      }
+    }
+    pdl_wait_and_release();
+  }
 
   for (int tok0 = 0; tok0 < rows; tok0 += 8) {
     const int tb = tok0 + gq;

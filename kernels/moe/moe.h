@@ -115,6 +115,21 @@ struct MoeParams {
   // Optional (benchmarks): 7 events recorded after route, permute, quantise, gate_up GEMM, SwiGLU,
   // down GEMM and combine; each must be a valid event. Recording works inside graph capture too.
   cudaEvent_t* stage_events = nullptr;
+  // Optional (decode): the shared expert on a second stream. The shared expert needs no routing, so with
+  // a stream other than `stream` and two events (created by the caller, e.g. with
+  // cudaEventDisableTiming) moe_forward forks it off before the router (event 0 recorded on `stream`,
+  // waited on by shared_stream), runs quantise -> gate_up -> SwiGLU -> down for the shared expert there
+  // while the router and the routed experts run on `stream`, and joins before the combine (event 1).
+  // The result has the same bits as the one-stream form. Graph capture turns the fork/join into parallel
+  // branches (the caller's capture must include `stream`; shared_stream joins it). Used up to
+  // kMoeFrontMaxTokens (32) tokens on the decode GEMM path with the shared expert; ignored otherwise.
+  cudaStream_t shared_stream = nullptr;
+  cudaEvent_t shared_events[2] = {nullptr, nullptr};
+  // With pdl: the SwiGLU kernel lets the down GEMM launch before the gate_up GEMM has completed, and the
+  // down GEMM (cp.async decode kernel) asks L2 for its first K blocks of weights before it waits, so the
+  // down GEMM's weight traffic starts during the gate_up GEMM's tail. Results do not depend on it;
+  // false keeps the previous order (benchmarks).
+  bool early_down = true;
 };
 
 size_t moe_workspace_size(int tokens, int hidden, int inter, int num_experts, int top_k);

@@ -4,14 +4,29 @@
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
+#include "kernels/moe/moe_internal.h"
 
 namespace glm5rt::kernels {
 namespace {
 
 // One warp per (row, 128-group): lane owns 4 consecutive intermediate values.
+// release_early: let the next kernel launch (PDL) before waiting for the previous one. Safe for any
+// dependent that waits (griddepcontrol.wait) before reading this kernel's inputs' producers: this grid
+// completes only after its own wait, so the dependent's wait still covers the gate_up GEMM. It lets the
+// down GEMM's blocks take SM slots as the gate_up GEMM's blocks leave and start their weight prefetch
+// during the gate_up tail, instead of only after the gate_up GEMM has completed.
 __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up, int rows, int inter,
-                                       uint8_t* __restrict__ q, float* __restrict__ scale) {
+                                       uint8_t* __restrict__ q, float* __restrict__ scale, bool release_early) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (release_early) {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  } else {
+    detail::pdl_wait_and_release();
+  }
+#else
   detail::pdl_wait_and_release();
+#endif
   const int groups = inter / kFp8Block;
   const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<long long>(rows) * groups) return;
@@ -42,10 +57,11 @@ __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up
 // One block per token; each thread sums 8 columns at a time over the token's k rows in order.
 __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, int top_k,
                                const int* __restrict__ slot_row, const float* __restrict__ topk_weights,
-                               const int* __restrict__ shared_row_begin, __nv_bfloat16* __restrict__ out) {
+                               const int* __restrict__ shared_row_begin, int shared_row_fixed,
+                               __nv_bfloat16* __restrict__ out) {
   detail::pdl_wait_and_release();
   const int t = blockIdx.y;
-  const int shared_row0 = shared_row_begin ? *shared_row_begin : -1;
+  const int shared_row0 = shared_row_begin ? *shared_row_begin : shared_row_fixed;
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (col < hidden) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -85,6 +101,11 @@ __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, 
 
 cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
                                 cudaStream_t stream, bool pdl) {
+  return moe_swiglu_quantize_ex(gate_up, rows, inter, q, scale, stream, pdl, false);
+}
+
+cudaError_t moe_swiglu_quantize_ex(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
+                                   cudaStream_t stream, bool pdl, bool release_early) {
   if (rows < 0 || inter <= 0 || inter % kFp8Block != 0) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!gate_up || !q || !scale) return cudaErrorInvalidValue;
@@ -92,12 +113,18 @@ cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inte
   const long long blocks = (items + 7) / 8;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
   return detail::launch(swiglu_quantize_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, pdl,
-                        gate_up, rows, inter, q, scale);
+                        gate_up, rows, inter, q, scale, release_early);
 }
 
 cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                         const float* topk_weights, const int* shared_row_begin, __nv_bfloat16* out,
                         cudaStream_t stream, bool pdl) {
+  return moe_combine_at(y, tokens, hidden, top_k, slot_row, topk_weights, shared_row_begin, -1, out, stream, pdl);
+}
+
+cudaError_t moe_combine_at(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
+                           const float* topk_weights, const int* shared_row_begin, int shared_row0,
+                           __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0 || top_k < 1) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   if (!y || !slot_row || !topk_weights || !out) return cudaErrorInvalidValue;
@@ -106,7 +133,7 @@ cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_
   // spread over SMs instead of one block per token looping.
   const dim3 grid((hidden / 8 + 127) / 128, tokens);
   return detail::launch(combine_kernel, grid, dim3(128), 0, stream, pdl, y, hidden, top_k, slot_row, topk_weights,
-                        shared_row_begin, out);
+                        shared_row_begin, shared_row0, out);
 }
 
 }  // namespace glm5rt::kernels

@@ -11,11 +11,14 @@ namespace glm5rt::kernels {
 namespace {
 
 constexpr size_t kAlign = 256;
+// K blocks (128 bytes per weight row each) of the down GEMM's weights asked of L2 before its PDL wait,
+// beyond its cp.async ring: at T=1 864 blocks x 64 rows x 4 x 128 B = 28 MB, half of the H200's L2.
+constexpr int kMoeDownL2PrefetchKBlocks = 4;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 struct Layout {
-  size_t logits, ids, weights, offsets, active, num_active, tiles, row_token, slot_row, xq, xs, gate_up, hq, hs,
-      y, total;
+  size_t logits, ids, weights, offsets, active, num_active, tiles, row_token, slot_row, xq, xs, xq_shared,
+      xs_shared, gate_up, hq, hs, y, total;
 };
 
 Layout layout(int T, int H, int I, int E, int K) {
@@ -39,12 +42,76 @@ Layout layout(int T, int H, int I, int E, int K) {
   l.slot_row = take(sizeof(int) * T * K);
   l.xq = take(static_cast<size_t>(T) * H);
   l.xs = take(sizeof(float) * T * (H / kFp8Block));
+  // The shared expert's own copy of the quantised x when it runs on a second stream (MoeParams::
+  // shared_stream): written there while the front writes xq on the main stream.
+  l.xq_shared = take(static_cast<size_t>(T) * H);
+  l.xs_shared = take(sizeof(float) * T * (H / kFp8Block));
   l.gate_up = take(sizeof(__nv_bfloat16) * R * 2 * I);
   l.hq = take(R * I);
   l.hs = take(sizeof(float) * R * (I / kFp8Block));
   l.y = take(sizeof(__nv_bfloat16) * R * H);
   l.total = at;
   return l;
+}
+
+// The shared expert alone on p.shared_stream (after the fork): quantise x into its own buffer, gate_up,
+// SwiGLU + quantise, down, into rows [T*K, T*K + T) of the gate_up / h / y buffers. The GEMMs are the
+// dense form of the same kernels the grouped call would run for the shared group (decode path, the
+// routed `expected` rows per group so the same token-tile form is chosen), so every value has the same
+// bits as in the one-stream form. The first launch follows an event wait, so it does not use PDL.
+cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, int expected, bool pdl) {
+  const int T = p.tokens, H = p.hidden, I = p.inter, E = p.num_experts, K = p.top_k;
+  const size_t row0 = static_cast<size_t>(T) * K;
+  cudaStream_t ss = p.shared_stream;
+  uint8_t* xq = reinterpret_cast<uint8_t*>(ws + l.xq_shared);
+  float* xs = reinterpret_cast<float*>(ws + l.xs_shared);
+  if (cudaError_t e = fp8_quantize_groups(p.x, H, T, H, xq, H, xs, H / kFp8Block, ss, false); e != cudaSuccess)
+    return e;
+  __nv_bfloat16* gate_up = reinterpret_cast<__nv_bfloat16*>(ws + l.gate_up) + row0 * 2 * I;
+  Fp8GemmParams g;
+  g.n = 2 * I;
+  g.k = H;
+  g.a = xq;
+  g.a_scale = xs;
+  g.lda = H;
+  g.ld_scale = H / kFp8Block;
+  g.w = p.gate_up_w + 2 * static_cast<size_t>(E);  // device array of pointers: entries 2E, 2E + 1
+  g.w_scale = p.gate_up_s + 2 * static_cast<size_t>(E);
+  g.num_parts = 2;
+  g.part_rows = I;
+  g.c = gate_up;
+  g.ldc = 2 * I;
+  g.num_groups = 1;
+  g.max_rows = T;
+  g.expected_rows_per_group = expected;
+  g.path = Fp8GemmPath::decode;
+  g.decode_depth = p.decode_depth;
+  g.decode_kernel = p.decode_kernel;
+  g.pdl = pdl;
+  if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
+  uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
+  float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
+  // No early release here: the shared down GEMM's blocks would otherwise take SM slots (48 KB of shared
+  // memory each) for the whole shared gate_up GEMM, which the routed gate_up GEMM's one-wave fit does
+  // not count (concurrent_blocks covers the shared gate_up's blocks only). Launched after the shared
+  // gate_up GEMM, they take its freed slots, and the rest run in the routed gate_up GEMM's tail.
+  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, false); e != cudaSuccess) return e;
+  Fp8GemmParams g2 = g;
+  g2.n = H;
+  g2.k = I;
+  g2.a = hq;
+  g2.a_scale = hs;
+  g2.lda = I;
+  g2.ld_scale = I / kFp8Block;
+  g2.w = p.down_w + E;
+  g2.w_scale = p.down_s + E;
+  g2.num_parts = 1;
+  g2.part_rows = H;
+  g2.c = reinterpret_cast<__nv_bfloat16*>(ws + l.y) + row0 * H;
+  g2.ldc = H;
+  g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
+  g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  return fp8_gemm(g2, ss);
 }
 
 }  // namespace
@@ -73,10 +140,27 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   float* wts = p.topk_weights_out ? p.topk_weights_out : static_cast<float*>(at(l.weights));
   const int* ids_use = routed ? p.topk_ids_in : ids;
   const float* wts_use = routed ? p.topk_weights_in : wts;
-  const int G = E + (p.with_shared ? 1 : 0);
-  const int R = T * K + (p.with_shared ? T : 0);
+  // Rows per routed expert on average; the shared group has T rows. The path choice uses the routed
+  // average since routed experts hold almost all of the groups.
+  const int expected = (T * K + E - 1) / E;
+  const bool decode_path = p.path == 1 || (p.path == 0 && expected <= 8);  // fp8_gemm's automatic rule
+  // The shared expert on its own stream (see MoeParams::shared_stream): then the main stream's groups
+  // are the routed experts only, and the shared expert's rows sit at the fixed rows [T*K, T*K + T) of
+  // the gate_up / h / y buffers (the routed rows are [0, group_offsets[E]) with group_offsets[E] <= T*K).
+  const bool side = p.with_shared && p.shared_stream && p.shared_stream != stream && p.shared_events[0] &&
+                    p.shared_events[1] && T <= kMoeFrontMaxTokens && decode_path;
+  const bool main_shared = p.with_shared && !side;
+  const int G = E + (main_shared ? 1 : 0);
+  const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 
   const bool pdl = p.pdl && detail::pdl_supported();
+  if (side) {
+    // Fork before the router: nothing of the shared expert depends on the routing.
+    if (cudaError_t e = cudaEventRecord(p.shared_events[0], stream); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaStreamWaitEvent(p.shared_stream, p.shared_events[0], 0); e != cudaSuccess) return e;
+    if (cudaError_t e = launch_shared_expert(p, l, ws, expected, pdl); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaEventRecord(p.shared_events[1], p.shared_stream); e != cudaSuccess) return e;
+  }
   RouterParams rp;
   rp.pdl = pdl;
   rp.tokens = T;
@@ -100,7 +184,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   pp.tokens = T;
   pp.top_k = K;
   pp.num_experts = E;
-  pp.with_shared = p.with_shared;
+  pp.with_shared = main_shared;
   pp.topk_ids = ids_use;
   pp.group_offsets = static_cast<int*>(at(l.offsets));
   pp.active_groups = static_cast<int*>(at(l.active));
@@ -115,9 +199,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
 
   // Front: expert choice, permutation, activation quantisation. Stage events: 0 after the router (the
   // logits only on the fused path), 1 after the permutation (the fused kernel), 2 after quantisation
-  // (recorded right after 1 on the fused path). Caller-forced routing fits here: skip the logits /
-  // moe_route, run moe_front with select = false (or moe_permute + quantisation) with pp.topk_ids and
-  // the combine's weights pointing at the caller's arrays.
+  // (recorded right after 1 on the fused path). With the caller's routing (topk_ids_in) the logits /
+  // moe_route are skipped and moe_front runs with select = false on the caller's ids.
   if (T <= kMoeFrontMaxTokens && p.front_path == 0) {
     if (!routed) {
       if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
@@ -138,9 +221,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     if (cudaError_t e = mark(2); e != cudaSuccess) return e;
   }
 
-  // Rows per routed expert on average; the shared group has T rows. The path choice uses the routed
-  // average since routed experts hold almost all of the groups.
-  const int expected = (T * K + E - 1) / E;
   const int max_active = G < R ? G : R;
 
   Fp8GemmParams g1;
@@ -170,13 +250,17 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.decode_depth = p.decode_depth;
   g1.decode_kernel = p.decode_kernel;
   g1.pdl = pdl;
+  // With the shared expert on the other stream, its gate_up grid (the decode kernel: one block per 64 output
+  // rows) is presumably still resident when this GEMM starts: leave room for it in the one-wave fit.
+  g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(3); e != cudaSuccess) return e;
 
   uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
   float* hs = static_cast<float*>(at(l.hs));
-  if (cudaError_t e = moe_swiglu_quantize(g1.c, R, I, hq, hs, stream, pdl); e != cudaSuccess) return e;
+  if (cudaError_t e = moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down); e != cudaSuccess)
+    return e;
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
@@ -193,12 +277,24 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.part_rows = H;
   g2.c = static_cast<__nv_bfloat16*>(at(l.y));
   g2.ldc = H;
-  // The permutation ran two launches earlier (gate_up and SwiGLU since): the down GEMM may start
-  // streaming its weights while SwiGLU runs.
+  // The permutation ran two launches earlier (gate_up and SwiGLU since, and the gate_up GEMM waited for
+  // it before SwiGLU could launch): the down GEMM may start streaming its weights before its wait, while
+  // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
   g2.group_info_ready = true;
+  g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
 
+  if (side) {
+    // Join. The combine is launched without PDL here: its inputs come from two streams, and only the
+    // full (event) dependency is known to cover the other stream's kernels.
+    if (cudaError_t e = cudaStreamWaitEvent(stream, p.shared_events[1], 0); e != cudaSuccess) return e;
+    if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use, nullptr, T * K, p.out, stream, false);
+        e != cudaSuccess)
+      return e;
+    return mark(6);
+  }
   if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts_use, p.with_shared ? pp.group_offsets + E : nullptr,
                                   p.out, stream, pdl);
       e != cudaSuccess)

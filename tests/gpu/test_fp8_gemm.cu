@@ -237,5 +237,33 @@ TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
   CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);  // null pointers
   p.n = 7;
   CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);  // odd n
+  {  // A valid dense call, then the same call with a negative concurrent_blocks / decode_l2_prefetch.
+    p.n = 128;
+    DeviceBuffer<uint8_t> a(128), w(128 * 128);
+    DeviceBuffer<float> as(1), ws(1);
+    DeviceBuffer<uint16_t> c(128);
+    a.upload(std::vector<uint8_t>(128, 0x38));  // e4m3 1.0
+    w.upload(std::vector<uint8_t>(128 * 128, 0x38));
+    as.upload(std::vector<float>{1.0f});
+    ws.upload(std::vector<float>{1.0f});
+    DeviceBuffer<const uint8_t*> wp(1);
+    DeviceBuffer<const float*> wsp(1);
+    wp.upload(std::vector<const uint8_t*>{w.ptr});
+    wsp.upload(std::vector<const float*>{ws.ptr});
+    p.a = a.ptr;
+    p.a_scale = as.ptr;
+    p.w = wp.ptr;
+    p.w_scale = wsp.ptr;
+    p.c = reinterpret_cast<__nv_bfloat16*>(c.ptr);
+    p.decode_l2_prefetch = 2;  // only used with group_info_ready; accepted either way
+    CHECK(k::fp8_gemm(p, nullptr) == cudaSuccess);
+    CUDA_OK(cudaDeviceSynchronize());
+    CHECK(bf16_to_float(c.download()[5]) == 128.0f);  // 128 products of 1 x 1
+    p.concurrent_blocks = -1;
+    CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
+    p.concurrent_blocks = 0;
+    p.decode_l2_prefetch = -1;
+    CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
+  }
   CHECK(k::fp8_quantize_groups(nullptr, 64, 1, 64, nullptr, 64, nullptr, 1, nullptr) == cudaErrorInvalidValue);
 }

@@ -163,6 +163,76 @@ std::vector<float> expert_float(const float* x, const HostFp8Weight& g, const Ho
   return y;
 }
 
+// Kernel nodes of moe_forward(p) captured into a graph from `st`; the graph is returned for replay.
+size_t captured_kernels(const k::MoeParams& p, DeviceBuffer<uint8_t>& ws, size_t ws_bytes, cudaStream_t st,
+                        cudaGraph_t& graph) {
+  CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  const cudaError_t e = k::moe_forward(p, ws.ptr, ws_bytes, st);
+  CUDA_OK(cudaStreamEndCapture(st, &graph));
+  CUDA_OK(e);
+  size_t n = 0;
+  CUDA_OK(cudaGraphGetNodes(graph, nullptr, &n));
+  return n;
+}
+
+// The shared expert on a second stream (MoeParams::shared_stream): the same bits as the one-stream run
+// (`expect`), eagerly and replayed from a captured graph; the captured graph has the shared expert's
+// 4 extra kernels (quantise, gate_up, SwiGLU, down) exactly when the fork applies (`forks`), so the test
+// cannot pass by silently running the one-stream form.
+void check_shared_stream(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size_t ws_bytes,
+                         DeviceBuffer<uint16_t>& dout, const std::vector<uint16_t>& expect, bool forks) {
+  cudaStream_t st, side;
+  cudaEvent_t ev[2];
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  for (auto& e : ev) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  k::MoeParams ps = p0;
+  ps.shared_stream = side;
+  ps.shared_events[0] = ev[0];
+  ps.shared_events[1] = ev[1];
+  auto differ_from_expect = [&] {
+    const auto got = dout.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
+    return differ;
+  };
+  // Eager: poison the workspace too, so that no shared-expert row of an earlier run can stand in.
+  dout.poison();
+  ws.poison();
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(k::moe_forward(ps, ws.ptr, ws_bytes, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  CUDA_OK(cudaDeviceSynchronize());
+  const size_t eager_differ = differ_from_expect();
+  // Graph replay, twice (the second replay reuses the workspace the first one left).
+  cudaGraph_t g_one = nullptr, g_two = nullptr;
+  const size_t n_one = captured_kernels(p0, ws, ws_bytes, st, g_one);
+  const size_t n_two = captured_kernels(ps, ws, ws_bytes, st, g_two);
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, g_two, 0));
+  size_t graph_differ = 0;
+  for (int rep = 0; rep < 2; ++rep) {
+    dout.poison();
+    if (rep == 0) ws.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    graph_differ += differ_from_expect();
+  }
+  MESSAGE("shared expert on a second stream: forks=" << forks << " graph nodes " << n_one << " -> " << n_two
+                                                      << ", differing outputs eager=" << eager_differ
+                                                      << " graph=" << graph_differ);
+  CHECK(eager_differ == 0);
+  CHECK(graph_differ == 0);
+  CHECK(n_two == n_one + (forks ? 4 : 0));
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(g_one));
+  CUDA_OK(cudaGraphDestroy(g_two));
+  for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
+  CUDA_OK(cudaStreamDestroy(side));
+  CUDA_OK(cudaStreamDestroy(st));
+}
+
 void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, int path = 0, int tile_rows = 0) {
   auto rng = fresh_rng();
   const int H = 6144, I = 2048, E = cfg.num_experts, K = cfg.top_k;
@@ -242,6 +312,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
   const auto out_bits = dout.download();
   const auto gid = dids.download();
   const auto gw = dwts.download();
+  const k::MoeParams p0 = p;
   {  // Without programmatic dependent launch, on a stream of its own, and with the separate front kernels
      // (route, permute, quantise) instead of the fused small-batch one: the same bits (the permutation's
      // in-group order may differ between runs; no result depends on it).
@@ -260,6 +331,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
     CHECK(differ == 0);
   }
+  check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
 
   std::vector<double> ref(static_cast<size_t>(T) * H), ref_float(static_cast<size_t>(T) * H);
   std::vector<int> id_bad(T, 0);
@@ -421,4 +493,5 @@ TEST_CASE("MoE block, prefill path (200 tokens, 16 experts in 4 groups, top-4 + 
   check_moe(200, cfg, 16, false, 2, 128);  // prefill, 128-row tiles
   check_moe(150, cfg, 16, false, 2, 64);   // prefill, 64-row tiles
   check_moe(40, cfg, 16, false, 1, 0);     // decode with several 8-token passes per group
+  check_moe(24, cfg, 16, false, 1, 0);     // decode, 16-token tiles, shared expert forked (<= 32 tokens)
 }
