@@ -179,8 +179,9 @@ class CudaBackend final : public Backend {
 
  private:
   struct Work;  // per-forward device buffers, sized for (rows, context capacity, logit rows)
-  // rows, seqs, logit rows, ctx, fmt + kernel choice, then per fast row group (the fast kernels bake
-  // cache addresses and row ranges into the graph): cache address, page size, first row, end row.
+  // rows, seqs, logit rows, ctx, fmt + kernel choice, batched attention over several caches (0 / 1), then
+  // per fast row group (the per-group fast launches bake cache addresses and row ranges into the graph):
+  // cache address, page size, first row, end row.
   using GraphKey = std::vector<int64_t>;
   // Consecutive rows whose sequences share one cache: the fast kernels run once per group.
   struct FastGroup {
