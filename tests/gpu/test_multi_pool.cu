@@ -255,26 +255,44 @@ TEST_CASE("multi-pool sparse MLA equals each pool run alone (bf16 and FP8 record
 }
 
 TEST_CASE("multi-pool sparse MLA: bad pool parameters are rejected without launching") {
+  // A valid multi-pool call first (so that the rejections below are the pool checks' doing).
+  std::vector<uint8_t> zeros(16 * gk::kMlaBf16RecordBytes, 0);
+  Dev q(8 * 576 * 2), idx(4), out(8 * 512 * 2), lse(8 * 4), rp(4), cache(zeros.size()), tab(sizeof(gk::MlaPool));
+  q.put(zeros.data(), 8 * 576 * 2);
+  idx.put(zeros.data(), 4);  // slot 0
+  rp.put(zeros.data(), 4);   // pool 0
+  cache.put(zeros.data(), zeros.size());
+  gk::MlaPool pool;
+  pool.base = cache.p;
+  pool.num_slots = 16;
+  pool.layer_bytes = 0;
+  tab.put(&pool, sizeof pool);
   gk::SparseMlaParams p;
-  Dev buf(1 << 16);
-  p.q = buf.p;
-  p.indices = buf.as<int32_t>();
-  p.out = buf.p;
-  p.lse = buf.as<float>();
+  p.q = q.p;
+  p.indices = idx.as<int32_t>();
+  p.out = out.p;
+  p.lse = lse.as<float>();
   p.num_tokens = 1;
   p.num_heads = 8;
   p.topk = 1;
   p.softmax_scale = 0.1f;
-  p.pools = buf.as<gk::MlaPool>();
-  p.row_pool = nullptr;  // missing
+  p.num_splits = 1;
+  p.pools = tab.as<gk::MlaPool>();
+  p.row_pool = rp.as<int32_t>();
   p.num_pools = 1;
-  CHECK(gk::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
-  p.row_pool = buf.as<int32_t>();
-  p.num_pools = 0;
-  CHECK(gk::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
-  p.num_pools = 1;
-  p.pool_layer = -1;
-  CHECK(gk::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
+  MP_CUDA_REQUIRE(gk::sparse_mla_forward(p, nullptr, 0, nullptr));
+  MP_CUDA_REQUIRE(cudaDeviceSynchronize());
+  const auto l = lse.get<float>(1);
+  CHECK(l[0] == 0.f);  // one valid all-zero record: score 0, lse = log(exp(0)) = 0
+  gk::SparseMlaParams b = p;
+  b.row_pool = nullptr;
+  CHECK(gk::sparse_mla_forward(b, nullptr, 0, nullptr) == cudaErrorInvalidValue);
+  b = p;
+  b.num_pools = 0;
+  CHECK(gk::sparse_mla_forward(b, nullptr, 0, nullptr) == cudaErrorInvalidValue);
+  b = p;
+  b.pool_layer = -1;
+  CHECK(gk::sparse_mla_forward(b, nullptr, 0, nullptr) == cudaErrorInvalidValue);
   (void)cudaGetLastError();
 }
 
@@ -431,24 +449,43 @@ TEST_CASE("multi-pool indexer equals the single-pool indexer (both key formats, 
 }
 
 TEST_CASE("multi-pool indexer: bad pool parameters are rejected without launching") {
-  Dev buf(1 << 16);
+  // A valid multi-pool call first (so that the rejections below are the pool checks' doing).
+  std::vector<uint8_t> zeros(64 * ki::kBf16RecordBytes, 0);
+  const int32_t four = 4;
+  Dev seq(4), len(4), bt(4), q(ki::kHeads * ki::kHeadDim * 2), w(ki::kHeads * 4), scores(16), keys(zeros.size()),
+      tab(sizeof(ki::KeyPool));
+  seq.put(zeros.data(), 4);  // sequence 0
+  len.put(&four, 4);
+  bt.put(zeros.data(), 4);   // page 0
+  q.put(zeros.data(), ki::kHeads * ki::kHeadDim * 2);
+  w.put(zeros.data(), ki::kHeads * 4);
+  keys.put(zeros.data(), zeros.size());
+  ki::KeyPool pool;
+  pool.base = keys.p;
+  tab.put(&pool, sizeof pool);
   ki::ScoreParams sp;
   sp.rows.num_rows = 1;
-  sp.rows.row_seq = buf.as<int32_t>();
-  sp.rows.row_len = buf.as<int32_t>();
-  sp.rows.block_tables = buf.as<int32_t>();
+  sp.rows.row_seq = seq.as<int32_t>();
+  sp.rows.row_len = len.as<int32_t>();
+  sp.rows.block_tables = bt.as<int32_t>();
   sp.rows.block_table_stride = 1;
   sp.rows.max_row_len = 4;
   sp.format = ki::KeyFormat::kBf16;
-  sp.q = buf.p;
-  sp.weights = buf.as<float>();
-  sp.scores = buf.as<float>();
+  sp.q = q.p;
+  sp.weights = w.as<float>();
+  sp.scores = scores.as<float>();
   sp.score_stride = 4;
-  sp.seq_pools = buf.as<ki::KeyPool>();
-  sp.num_pools = 0;
-  CHECK(ki::launch_indexer_scores(sp, nullptr) == cudaErrorInvalidValue);
+  sp.seq_pools = tab.as<ki::KeyPool>();
   sp.num_pools = 1;
-  sp.pool_layer = -1;
-  CHECK(ki::launch_indexer_scores(sp, nullptr) == cudaErrorInvalidValue);
+  scores.poison();
+  MP_CUDA_REQUIRE(ki::launch_indexer_scores(sp, nullptr));
+  MP_CUDA_REQUIRE(cudaDeviceSynchronize());
+  for (float v : scores.get<float>(4)) CHECK(v == 0.f);
+  ki::ScoreParams b = sp;
+  b.num_pools = 0;
+  CHECK(ki::launch_indexer_scores(b, nullptr) == cudaErrorInvalidValue);
+  b = sp;
+  b.pool_layer = -1;
+  CHECK(ki::launch_indexer_scores(b, nullptr) == cudaErrorInvalidValue);
   (void)cudaGetLastError();
 }
