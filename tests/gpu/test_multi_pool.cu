@@ -370,7 +370,7 @@ void check_indexer_multi_pool(ki::KeyFormat fmt, const std::vector<int>& seq_key
 
   auto run = [&](const ki::ScoreParams& p, std::vector<float>& scores, std::vector<int32_t>& slots) {
     d_scores.poison();
-    d_slots.poison();
+    MP_CUDA_REQUIRE(cudaMemset(d_slots.p, 0x7F, d_slots.n));  // not -1 (padding) nor a plausible slot
     if (scores_only)
       MP_CUDA_REQUIRE(ki::launch_indexer_scores(p, nullptr));
     else
