@@ -1,15 +1,17 @@
 // Multi-pool launches (batched decode over several caches): one sparse MLA / indexer launch whose rows read
 // records from different pools must give exactly what the same rows give when each pool runs alone.
 //
-// Set-up, for both kernel families: a "union" cache holds every record the rows use. Each pool is a
-// separate allocation of two layers with its own per-layer stride (the backend's layout: layer l of a pool
-// at base + l * layer_bytes); layer 1 holds a copy of the union cache in which every record that the
-// pool's own rows do not use is replaced by other random (finite) data, layer 0 is random too. A row that
-// read another row's pool, layer 0 or a wrong stride would see different records and fail.
-// Reference: the single-pool launch (cache = the union, the pool's slot count) over the same T rows, whose
-// plan (splits, variant, heads per CTA) is therefore the same: results must be bitwise equal. The
-// single-pool kernels themselves are checked against float32 CPU references in test_sparse_mla.cu and
-// test_indexer.cu. Outputs are poisoned (NaN bytes) before every run; inputs are fresh random data.
+// Sparse MLA: three pools, each a separate allocation of two layers of its own random records with its own
+// slot count and so its own per-layer stride (the backend's layout: layer l of a pool at base + l *
+// layer_bytes); the launch reads layer 1. Reference for the rows of pool p: the single-pool launch over
+// pool p's layer 1 with the same T rows, whose plan (splits, variant, heads per CTA) is therefore the same:
+// results must be bitwise equal. A row that read another pool, layer 0 or a wrong stride would see other
+// records and fail.
+// Indexer: sequences own disjoint pages of one cache; pool s (two layers, its own stride) holds at layer 1
+// only sequence s's pages, every other page replaced by other keys. Reference: the single-pool launch over
+// the original cache; scores must be bitwise equal and the top-k sets equal.
+// The single-pool kernels themselves are checked against float32 CPU references in test_sparse_mla.cu and
+// test_indexer.cu. Outputs are poisoned before every run; inputs are fresh random data (seed printed).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -69,31 +71,37 @@ std::mt19937_64 fresh_rng() {
   return std::mt19937_64(seed);
 }
 
-uint16_t bf16_of(float v) {
-  const __nv_bfloat16 b = __float2bfloat16(v);
-  uint16_t u;
-  std::memcpy(&u, &b, 2);
-  return u;
+// Random, finite cache records in `fmt` (bf16: 576 values; FP8: 512 e4m3 + 4 scales + 64 bf16 rope), four
+// 16-bit draws per generator call (millions of records per test). bf16 values: random sign and mantissa,
+// magnitudes in [2^-9, 1); e4m3 bytes: any but the NaN codes; scales in (0, 2 / 448].
+uint16_t random_bf16(uint64_t bits) {
+  const uint16_t exp = static_cast<uint16_t>(118 + (bits >> 7) % 9);  // 2^-9 .. 2^-1 (x 1.mantissa)
+  return static_cast<uint16_t>((bits & 0x8000u) | (exp << 7) | (bits & 0x7fu));
 }
-
-// One random, finite cache record in `fmt` (bf16: 576 values; FP8: 512 e4m3 + 4 scales + 64 bf16 rope).
-void random_mla_record(uint8_t* r, gk::MlaCacheFormat fmt, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
+void random_mla_records(uint8_t* r, int64_t count, gk::MlaCacheFormat fmt, std::mt19937_64& rng) {
   if (fmt == gk::MlaCacheFormat::kBf16) {
-    for (int i = 0; i < 576; ++i) {
-      const uint16_t b = bf16_of(u(rng));
-      std::memcpy(r + 2 * i, &b, 2);
+    auto* v = reinterpret_cast<uint16_t*>(r);
+    for (int64_t i = 0; i < count * 576; i += 4) {
+      const uint64_t x = rng();
+      for (int j = 0; j < 4; ++j) v[i + j] = random_bf16(x >> (16 * j));
     }
     return;
   }
-  for (int blk = 0; blk < 4; ++blk) {
-    const float scale = (0.25f + 2.f * std::fabs(u(rng))) / 448.f;
-    std::memcpy(r + 512 + 4 * blk, &scale, 4);
-    for (int i = 0; i < 128; ++i) r[blk * 128 + i] = __nv_cvt_float_to_fp8(u(rng) * 448.f, __NV_SATFINITE, __NV_E4M3);
-  }
-  for (int i = 0; i < 64; ++i) {
-    const uint16_t b = bf16_of(u(rng));
-    std::memcpy(r + 528 + 2 * i, &b, 2);
+  for (int64_t s = 0; s < count; ++s, r += gk::kMlaFp8RecordBytes) {
+    for (int i = 0; i < 512; i += 8) {
+      uint64_t x = rng();
+      for (int j = 0; j < 8; ++j, x >>= 8) r[i + j] = (x & 0x7f) == 0x7f ? static_cast<uint8_t>(x ^ 1) : static_cast<uint8_t>(x);
+    }
+    const uint64_t x = rng();
+    for (int b = 0; b < 4; ++b) {
+      const float scale = static_cast<float>(1 + ((x >> (16 * b)) & 0xffff)) / (32768.f * 448.f);
+      std::memcpy(r + 512 + 4 * b, &scale, 4);
+    }
+    auto* rope = reinterpret_cast<uint16_t*>(r + 528);
+    for (int i = 0; i < 64; i += 4) {
+      const uint64_t y = rng();
+      for (int j = 0; j < 4; ++j) rope[i + j] = random_bf16(y >> (16 * j));
+    }
   }
 }
 
@@ -104,8 +112,10 @@ struct MlaCase {
 };
 
 // Rows are assigned to pools 0..2 at random; one extra row (when T >= 4) names pool 3, outside the table,
-// and must attend to nothing. Pool 1 holds fewer slots than the union, so its rows' indices above its
-// slot count must be dropped exactly as a single-pool launch with that slot count drops them.
+// and must attend to nothing. Every pool holds its own random records (two layers, its own slot count and
+// so its own layer stride); pool 1 holds fewer slots than the indices reach, so its rows' larger indices
+// must be dropped exactly as a single-pool launch over that pool drops them. Reference for the rows of
+// pool p: the single-pool launch over pool p's layer 1 (same T, same plan).
 void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   CAPTURE(c.T);
   CAPTURE(c.H);
@@ -114,47 +124,33 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   CAPTURE(c.variant);
   CAPTURE(c.splits);
   const int64_t rec = c.fmt == gk::MlaCacheFormat::kBf16 ? gk::kMlaBf16RecordBytes : gk::kMlaFp8RecordBytes;
-  const int64_t n_union = 3000;
+  const int64_t n_index = 3000;  // indices are drawn below this
   constexpr int kPools = 3;
-  const int64_t pool_slots[kPools] = {n_union, n_union / 2, n_union + 517};  // slots per layer of each pool
+  const int64_t pool_slots[kPools] = {n_index, n_index / 2, n_index + 517};  // slots per layer of each pool
   std::uniform_int_distribution<int> pick_pool(0, kPools - 1);
   std::vector<int32_t> row_pool(c.T);
   for (int t = 0; t < c.T; ++t) row_pool[t] = t < kPools ? t : pick_pool(rng);  // every pool has a row
   if (c.T >= 4) row_pool[c.T - 1] = kPools;                                      // outside the table
 
-  // Union records, query, indices (-1 padding and out-of-range entries included).
-  std::vector<uint8_t> uni(static_cast<size_t>(n_union * rec));
-  for (int64_t s = 0; s < n_union; ++s) random_mla_record(uni.data() + s * rec, c.fmt, rng);
+  // Query, indices (-1 padding and entries outside every pool included), pools.
   std::vector<uint16_t> q(static_cast<size_t>(c.T) * c.H * 576);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (auto& v : q) v = bf16_of(u(rng));
+  for (size_t i = 0; i < q.size(); i += 4) {
+    const uint64_t x = rng();
+    for (size_t j = 0; j < 4 && i + j < q.size(); ++j) q[i + j] = random_bf16(x >> (16 * j));
+  }
   std::vector<int32_t> idx(static_cast<size_t>(c.T) * c.topk);
-  std::uniform_int_distribution<int> slot(0, static_cast<int>(n_union) - 1);
+  std::uniform_int_distribution<int> slot(0, static_cast<int>(n_index) - 1);
   for (int t = 0; t < c.T; ++t)
     for (int i = 0; i < c.topk; ++i) {
       const int r = static_cast<int>(rng() % 64);
-      idx[static_cast<size_t>(t) * c.topk + i] = r == 0 ? -1 : r == 1 ? static_cast<int32_t>(n_union + 700) : slot(rng);
+      idx[static_cast<size_t>(t) * c.topk + i] = r == 0 ? -1 : r == 1 ? static_cast<int32_t>(n_index + 700) : slot(rng);
     }
-
-  // The pools: layer 0 random, layer 1 = the union with every record its rows do not use replaced.
   std::vector<std::unique_ptr<Dev>> pools;
   std::vector<gk::MlaPool> table(kPools);
   for (int p = 0; p < kPools; ++p) {
-    std::vector<bool> used(pool_slots[p], false);
-    for (int t = 0; t < c.T; ++t)
-      if (row_pool[t] == p)
-        for (int i = 0; i < c.topk; ++i) {
-          const int32_t v = idx[static_cast<size_t>(t) * c.topk + i];
-          if (v >= 0 && v < pool_slots[p]) used[v] = true;
-        }
     const int64_t layer_bytes = pool_slots[p] * rec;
     std::vector<uint8_t> host(static_cast<size_t>(2 * layer_bytes));
-    // Other records: union records picked by a permutation-like map (finite, and not the slot's own).
-    const int64_t shift = 1 + static_cast<int64_t>(rng() % (n_union - 1));
-    for (int64_t s = 0; s < 2 * pool_slots[p]; ++s)
-      std::memcpy(host.data() + s * rec, uni.data() + ((s % pool_slots[p]) + shift) % n_union * rec, rec);
-    for (int64_t s = 0; s < std::min(pool_slots[p], n_union); ++s)
-      if (used[s]) std::memcpy(host.data() + layer_bytes + s * rec, uni.data() + s * rec, rec);
+    random_mla_records(host.data(), 2 * pool_slots[p], c.fmt, rng);
     pools.push_back(std::make_unique<Dev>(host.size()));
     pools.back()->put(host.data(), host.size());
     table[p].base = pools.back()->p;
@@ -162,9 +158,8 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
     table[p].layer_bytes = layer_bytes;
   }
 
-  Dev d_uni(uni.size()), d_q(q.size() * 2), d_idx(idx.size() * 4), d_table(sizeof(gk::MlaPool) * kPools),
+  Dev d_q(q.size() * 2), d_idx(idx.size() * 4), d_table(sizeof(gk::MlaPool) * kPools),
       d_rp(static_cast<size_t>(c.T) * 4);
-  d_uni.put(uni.data(), uni.size());
   d_q.put(q.data(), q.size() * 2);
   d_idx.put(idx.data(), idx.size() * 4);
   d_table.put(table.data(), sizeof(gk::MlaPool) * kPools);
@@ -184,8 +179,8 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   base.softmax_scale = 0.0417f;
   base.num_splits = c.splits;
   base.kernel_variant = c.variant;
-  base.cache = d_uni.p;  // for the workspace size only (the plan does not depend on it)
-  base.num_slots = n_union;
+  base.cache = table[0].base;  // for the workspace size only (the plan does not depend on the pool)
+  base.num_slots = pool_slots[0];
   const size_t ws_bytes = gk::sparse_mla_workspace_size(base);
   Dev d_ws(ws_bytes);
 
@@ -206,11 +201,12 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   const auto out = d_out.get<uint16_t>(n_out);
   const auto lse = d_lse.get<float>(n_lse);
 
-  // Each pool alone over the union (same T, same plan); compare that pool's rows bitwise.
+  // Each pool alone (its layer 1, same T, same plan); compare that pool's rows bitwise.
   for (int p = 0; p < kPools; ++p) {
     CAPTURE(p);
     gk::SparseMlaParams sp = base;
-    sp.num_slots = pool_slots[p] < n_union ? pool_slots[p] : n_union;  // the union has no record above
+    sp.cache = static_cast<const uint8_t*>(table[p].base) + table[p].layer_bytes;
+    sp.num_slots = pool_slots[p];
     d_out.poison();
     d_lse.poison();
     d_ws.poison();
