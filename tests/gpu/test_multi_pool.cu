@@ -302,10 +302,11 @@ namespace it = glm5rt::indexer_test;
 // equal; fused: -1 forced off, 1 forced on, -1 chosen.
 void check_indexer_multi_pool(ki::KeyFormat fmt, const std::vector<int>& seq_keys, const std::vector<int32_t>& row_seq,
                               const std::vector<int32_t>& row_len, int k, int fused, bool workspace, bool scores_only,
-                              std::mt19937_64& rng) {
+                              std::mt19937_64& rng, int row_kernel = -1) {
   CAPTURE(static_cast<int>(fmt));
   CAPTURE(k);
   CAPTURE(fused);
+  CAPTURE(row_kernel);
   CAPTURE(workspace);
   CAPTURE(row_seq.size());
   const it::Problem pr = it::make_problem(fmt, seq_keys, row_seq, row_len, rng);
@@ -371,7 +372,7 @@ void check_indexer_multi_pool(ki::KeyFormat fmt, const std::vector<int>& seq_key
       MP_CUDA_REQUIRE(ki::launch_indexer_scores(p, nullptr));
     else
       MP_CUDA_REQUIRE(ki::launch_indexer_ex(p, k, d_slots.as<int32_t>(), nullptr, workspace ? d_ws.p : nullptr, ws_bytes,
-                                            fused, nullptr));
+                                            fused, row_kernel, nullptr));
     MP_CUDA_REQUIRE(cudaDeviceSynchronize());
     scores = d_scores.get<float>(static_cast<size_t>(T) * stride);
     slots = d_slots.get<int32_t>(static_cast<size_t>(T) * k);
@@ -426,10 +427,12 @@ TEST_CASE("multi-pool indexer equals the single-pool indexer (both key formats, 
     // Decode: one row per sequence, four sequences (pools).
     const std::vector<int> keys = {3000, 700, 5200, 1800};
     const std::vector<int32_t> seq = {0, 1, 2, 3}, len = {3000, 700, 5200, 1800};
-    check_indexer_multi_pool(fmt, keys, seq, len, 512, -1, true, false, rng);   // split top-k (rows > k)
-    check_indexer_multi_pool(fmt, keys, seq, len, 512, 1, true, false, rng);    // fused, forced
-    check_indexer_multi_pool(fmt, keys, seq, len, 512, 0, false, false, rng);   // scores + one block per row
-    check_indexer_multi_pool(fmt, keys, seq, len, 2048, -1, false, true, rng);  // scores only, pool outside
+    check_indexer_multi_pool(fmt, keys, seq, len, 512, -1, true, false, rng);     // scores + register select
+    check_indexer_multi_pool(fmt, keys, seq, len, 512, 1, true, false, rng);      // fused, forced
+    check_indexer_multi_pool(fmt, keys, seq, len, 512, 0, false, false, rng, 0);  // scores + round-1 row kernel
+    check_indexer_multi_pool(fmt, keys, seq, len, 2048, -1, false, true, rng);    // scores only, pool outside
+    // A row longer than 16384 keys: scores counting the first histogram, then the split top-k.
+    check_indexer_multi_pool(fmt, {3000, 700, 17000, 1800}, seq, {3000, 700, 17000, 1800}, 512, -1, true, false, rng);
     // Short rows (<= k): the fused kernel chosen.
     const std::vector<int> short_keys = {300, 1000, 64};
     check_indexer_multi_pool(fmt, short_keys, {0, 1, 2, 1}, {300, 1000, 64, 999}, 1024, -1, true, false, rng);
