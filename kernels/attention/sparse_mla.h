@@ -7,6 +7,7 @@
 //   cache    a flat array of num_slots records, slot = page * page_size + offset, either
 //              kBf16: 576 bf16 = 1152 bytes per record, or
 //              kFp8:  656 bytes = 512 e4m3 + 4 float32 scales (one per 128 latent values) + 64 bf16 rope
+//            (or, with SparseMlaParams::pools, one such array per pool, each row reading its own pool's)
 //   indices  [T, topk] int32 physical slots; -1 (or any value outside [0, num_slots)) = unused entry
 //   lengths  optional [T] int32: only the first lengths[t] entries of row t are read (clamped to topk)
 //   out      [T, H, 512] bf16
