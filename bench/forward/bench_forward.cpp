@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
                    "usage: glm5rt-bench --glm5-dims [--layers N] [--dense-layers N] [--batches 1,32] [--context 8192]\n"
                    "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
                    "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
-                   "       [--variants KERNELS:FP8PATH[:nosplit],...] [--json FILE]\n"
+                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq],...] [--json FILE]\n"
                    "--variants runs the decode and prefill cases once per (kernels, FP8 path) on the same model;\n"
                    "the first variant's results are also the JSON's top-level decode / prefill.\n");
       return 2;
@@ -226,20 +226,30 @@ int main(int argc, char** argv) {
        << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights << ",\n  \"variants\": [";
     std::string decode0, prefill0;
     for (size_t vi = 0; vi < o.variants.size(); ++vi) {
-      // KERNELS:FP8PATH[:nosplit] (nosplit: fp8_gemm without split-K)
+      // KERNELS:FP8PATH[:nosplit][:perseq] (nosplit: fp8_gemm without split-K; perseq: the fast attention
+      // kernels launched once per cache, not once over all caches' pools)
       std::string path = o.variants[vi].second;
-      const size_t colon = path.find(':');
-      const bool split = colon == std::string::npos || path.substr(colon + 1) != "nosplit";
-      if (colon != std::string::npos) path = path.substr(0, colon);
+      bool split = true, batched = true;
+      for (size_t colon = path.find(':'); colon != std::string::npos; colon = path.find(':')) {
+        std::string rest = path.substr(colon + 1);
+        path = path.substr(0, colon);
+        for (std::stringstream flags(rest); std::getline(flags, rest, ':');) {
+          if (rest == "nosplit") split = false;
+          else if (rest == "perseq") batched = false;
+          else fail(Status::invalid_argument, "unknown variant flag ", rest, " (nosplit, perseq)");
+        }
+      }
       be.set_kernels(o.variants[vi].first);
       be.set_fp8_path(path);
       be.set_fp8_split_k(split);
+      be.set_batch_attention(batched);
       std::ostringstream jd, jp;  // this variant's decode and prefill entries
       std::printf(
           "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s, "
-          "split-K %s\n",
+          "split-K %s, attention over several caches %s\n",
           be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
-          o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str(), be.fp8_split_k() ? "on" : "off");
+          o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str(), be.fp8_split_k() ? "on" : "off",
+          be.batch_attention() ? "one launch (batched)" : "one launch per cache");
       std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
       const int ps = 64;
       bool first = true;
@@ -315,7 +325,8 @@ int main(int argc, char** argv) {
              << ", \"step_ms\": " << t * 1e3 << ", \"per_layer_ms\": " << t * 1e3 / o.layers
              << ", \"tokens_per_s\": " << B / t << ", \"floor_ms\": " << floor_t * 1e3
              << ", \"floor_bytes\": " << f.bytes << ", \"floor_flops\": " << f.flops
-             << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays();
+             << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays()
+             << ", \"batched_attention\": " << (be.last_forward_batched_attention() ? "true" : "false");
           if (o.stages) {
             const int moe_layers = o.layers - std::min(o.dense_layers, o.layers);
             std::printf(

@@ -193,14 +193,17 @@ size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
 
 cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
-  if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) || p.num_slots < 1 ||
-      p.num_slots > 0x7fffffffLL + 1 || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
+  // With a pool table the per-pool slot counts live on the device (checked there); cache / num_slots unused.
+  const bool multi = p.pools != nullptr;
+  if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
+  if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
+      (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
       p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
-  if (!p.q || !p.cache || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
-  if (!aligned16(p.q) || !aligned16(p.cache) || !aligned16(p.out) || !aligned16(workspace))
+  if (!p.q || (!multi && !p.cache) || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
+  if (!aligned16(p.q) || (!multi && !aligned16(p.cache)) || !aligned16(p.out) || !aligned16(workspace))
     return cudaErrorInvalidValue;
   const int nsplit = sparse_mla_num_splits(p);
   const size_t need = sparse_mla_workspace_size(p);
@@ -222,6 +225,10 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.tiles_per_split = (ntiles + nsplit - 1) / nsplit;
   if (a.tiles_per_split * kTileTokens > kMaxSplitEntries) return cudaErrorInvalidValue;  // plan guarantees it
   a.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  a.pools = p.pools;
+  a.row_pool = p.row_pool;
+  a.num_pools = p.num_pools;
+  a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   if (nsplit > 1) {
     a.part_o = static_cast<float*>(workspace);

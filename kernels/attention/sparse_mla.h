@@ -7,6 +7,7 @@
 //   cache    a flat array of num_slots records, slot = page * page_size + offset, either
 //              kBf16: 576 bf16 = 1152 bytes per record, or
 //              kFp8:  656 bytes = 512 e4m3 + 4 float32 scales (one per 128 latent values) + 64 bf16 rope
+//            (or, with SparseMlaParams::pools, one such array per pool, each row reading its own pool's)
 //   indices  [T, topk] int32 physical slots; -1 (or any value outside [0, num_slots)) = unused entry
 //   lengths  optional [T] int32: only the first lengths[t] entries of row t are read (clamped to topk)
 //   out      [T, H, 512] bf16
@@ -37,6 +38,14 @@ inline constexpr int kMlaFp8RopeOffset = 528;   // 64 bf16
 
 enum class MlaCacheFormat : int { kBf16 = 0, kFp8 = 1 };
 
+// One cache pool of a multi-pool launch (SparseMlaParams::pools): records of layer `pool_layer` start at
+// base + pool_layer * layer_bytes (16-byte aligned), slots [0, num_slots) of that layer are valid.
+struct MlaPool {
+  const void* base = nullptr;
+  int64_t num_slots = 0;
+  int64_t layer_bytes = 0;
+};
+
 struct SparseMlaParams {
   const void* q = nullptr;          // [T, H, 576] bf16
   const void* cache = nullptr;      // num_slots records in `format`
@@ -63,6 +72,16 @@ struct SparseMlaParams {
   // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
   // barriers). Same results whichever runs.
   int kernel_variant = 0;
+  // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
+  // pools = nullptr: every row reads `cache` / `num_slots` (as before). Otherwise row t reads the pool
+  // pools[row_pool[t]] (device arrays: pools [num_pools], row_pool [T]) at layer pool_layer, `cache` and
+  // `num_slots` are ignored, and a row whose pool index is outside [0, num_pools), whose pool has
+  // num_slots < 1 or whose layer base is not 16-byte aligned attends to nothing (out 0, lse -inf): the
+  // device-side table cannot be checked by the launcher. Each pool's num_slots must be <= 2^31.
+  const MlaPool* pools = nullptr;
+  const int32_t* row_pool = nullptr;
+  int num_pools = 0;
+  int pool_layer = 0;
 };
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.

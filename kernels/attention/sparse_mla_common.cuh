@@ -31,7 +31,31 @@ struct KernelArgs {
   int nsplit;
   int tiles_per_split;
   float scale_log2;  // softmax_scale * log2(e): the kernels work in base 2
+  const MlaPool* pools;      // optional: row t reads pools[row_pool[t]] (SparseMlaParams::pools)
+  const int32_t* row_pool;
+  int num_pools;
+  int pool_layer;
 };
+
+// The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
+// table every row reads a.cache. A bad table entry gives num_slots = 0 (every index cleaned to -1: the row
+// attends to nothing) and a harmless base (the zero-byte cp.async of an unused entry still names it).
+struct RowCache {
+  const uint8_t* base;
+  int64_t num_slots;
+};
+__device__ __forceinline__ RowCache row_cache(const KernelArgs& a, int t) {
+  if (a.pools == nullptr) return RowCache{a.cache, a.num_slots};
+  const int pi = __ldg(a.row_pool + t);
+  const uint8_t* dummy = reinterpret_cast<const uint8_t*>(a.q);
+  if (pi < 0 || pi >= a.num_pools) return RowCache{dummy, 0};
+  const MlaPool* pool = a.pools + pi;
+  const uint8_t* b = static_cast<const uint8_t*>(pool->base);
+  const int64_t n = pool->num_slots;
+  b += static_cast<int64_t>(a.pool_layer) * pool->layer_bytes;
+  if (b == nullptr || n < 1 || (reinterpret_cast<uintptr_t>(b) & 15u) != 0) return RowCache{dummy, 0};
+  return RowCache{b, n};
+}
 
 inline constexpr int kTileTokens = 32;
 // A split's indices are staged in shared memory once, at the start (so the gathers never wait on an index

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   bid /= groups;
   const int split = bid % a.nsplit;
   const int t = bid / a.nsplit;
+  const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 
   int len = a.topk;
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
     for (int i = tid; i < n * C::kBT; i += C::kThreads) {
       const int pos = first + i;
       const int v = pos < len ? __ldg(row_idx + pos) : -1;
-      s_idx[i] = (v >= 0 && v < a.num_slots) ? v : -1;
+      s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
     }
   }
   __syncthreads();
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
       const int r = c / kChunks, col = c - r * kChunks;
       const int idx = s_idx[base + r];
       const bool ok = idx >= 0;
-      const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
+      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
       cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
     }
   };

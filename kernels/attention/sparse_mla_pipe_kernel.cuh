@@ -81,6 +81,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   bid /= groups;
   const int split = bid % a.nsplit;
   const int t = bid / a.nsplit;
+  const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
@@ -108,7 +109,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
     const int pos = first + i;
     const int v = i < cnt ? __ldg(row_idx + pos) : -1;
-    s_idx[i] = (v >= 0 && v < a.num_slots) ? v : -1;
+    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
   }
   __syncthreads();
 
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
       const int r = c / kChunks, col = c - r * kChunks;
       const int idx = sidx[r];
       const bool ok = idx >= 0;
-      const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
+      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
       if constexpr (FP8)
         cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
       else

@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   bid /= groups;
   const int split = bid % a.nsplit;
   const int t = bid / a.nsplit;
+  const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
 #pragma unroll 4
   for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
     const int v = i < cnt ? __ldg(row_idx + first + i) : -1;
-    s_idx[i] = (v >= 0 && v < a.num_slots) ? v : -1;
+    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
   }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
         const int r = c / kChunks, col = c - r * kChunks;
         const int idx = sidx[r];
         const bool ok = idx >= 0;
-        const uint8_t* src = ok ? a.cache + static_cast<int64_t>(idx) * kRecBytes + col * 16 : a.cache;
+        const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
         if constexpr (FP8)
           cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
         else
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
           if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
           if (lane < 16) {
             if (valid) {
-              bulk_copy_g2s(smem_addr(row), a.cache + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
+              bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
                             kMlaBf16RecordBytes, bar);
             } else {
               // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).

@@ -48,6 +48,13 @@ struct RowLayout {
   int max_row_len = 0;  // host-side upper bound of row_len (sizes the grid); rows never exceed it
 };
 
+// One key pool of a multi-pool launch (ScoreParams::seq_pools): the keys of layer `pool_layer` start at
+// base + pool_layer * layer_bytes (16-byte aligned) and use the format's layout above within it.
+struct KeyPool {
+  const void* base = nullptr;
+  int64_t layer_bytes = 0;
+};
+
 struct ScoreParams {
   RowLayout rows;
   KeyFormat format = KeyFormat::kFp8;
@@ -57,6 +64,14 @@ struct ScoreParams {
   const void* key_cache = nullptr;   // 16-byte aligned
   float* scores = nullptr;           // out [T][score_stride]; entries j < row_len[t] are written
   int64_t score_stride = 0;          // >= max_row_len, multiple of 4, scores 16-byte aligned
+  // Appended (batched decode over several caches): seq_pools = nullptr: every row's keys are in key_cache
+  // (as before). Otherwise row t's keys are in the pool seq_pools[row_seq[t]] (device array [num_pools]) at
+  // layer pool_layer, and key_cache is ignored; block tables and slots stay per sequence as before. A row
+  // whose sequence index is outside [0, num_pools), or whose layer base is null or not 16-byte aligned,
+  // scores every key 0 (the device-side table cannot be checked by the launcher).
+  const KeyPool* seq_pools = nullptr;
+  int num_pools = 0;
+  int pool_layer = 0;
 };
 
 struct TopkParams {

@@ -165,6 +165,18 @@ __device__ void fused_tail(const ScoreParams& p, const TailArgs& tx, int row, in
                                              table, p.rows.page_size});
 }
 
+// The key pool of sequence seq at the launch's layer: key_cache without a pool table; null for a
+// sequence outside the table or a base that is null or not 16-byte aligned.
+__device__ __forceinline__ const uint8_t* key_pool_of(const ScoreParams& p, int seq) {
+  if (p.seq_pools == nullptr) return static_cast<const uint8_t*>(p.key_cache);
+  if (seq < 0 || seq >= p.num_pools) return nullptr;
+  const KeyPool* pool = p.seq_pools + seq;
+  const uint8_t* b = static_cast<const uint8_t*>(pool->base);
+  if (b == nullptr) return nullptr;
+  b += static_cast<int64_t>(p.pool_layer) * pool->layer_bytes;
+  return (reinterpret_cast<uintptr_t>(b) & 15u) == 0 ? b : nullptr;
+}
+
 // kWarps warps, each owning kSub * 32 consecutive keys (kSub tiles of 32 = two 16-key MMA tiles) of a
 // chunk; all of a warp's key loads are issued before its first MMA, so kSub sets the bytes in flight.
 // kRows consecutive query rows per block share the key fragments (kRows > 1 for prefill chunks).
@@ -179,6 +191,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ __align__(16) uint8_t q_smem[kRows * kRowQBytes];
   __shared__ float w_smem[kRows][kHeads];
   __shared__ int row_len_s[kRows], row_seq_s[kRows], row_bound_s[kRows];
+  __shared__ const uint8_t* row_cache_s[kRows];  // the row's key pool at this layer (null: score 0)
   __shared__ uint32_t hist_s[kMode == kHistogram ? detail::kBins : 1];
   if constexpr (kMode == kHistogram)
     for (int i = threadIdx.x; i < detail::kBins; i += kWarps * 32) hist_s[i] = 0;
@@ -198,7 +211,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (threadIdx.x < kRows) {
     const int row = row0 + threadIdx.x;
     row_len_s[threadIdx.x] = row < rows.num_rows ? rows.row_len[row] : 0;
-    row_seq_s[threadIdx.x] = row < rows.num_rows ? rows.row_seq[row] : -1;
+    const int seq = row < rows.num_rows ? rows.row_seq[row] : -1;
+    row_seq_s[threadIdx.x] = seq;
+    row_cache_s[threadIdx.x] = key_pool_of(p, seq);
   }
   for (int idx = threadIdx.x; idx < kRows * kHeads * kChunks; idx += blockDim.x) {
     const int r = idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
@@ -231,7 +246,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < kRows; ++r) group_max_len = max(group_max_len, row_len_s[r]);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const uint8_t* cache = static_cast<const uint8_t*>(p.key_cache);
   const int page_size = rows.page_size;
 
   // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
@@ -251,7 +265,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int seq = row_seq_s[r];
       if (seq != loaded_seq) {
         loaded_seq = seq;
-        const int bound = row_bound_s[r];
+        // Keys of a pool the table does not give count as zero vectors (score 0).
+        const uint8_t* cache = row_cache_s[r];
+        const int bound = cache != nullptr ? row_bound_s[r] : 0;
         const int32_t* table = rows.block_tables + static_cast<int64_t>(seq) * rows.block_table_stride;
 #pragma unroll
         for (int st = 0; st < kSub; ++st)
@@ -427,9 +443,12 @@ cudaError_t check_scores(const ScoreParams& p) {
   const RowLayout& rows = p.rows;
   if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0) return cudaErrorInvalidValue;
   if (rows.num_rows == 0 || rows.max_row_len == 0) return cudaSuccess;
-  if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.q || !p.weights || !p.key_cache || !p.scores)
+  const bool multi = p.seq_pools != nullptr;  // per-sequence pools: key_cache unused, the table checked on the device
+  if (multi && (p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
+  if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.q || !p.weights || (!multi && !p.key_cache) ||
+      !p.scores)
     return cudaErrorInvalidValue;
-  if (!aligned16(p.q) || !aligned16(p.key_cache) || p.score_stride < rows.max_row_len) return cudaErrorInvalidValue;
+  if (!aligned16(p.q) || (!multi && !aligned16(p.key_cache)) || p.score_stride < rows.max_row_len) return cudaErrorInvalidValue;
   if (p.format == KeyFormat::kFp8) {
     // Page bases must stay 16-byte aligned for the vector loads: page_size * 132 % 16 == 0.
     if (!p.q_scale || (static_cast<int64_t>(rows.page_size) * kFp8RecordBytes) % 16 != 0) return cudaErrorInvalidValue;

@@ -13,7 +13,8 @@
 //    fast vs simple;
 // 2. free run: the fast indexer's selections against the CPU's and the simple indexer's, per layer;
 // 3. decode rows one at a time (the T = 1 paths: split MLA, decode indexer scores, split top-k), forced;
-// 4. a 2-sequence decode batch captured in a CUDA graph against eager forwards of the same state.
+// 4. 2- and 4-sequence decode batches (one cache, or several: batched attention over the caches' pools and
+//    the per-cache launches) captured in a CUDA graph against eager forwards of the same state.
 // Also: the records the cache writer produced, as export_records decodes them, against the CPU's.
 // Lines to read in the log: [fast-logits], [fast-topk], [fast-records], [fast-decode], [fast-graph].
 #ifdef GLM5RT_GPU_TESTS_WITH_CORE
@@ -432,59 +433,77 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
   }
 }
 
-TEST_CASE("cuda fast kernels: a two-sequence decode batch replayed from a graph equals eager forwards") {
+TEST_CASE("cuda fast kernels: a multi-sequence decode batch replayed from a graph equals eager forwards") {
   auto m = glm5_attention_model(777);
   const ModelConfig& c = m->c;
   const int64_t V = c.vocab_size, P = 100, steps = 5;
-  const int64_t PZ = P + 30;  // the sequences have different lengths
-  const std::vector<int32_t> tx = random_tokens(P + steps, V, 21), tz = random_tokens(PZ + steps, V, 22);
   auto gpu_ptr = make_cuda_backend(c, m->w, 0);
   auto& gpu = as_cuda(*gpu_ptr);
   gpu.set_kernels("fast");
   const int32_t ps = 16;
-  for (const bool two_caches : {false, true}) {
+  // Batch layouts: which cache each sequence uses (sequences with the same number share one cache).
+  // One cache: one fast row group. Several caches, as the engine batches sessions (each owns its cache):
+  // one launch per fast kernel over all rows reading each row's pool (batched attention, the default),
+  // or with set_batch_attention(false) one launch per run of rows sharing a cache.
+  struct Layout {
+    std::vector<int> cache_of;
+    bool batched;
+  };
+  const std::vector<Layout> layouts = {{{0, 0}, true},       {{0, 1}, true},       {{0, 1}, false},
+                                       {{0, 1, 2, 3}, true}, {{0, 1, 1, 2}, true}, {{0, 1, 1, 2}, false}};
+  for (const Layout& lay : layouts) {
+    const int64_t N = static_cast<int64_t>(lay.cache_of.size());
+    const int n_caches = *std::max_element(lay.cache_of.begin(), lay.cache_of.end()) + 1;
+    gpu.set_batch_attention(lay.batched);
     for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
-      // The graph run steps X and Z as one 2-sequence batch (one cache: one fast row group; two caches,
-      // as the engine batches sessions: two groups, the second at row 1); the eager run steps each
-      // sequence alone (a probe forces the eager path) on caches with identical contents. Pages of X and
-      // Z interleave.
-      const int64_t n_pages = 2 * ((PZ + steps + ps - 1) / ps) + 2;
-      std::vector<int32_t> all = scrambled_pages(n_pages, 5), bx, bz;
-      for (size_t i = 0; i < all.size(); ++i) (i % 2 ? bz : bx).push_back(all[i]);
-      auto gx = gpu.create_cache(n_pages, ps, dt), ex = gpu.create_cache(n_pages, ps, dt);
-      std::unique_ptr<CacheStorage> gz_own, ez_own;
-      if (two_caches) {
-        gz_own = gpu.create_cache(n_pages, ps, dt);
-        ez_own = gpu.create_cache(n_pages, ps, dt);
+      // The graph run steps all sequences as one batch; the eager run steps each sequence alone (a probe
+      // forces the eager path) on caches with identical contents. Sequences have different lengths, and
+      // the pages of the sequences sharing a cache interleave.
+      std::vector<int64_t> len(N);
+      std::vector<std::vector<int32_t>> tok(N), bt(N);
+      for (int64_t i = 0; i < N; ++i) {
+        len[i] = P + 30 * i;
+        tok[i] = random_tokens(len[i] + steps, V, 21 + static_cast<uint64_t>(i));
       }
-      CacheStorage* gz = two_caches ? gz_own.get() : gx.get();
-      CacheStorage* ez = two_caches ? ez_own.get() : ex.get();
-      (void)forward_rows(gpu, gx.get(), bx, ps, tx, 0, P, nullptr, false);
-      (void)forward_rows(gpu, gz, bz, ps, tz, 0, PZ, nullptr, false);
-      (void)forward_rows(gpu, ex.get(), bx, ps, tx, 0, P, nullptr, false);
-      (void)forward_rows(gpu, ez, bz, ps, tz, 0, PZ, nullptr, false);
+      const int64_t per_seq = (P + 30 * (N - 1) + steps + ps - 1) / ps;
+      const int64_t n_pages = N * per_seq + 2;
+      const std::vector<int32_t> all = scrambled_pages(n_pages, 5);
+      for (size_t p = 0; p < all.size(); ++p) bt[p % N].push_back(all[p]);
+      std::vector<std::unique_ptr<CacheStorage>> gcache, ecache;
+      for (int k = 0; k < n_caches; ++k) {
+        gcache.push_back(gpu.create_cache(n_pages, ps, dt));
+        ecache.push_back(gpu.create_cache(n_pages, ps, dt));
+      }
+      for (int64_t i = 0; i < N; ++i) {
+        (void)forward_rows(gpu, gcache[lay.cache_of[i]].get(), bt[i], ps, tok[i], 0, len[i], nullptr, false);
+        (void)forward_rows(gpu, ecache[lay.cache_of[i]].get(), bt[i], ps, tok[i], 0, len[i], nullptr, false);
+      }
       double worst = 0;
       const int64_t replays0 = gpu.graph_replays();
       for (int64_t s = 0; s < steps; ++s) {
         BatchPlan plan;
-        plan.add_sequence(gx.get(), bx, ps, P + s, tx.data() + P + s, 1);
-        plan.add_sequence(gz, bz, ps, PZ + s, tz.data() + PZ + s, 1);
-        plan.logit_rows = {0, 1};
-        std::vector<float> g(2 * V, NAN);
+        for (int64_t i = 0; i < N; ++i)
+          plan.add_sequence(gcache[lay.cache_of[i]].get(), bt[i], ps, len[i] + s, tok[i].data() + len[i] + s, 1);
+        for (int64_t i = 0; i < N; ++i) plan.logit_rows.push_back(i);
+        std::vector<float> g(N * V, NAN);
         gpu.forward(plan, g.data(), {}, nullptr);
         CHECK(gpu.last_forward_used_fast_mla());
         CHECK(gpu.last_forward_used_fast_indexer());
-        const Rows rx = forward_rows(gpu, ex.get(), bx, ps, tx, P + s, 1, nullptr, true);
-        const Rows rz = forward_rows(gpu, ez, bz, ps, tz, PZ + s, 1, nullptr, true);
-        std::vector<float> e(rx.logits);
-        e.insert(e.end(), rz.logits.begin(), rz.logits.end());
+        CHECK(gpu.last_forward_batched_attention() == (lay.batched && n_caches > 1));
+        std::vector<float> e;
+        for (int64_t i = 0; i < N; ++i) {
+          const Rows r = forward_rows(gpu, ecache[lay.cache_of[i]].get(), bt[i], ps, tok[i], len[i] + s, 1, nullptr, true);
+          e.insert(e.end(), r.logits.begin(), r.logits.end());
+        }
         const Agreement a = compare(g, e, V);
         worst = std::max(worst, a.rel);
         CHECK(a.nan == 0);
       }
-      std::printf("[fast-graph] %-5s records, %s: graph batch vs eager single rows, worst rel %.3e over %lld steps; "
-                  "graph replays %lld\n",
-                  dtype_name_of(dt), two_caches ? "two caches" : "one cache ", worst, static_cast<long long>(steps),
+      std::string tag = std::to_string(N) + " seqs in " + std::to_string(n_caches) + " cache(s)";
+      if (n_caches > 1) tag += lay.batched ? ", batched" : ", per cache";
+      std::printf("[fast-graph] %-5s records, %-32s: graph batch vs eager single rows, worst rel %.3e over %lld "
+                  "steps; graph replays %lld\n",
+                  dtype_name_of(dt), tag.c_str(), worst, static_cast<long long>(steps),
                   static_cast<long long>(gpu.graph_replays() - replays0));
       // Same kernels on the same state: only the batch composition differs (split planning may differ).
       CHECK(worst <= 5e-2);
@@ -493,6 +512,7 @@ TEST_CASE("cuda fast kernels: a two-sequence decode batch replayed from a graph 
       CHECK(gpu.graph_replays() - replays0 >= 1);
     }
   }
+  gpu.set_batch_attention(true);
 }
 
 TEST_CASE("cuda fast kernels: the kernel family switch") {

@@ -289,6 +289,7 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   idx_dims_ok_ = c.index_n_heads == kernels::indexer::kHeads && c.index_head_dim == kernels::indexer::kHeadDim &&
                  c.index_topk >= 1 && c.index_topk <= kernels::indexer::kMaxTopK;
   if (const char* p = std::getenv("GLM5RT_CUDA_KERNELS")) set_kernels(p);
+  if (const char* p = std::getenv("GLM5RT_CUDA_BATCH_ATTN")) batch_attn_ = std::string(p) != "0";
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
   num_sms_ = prop.multiProcessorCount;
@@ -350,6 +351,11 @@ void CudaBackend::set_kernels(const std::string& which) {
   else if (which == "fast-attn") kernels_ = 2;
   else if (which == "fast") kernels_ = 3;
   else fail(Status::invalid_argument, "CUDA kernels must be simple, fast-mla, fast-attn or fast, got ", which);
+  clear_graphs();
+}
+
+void CudaBackend::set_batch_attention(bool on) {
+  batch_attn_ = on;
   clear_graphs();
 }
 
@@ -518,8 +524,13 @@ void CudaBackend::build_fast_tables() {
 // captured graph keeps the addresses it saw).
 void CudaBackend::ensure_fast_workspace(const glm5k::RecordFormat& fmt) {
   size_t mla = 0, topk = 0;
-  for (const FastGroup& g : groups_) {  // the groups run one after the other: the largest need suffices
-    const int64_t rows = g.r1 - g.r0;
+  // The groups run one after the other: the largest need suffices. Batched over several pools: one launch
+  // over all rows.
+  std::vector<int64_t> launch_rows;
+  if (multi_pool_ && !groups_.empty()) launch_rows.push_back(groups_.back().r1);  // rows [0, R)
+  else
+    for (const FastGroup& g : groups_) launch_rows.push_back(g.r1 - g.r0);
+  for (const int64_t rows : launch_rows) {
     if (use_fast_mla_) {
       kernels::SparseMlaParams p;
       p.num_tokens = static_cast<int>(rows);
@@ -905,7 +916,11 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
           "indexer query conversion");
     namespace ki = kernels::indexer;
     const int64_t stride = ki::indexer_score_stride(static_cast<int>(ctx_cap));
-    for (const FastGroup& g : groups_) {
+    // Batched over several caches: one launch over all rows (a group spanning [0, R)), each row's keys
+    // in its sequence's pool (key_pools_dev_, indexed by the row's sequence like the block tables).
+    std::vector<FastGroup> launches = groups_;
+    if (multi_pool_) launches.assign(1, FastGroup{groups_.front().cache, 0, static_cast<int32_t>(R)});
+    for (const FastGroup& g : launches) {
       const int64_t r0 = g.r0, T = g.r1 - g.r0;
       ki::ScoreParams sp;
       sp.rows.num_rows = static_cast<int>(T);
@@ -919,7 +934,13 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
       sp.q = k.qi_q + r0 * IH * ID * (fp8 ? 1 : 2);
       sp.q_scale = fp8 ? k.qi_scale + r0 * IH : nullptr;
       sp.weights = k.iw + r0 * IH;  // already times index_n_heads^-0.5 (indexer prep)
-      sp.key_cache = g.cache->index() + li * g.cache->index_layer_bytes();
+      if (multi_pool_) {
+        sp.seq_pools = static_cast<const ki::KeyPool*>(key_pools_dev_);
+        sp.num_pools = static_cast<int>(plan_seqs_);
+        sp.pool_layer = static_cast<int>(li);
+      } else {
+        sp.key_cache = g.cache->index() + li * g.cache->index_layer_bytes();
+      }
       sp.scores = k.scores + r0 * stride;
       sp.score_stride = stride;
       const bool split = T <= kFastTopkSplitRows && topk_ws_.get();
@@ -963,12 +984,23 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
                                        stream_),
           "packing the MLA query");
     const int64_t qw = kvr + c.qk_rope_head_dim;
-    for (const FastGroup& g : groups_) {
+    // Batched over several caches: one launch over all rows, row r reading the pool of its sequence
+    // (rows_.seq[r] indexes mla_pools_dev_).
+    std::vector<FastGroup> launches = groups_;
+    if (multi_pool_) launches.assign(1, FastGroup{groups_.front().cache, 0, static_cast<int32_t>(R)});
+    for (const FastGroup& g : launches) {
       const int64_t r0 = g.r0;
       kernels::SparseMlaParams p;
       p.q = k.q_pack + r0 * H * qw;
-      p.cache = g.cache->latent() + li * g.cache->latent_layer_bytes();
-      p.num_slots = g.cache->n_slots();
+      if (multi_pool_) {
+        p.pools = static_cast<const kernels::MlaPool*>(mla_pools_dev_);
+        p.row_pool = rows_.seq;
+        p.num_pools = static_cast<int>(plan_seqs_);
+        p.pool_layer = static_cast<int>(li);
+      } else {
+        p.cache = g.cache->latent() + li * g.cache->latent_layer_bytes();
+        p.num_slots = g.cache->n_slots();
+      }
       p.format = fmt.latent_dtype == glm5k::kRecFp8 ? kernels::MlaCacheFormat::kFp8 : kernels::MlaCacheFormat::kBf16;
       p.indices = k.sel_slots + r0 * topk;
       p.out = k.o_lat + r0 * H * kvr;
@@ -1345,6 +1377,13 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
     }
   }
   if (!use_fast_idx_) bt_stride_ = 0;
+  // One launch per fast kernel over all rows when they span several caches (the kernels read each row's
+  // pool from a per-sequence table); the indexer's row layout has one page size, so the caches must agree.
+  multi_pool_ = false;
+  if (use_fast_mla_ && batch_attn_ && groups_.size() > 1) {
+    multi_pool_ = groups_.front().r0 == 0 && groups_.back().r1 == R;
+    for (const FastGroup& g : groups_) multi_pool_ = multi_pool_ && g.cache->page_size() == groups_.front().cache->page_size();
+  }
   ensure_fast_workspace(fmt);
 
   // Batch description: one upload.
@@ -1365,7 +1404,11 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   lay.take<int32_t>(use_fast_idx_ ? R : 1);
   const int64_t o_btp = lay.used();
   lay.take<int32_t>(std::max<int64_t>(1, S * bt_stride_));
-  const int64_t o_bt = lay.used();
+  const int64_t o_mp = lay.used();
+  lay.take<kernels::MlaPool>(multi_pool_ ? S : 1);
+  const int64_t o_kp = lay.used();
+  lay.take<kernels::indexer::KeyPool>(multi_pool_ ? S : 1);
+  const int64_t o_bt = lay.used();  // last: its size changes as sequences grow (graph keys do not see it)
   lay.take<int32_t>(std::max<int64_t>(1, bt_total));
   ensure_plan_capacity(static_cast<size_t>(lay.used()));
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the pinned buffer may still be in flight
@@ -1402,6 +1445,17 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
     sc[s].index_layer_bytes = cc->index_layer_bytes();
     sc[s].bt_offset = static_cast<int32_t>(bt_at);
     sc[s].page_size = cc->page_size();
+    if (multi_pool_) {
+      kernels::MlaPool mp;
+      mp.base = cc->latent();
+      mp.num_slots = cc->n_slots();
+      mp.layer_bytes = cc->latent_layer_bytes();
+      std::memcpy(h + o_mp + s * static_cast<int64_t>(sizeof(mp)), &mp, sizeof(mp));
+      kernels::indexer::KeyPool kp;
+      kp.base = cc->index();
+      kp.layer_bytes = cc->index_layer_bytes();
+      std::memcpy(h + o_kp + s * static_cast<int64_t>(sizeof(kp)), &kp, sizeof(kp));
+    }
     std::copy(sp.block_table.begin(), sp.block_table.end(), bt + bt_at);
     bt_at += static_cast<int64_t>(sp.block_table.size());
     if (use_fast_idx_) {  // page 0 pads: never read (row_len bounds the walk), but a valid page
@@ -1420,6 +1474,9 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   rows_.rows = static_cast<int32_t>(R);
   row_len_dev_ = reinterpret_cast<const int32_t*>(d + o_len);
   bt_padded_dev_ = reinterpret_cast<const int32_t*>(d + o_btp);
+  mla_pools_dev_ = multi_pool_ ? d + o_mp : nullptr;
+  key_pools_dev_ = multi_pool_ ? d + o_kp : nullptr;
+  plan_seqs_ = static_cast<int32_t>(S);
   logit_rows_dev_ = reinterpret_cast<const int32_t*>(d + o_lr);
   last_n_out_ = n_out;
   if (probe) {
@@ -1444,6 +1501,7 @@ const float* CudaBackend::forward_device(const BatchPlan& plan, const std::funct
   const int64_t choice = (use_fast_mla_ ? 1 : 0) + (use_fast_idx_ ? 2 : 0);
   GraphKey key{R, S, n_out, ctx_cap,
                fmt.latent_dtype * 16 + fmt.index_dtype + 256 * choice + 1024 * kernels_ + 8192 * stage_timing_};
+  key.push_back(multi_pool_ ? 1 : 0);  // one launch over the pool tables, or one per group
   for (const FastGroup& g : groups_) {
     // The fast launches bake the cache's pool addresses and per-layer strides (n_slots) into the graph; a
     // cache freed and another allocated at the same address with another size must not replay it.

@@ -146,8 +146,16 @@ class CudaBackend final : public Backend {
   // GLM5RT_CUDA_KERNELS. A fast family runs only where the model has its shapes and the batch's
   // cache shapes fit (int32 slots; FP8 indexer keys: page_size % 4 == 0), else that forward uses the
   // simple kernels: see fast_*_supported and last_forward_used_fast_*. A batch over several caches runs
-  // the fast attention kernels once per run of consecutive sequences sharing a cache.
+  // each fast attention kernel once for all rows, every row reading its own cache's pool through a
+  // per-sequence pool table uploaded with the batch (set_batch_attention; needs one page size across the
+  // caches), else once per run of consecutive sequences sharing a cache.
   void set_kernels(const std::string& which);
+  // One fast sparse MLA / indexer launch for a batch over several caches (default on; off = one launch per
+  // run of rows sharing a cache, the earlier behaviour). Also GLM5RT_CUDA_BATCH_ATTN=0 / 1.
+  void set_batch_attention(bool on);
+  bool batch_attention() const { return batch_attn_; }
+  // Whether the last forward ran the fast attention kernels once over several caches' pools.
+  bool last_forward_batched_attention() const { return multi_pool_; }
   std::string kernels() const;
   bool fast_mla_supported() const { return mla_dims_ok_; }
   bool fast_indexer_supported() const { return idx_dims_ok_; }
@@ -171,8 +179,9 @@ class CudaBackend final : public Backend {
 
  private:
   struct Work;  // per-forward device buffers, sized for (rows, context capacity, logit rows)
-  // rows, seqs, logit rows, ctx, fmt + kernel choice, then per fast row group (the fast kernels bake
-  // cache addresses and row ranges into the graph): cache address, page size, first row, end row.
+  // rows, seqs, logit rows, ctx, fmt + kernel choice, batched attention over several caches (0 / 1), then
+  // per fast row group (the per-group fast launches bake cache addresses and row ranges into the graph):
+  // cache address, page size, first row, end row.
   using GraphKey = std::vector<int64_t>;
   // Consecutive rows whose sequences share one cache: the fast kernels run once per group.
   struct FastGroup {
@@ -283,6 +292,12 @@ class CudaBackend final : public Backend {
   // Decided per forward (part of the graph key): which fast families run, and on which cache.
   bool use_fast_mla_ = false, use_fast_idx_ = false;
   std::vector<FastGroup> groups_;
+  // Batched attention over several caches (set_batch_attention): groups_ still lists the runs (graph key,
+  // workspace), but each fast kernel runs once over all rows with the per-sequence pool tables below.
+  bool batch_attn_ = true, multi_pool_ = false;
+  const void* mla_pools_dev_ = nullptr;  // [seqs] kernels::MlaPool (latent records of each sequence's cache)
+  const void* key_pools_dev_ = nullptr;  // [seqs] kernels::indexer::KeyPool (indexer keys)
+  int32_t plan_seqs_ = 0;                // entries of the two tables
   DeviceBuffer mla_ws_, topk_ws_;
   const int32_t* row_len_dev_ = nullptr;    // [rows] pos + 1 (fast indexer)
   const int32_t* bt_padded_dev_ = nullptr;  // [seqs, bt_stride_] block tables (fast indexer)
