@@ -298,6 +298,11 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   pdl_ = prop.major >= 9;
   if (const char* p = std::getenv("GLM5RT_CUDA_FP8_SPLITK")) split_k_ = std::string(p) != "0";
   if (fp8_kernels) build_fast_tables();
+  const char* side = std::getenv("GLM5RT_CUDA_MOE_SIDE_STREAM");
+  if (fp8_kernels && !(side && std::string(side) == "0")) {
+    check(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking), "cudaStreamCreate (MoE shared expert)");
+    for (cudaEvent_t& e : side_ev_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  }
   log(LogLevel::info, "cuda backend on device ", device_, " (", prop.name, "): weights ", w_.bytes >> 20, " MiB");
 }
 
@@ -307,6 +312,9 @@ CudaBackend::~CudaBackend() {
   clear_graphs();
   for (cudaEvent_t e : stage_ev_) (void)cudaEventDestroy(e);
   if (plan_host_) (void)cudaFreeHost(plan_host_);
+  for (cudaEvent_t e : side_ev_)
+    if (e) (void)cudaEventDestroy(e);
+  if (side_stream_) (void)cudaStreamDestroy(side_stream_);
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
 
@@ -1119,6 +1127,11 @@ void CudaBackend::enqueue_fast_moe(int64_t li) {
   mp.down_s = t.down.s;
   mp.out = k.moe_out;
   mp.pdl = pdl_;
+  // The shared expert beside the router on its own stream (decode sizes; same bits as one stream). Inside
+  // a graph capture the fork / join become parallel branches of the captured graph.
+  mp.shared_stream = side_stream_;
+  mp.shared_events[0] = side_ev_[0];
+  mp.shared_events[1] = side_ev_[1];
   if (probe_) {
     kernels::RouterParams rp;
     rp.tokens = mp.tokens;

@@ -254,6 +254,10 @@ class CudaBackend final : public Backend {
   int32_t device_;
   DevWeights w_;
   cudaStream_t stream_ = nullptr;
+  // The MoE shared expert's stream (MoeParams::shared_stream: it runs beside the router at decode sizes)
+  // and its fork / join events; null when off (GLM5RT_CUDA_MOE_SIDE_STREAM=0) or without the FP8 kernels.
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t side_ev_[2] = {nullptr, nullptr};
   // Sessions on one model may step from different threads (glm5rt.h's thread rules), but the backend has
   // one stream, one set of work buffers and one graph cache: every engine entry point that touches them
   // holds this lock, so concurrent sessions are serialised instead of racing.
