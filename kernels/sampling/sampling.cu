@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/indexer/indexer_params.hpp"
+
 namespace glm5rt::kernels::sampling {
 namespace {
 
@@ -27,6 +29,10 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 256;
 constexpr int kCandCap = 2048;
 constexpr unsigned kFull = 0xffffffffu;
+// top_k up to this takes the fast path: kernels/indexer's exact radix top-k cuts each row to its k
+// candidates (many blocks per row for few rows), then one block sorts them in shared memory and runs
+// sampler.cpp's loops on them in its order.
+constexpr int kFastTopK = 2048;
 
 struct Shared {
   u64 hist[kBins];
@@ -279,13 +285,53 @@ struct RowWork {
   float* c;
   double* e;
 };
+// Workspace: c rows at a stride of c_stride(V) floats (16-byte aligned rows, as the indexer's top-k reads
+// them), e rows, then the fast top-k path's arrays (Layout).
+__host__ __device__ inline int64_t c_stride(int vocab) { return (static_cast<int64_t>(vocab) + 3) / 4 * 4; }
+__host__ __device__ inline size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 __host__ __device__ inline size_t floats_bytes(int rows, int vocab) {
-  return (static_cast<size_t>(rows) * static_cast<size_t>(vocab) * 4 + 255) / 256 * 256;
+  return align256(static_cast<size_t>(rows) * static_cast<size_t>(c_stride(vocab)) * 4);
+}
+struct Layout {
+  size_t e, ids, row_seq, row_len, block_table, topk_ws, end;
+};
+__host__ __device__ inline Layout layout(int rows, int vocab) {
+  Layout L;
+  const size_t R = static_cast<size_t>(rows);
+  L.e = floats_bytes(rows, vocab);
+  L.ids = L.e + align256(R * static_cast<size_t>(vocab) * 8);
+  L.row_seq = L.ids + align256(R * kFastTopK * 4);
+  L.row_len = L.row_seq + align256(R * 4);
+  L.block_table = L.row_len + align256(R * 4);
+  L.topk_ws = L.block_table + 256;
+  L.end = L.topk_ws;  // + indexer_topk_workspace_bytes(rows), added on the host
+  return L;
 }
 __device__ RowWork row_work(const SampleParams& p, int row) {
   char* base = static_cast<char*>(p.workspace);
-  return {reinterpret_cast<float*>(base) + static_cast<size_t>(row) * p.vocab,
-          reinterpret_cast<double*>(base + floats_bytes(p.num_rows, p.vocab)) + static_cast<size_t>(row) * p.vocab};
+  return {reinterpret_cast<float*>(base) + static_cast<size_t>(row) * c_stride(p.vocab),
+          reinterpret_cast<double*>(base + layout(p.num_rows, p.vocab).e) + static_cast<size_t>(row) * p.vocab};
+}
+
+// c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float operations,
+// into the row's workspace. Block-wide; ends with a barrier.
+__device__ void write_scaled_row(const SampleParams& p, int row, const float* l, float* c) {
+  const int tid = threadIdx.x, V = p.vocab;
+  const bool greedy = !(p.temperature > 0.0f);
+  const int w0 = p.window_offsets ? p.window_offsets[row] : 0;
+  const int w1 = p.window_offsets ? p.window_offsets[row + 1] : 0;
+  for (int i = tid; i < V; i += blockDim.x) c[i] = greedy ? l[i] : __fdiv_rn(l[i], p.temperature);
+  __syncthreads();  // the penalty overwrites some entries; a token repeated in the window writes the same value
+  if (p.repetition_penalty != 1.0f) {
+    for (int j = w0 + tid; j < w1; j += blockDim.x) {
+      const int32_t t = p.window[j];
+      if (t < 0 || t >= V) continue;
+      const float x = l[t];
+      const float y = x > 0 ? __fdiv_rn(x, p.repetition_penalty) : __fmul_rn(x, p.repetition_penalty);
+      c[t] = greedy ? y : __fdiv_rn(y, p.temperature);
+    }
+  }
+  __syncthreads();
 }
 
 __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const SampleParams p) {
@@ -301,18 +347,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const SampleParam
   // 1. c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float ops.
   const float* c = l;
   if (!greedy || penalise) {
-    for (int i = tid; i < V; i += kThreads) work.c[i] = greedy ? l[i] : __fdiv_rn(l[i], p.temperature);
-    __syncthreads();  // the penalty overwrites some entries; a token repeated in the window writes the same value
-    if (penalise) {
-      for (int j = w0 + tid; j < w1; j += kThreads) {
-        const int32_t t = p.window[j];
-        if (t < 0 || t >= V) continue;
-        const float x = l[t];
-        const float y = x > 0 ? __fdiv_rn(x, p.repetition_penalty) : __fmul_rn(x, p.repetition_penalty);
-        work.c[t] = greedy ? y : __fdiv_rn(y, p.temperature);
-      }
-    }
-    __syncthreads();
+    write_scaled_row(p, row, l, work.c);
     c = work.c;
   }
 
@@ -357,11 +392,114 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const SampleParam
   if (tid == 0) p.out_tokens[row] = key_id(chosen);
 }
 
+// Fast top-k path, step 1: the scaled rows, and the row layout the indexer's top-k reads (every row is
+// "sequence" 0 with one page of `vocab` slots, so a slot is the token id).
+__global__ void __launch_bounds__(kThreads) prep_rows_kernel(const SampleParams p) {
+  const int row = blockIdx.x;
+  write_scaled_row(p, row, p.logits[row], row_work(p, row).c);
+  if (threadIdx.x == 0) {
+    char* base = static_cast<char*>(p.workspace);
+    const Layout L = layout(p.num_rows, p.vocab);
+    reinterpret_cast<int32_t*>(base + L.row_seq)[row] = 0;
+    reinterpret_cast<int32_t*>(base + L.row_len)[row] = p.vocab;
+    if (row == 0) reinterpret_cast<int32_t*>(base + L.block_table)[0] = 0;
+  }
+}
+
+__device__ __forceinline__ float key_value(u64 key) {
+  const uint32_t o = static_cast<uint32_t>(key >> 32);
+  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+}
+
+// Fast top-k path, step 3: one block per row over its k candidates (the ids the indexer's top-k wrote,
+// their values read back from c): sort by key, then sampler.cpp's loops in its order (its sums are sequential, so thread 0 runs
+// them; k <= kFastTopK keeps that short).
+__global__ void __launch_bounds__(kThreads) finish_topk_kernel(const SampleParams p) {
+  __shared__ u64 keys[kFastTopK];
+  __shared__ double prob[kFastTopK];
+  __shared__ double sum_s;
+  const int row = blockIdx.x, tid = threadIdx.x, k = p.top_k;
+  const char* base = static_cast<const char*>(p.workspace);
+  const Layout L = layout(p.num_rows, p.vocab);
+  const int32_t* ids = reinterpret_cast<const int32_t*>(base + L.ids) + static_cast<size_t>(row) * k;  // [rows][k]
+  const float* c = row_work(p, row).c;
+  int n2 = 1;
+  while (n2 < k) n2 <<= 1;
+  for (int j = tid; j < n2; j += kThreads) {
+    const int32_t id = j < k ? ids[j] : -1;
+    keys[j] = (id >= 0 && id < p.vocab) ? full_key(c[id], id) : 0ull;  // padding sorts last
+  }
+  __syncthreads();
+  // Bitonic sort, descending (the final merge has every index in its "descending" half).
+  for (int size = 2; size <= n2; size <<= 1) {
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      for (int t = tid; t < n2 / 2; t += kThreads) {
+        const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
+        const bool desc = (i & size) == 0;
+        const u64 a = keys[i], b = keys[j];
+        if (desc ? a < b : a > b) {
+          keys[i] = b;
+          keys[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  // key_value gives +0.0 for -0.0: c - mx and exp are unchanged by that.
+  const float mx = key_value(keys[0]);
+  for (int j = tid; j < k; j += kThreads) prob[j] = exp(static_cast<double>(__fsub_rn(key_value(keys[j]), mx)));
+  __syncthreads();
+  if (tid == 0) {
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += prob[j];
+    sum_s = sum;
+  }
+  __syncthreads();
+  for (int j = tid; j < k; j += kThreads) prob[j] /= sum_s;
+  __syncthreads();
+  if (tid == 0) {
+    int keep = k;
+    if (p.top_p < 1.0f) {
+      double cum = 0;
+      int n = 0;
+      while (n < keep) {
+        cum += prob[n++];
+        if (cum >= static_cast<double>(p.top_p)) break;
+      }
+      keep = n > 1 ? n : 1;
+    }
+    if (p.min_p > 0.0f) {
+      const double floor = __dmul_rn(static_cast<double>(p.min_p), prob[0]);
+      int n = 1;
+      while (n < keep && prob[n] >= floor) ++n;
+      keep = n;
+    }
+    double total = 0;
+    for (int j = 0; j < keep; ++j) total += prob[j];
+    const double u = __dmul_rn(p.uniforms[row], total);
+    double cum = 0;
+    int32_t token = key_id(keys[keep - 1]);
+    for (int j = 0; j < keep; ++j) {
+      cum += prob[j];
+      if (u < cum) {
+        token = key_id(keys[j]);
+        break;
+      }
+    }
+    p.out_tokens[row] = token;
+  }
+}
+
+bool fast_topk(const SampleParams& p) {
+  return p.temperature > 0.0f && p.top_k > 0 && p.top_k < p.vocab && p.top_k <= kFastTopK &&
+         p.num_rows <= 65535;
+}
+
 }  // namespace
 
 size_t sample_workspace_bytes(int num_rows, int vocab) {
   if (num_rows <= 0 || vocab <= 0) return 0;
-  return floats_bytes(num_rows, vocab) + static_cast<size_t>(num_rows) * static_cast<size_t>(vocab) * 8;
+  return layout(num_rows, vocab).end + indexer::indexer_topk_workspace_bytes(num_rows);
 }
 
 cudaError_t launch_sample_rows(const SampleParams& p, cudaStream_t stream) {
@@ -377,7 +515,32 @@ cudaError_t launch_sample_rows(const SampleParams& p, cudaStream_t stream) {
   if (needs_work && (!p.workspace || p.workspace_bytes < sample_workspace_bytes(p.num_rows, p.vocab) ||
                      reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0))
     return cudaErrorInvalidValue;
-  sample_rows_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  if (!fast_topk(p)) {
+    sample_rows_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  prep_rows_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  char* base = static_cast<char*>(p.workspace);
+  const Layout L = layout(p.num_rows, p.vocab);
+  indexer::TopkParams tp;
+  tp.rows.num_rows = p.num_rows;
+  tp.rows.row_seq = reinterpret_cast<const int32_t*>(base + L.row_seq);
+  tp.rows.row_len = reinterpret_cast<const int32_t*>(base + L.row_len);
+  tp.rows.block_tables = reinterpret_cast<const int32_t*>(base + L.block_table);
+  tp.rows.block_table_stride = 1;
+  tp.rows.page_size = p.vocab;  // one page: slot = position = token id
+  tp.rows.max_row_len = p.vocab;
+  tp.k = p.top_k;
+  tp.scores = reinterpret_cast<const float*>(base);
+  tp.score_stride = c_stride(p.vocab);
+  tp.out_slots = reinterpret_cast<int32_t*>(base + L.ids);
+  tp.workspace = base + L.topk_ws;
+  tp.workspace_bytes = indexer::indexer_topk_workspace_bytes(p.num_rows);
+  e = indexer::launch_indexer_topk(tp, stream);
+  if (e != cudaSuccess) return e;
+  finish_topk_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

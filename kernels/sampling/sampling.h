@@ -4,6 +4,10 @@
 // from the session's RNG, exactly as sample_token draws it). temperature <= 0 is greedy: argmax of the
 // penalised logits, the lowest id winning ties (no uniform is read).
 //
+// top_k in [1, 2048] (below the vocabulary) takes a fast path: kernels/indexer's exact radix top-k cuts
+// each row to its k candidates, then one block sorts them and runs sampler.cpp's loops in its order (so
+// only exp() ulps can make a token differ). UNVERIFIED on a device (branch sampling-topk).
+//
 // Order: candidates rank by descending scaled logit, ties by ascending id (a total order). Instead of
 // sorting the vocabulary, every cut is a radix select over the 64-bit key (order(value) << 32 | ~id),
 // whose descending order is exactly that total order:
