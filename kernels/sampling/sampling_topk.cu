@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(kThreads) prep_rows_kernel(const SampleParams 
   // Zero this row's split-workspace header before the indexer's kernels (same stream, later) read it.
   uint32_t* header = indexer::detail::row_workspace(base + L.topk_ws, p.num_rows, row).hist;
   for (int i = threadIdx.x; i < indexer::detail::kHeaderWords; i += blockDim.x) header[i] = 0;
-  write_scaled_row(p, row, p.logits[row], row_work(p, row).c);
+  write_scaled_row<4>(p, row, p.logits[row], row_work(p, row).c);
   if (threadIdx.x == 0) {
     reinterpret_cast<int32_t*>(base + L.row_seq)[row] = 0;
     reinterpret_cast<int32_t*>(base + L.row_len)[row] = p.vocab;

@@ -30,6 +30,7 @@ namespace {
 constexpr int kLinBins = 2048;
 constexpr int kLinCap = 4096;
 constexpr float kMaxRange = 48.0f;
+constexpr int kUnroll = 4;  // loads in flight per thread in the passes over the row
 static_assert(kLinBins == 2 * kThreads, "the bin scan gives every thread two bins");
 static_assert(kLinCap == 4 * kThreads, "the candidate scan gives every thread four entries");
 
@@ -99,20 +100,30 @@ __device__ u64 linear_select(const float* c, int V, const Filter& f, Target how,
   }
   if (tid == 0) s.n_cand = 0;
   __syncthreads();
-  // Pass 1: weights and counts per bin of the members with a non-zero weight.
-  for (int base = 0; base < V; base += kThreads) {  // warp-converged: add uses collectives
-    const int i = base + tid;
-    bool in = false;
-    int bin = 0;
-    u64 w = 0;
-    if (i < V) {
-      const float v = c[i];
-      if (weight_of(f, full_key(v, i), i, w) && w != 0) {
-        in = true;
-        bin = bins(v);
-      }
+  // Pass 1: weights and counts per bin of the members with a non-zero weight. c four loads ahead, then
+  // e for the members past the cut (again all in flight together), then the bins.
+  for (int base = 0; base < V; base += kUnroll * kThreads) {  // warp-converged: add uses collectives
+    float v[kUnroll];
+    double ev[kUnroll];
+    u64 key[kUnroll];
+#pragma unroll
+    for (int q = 0; q < kUnroll; ++q) {
+      const int i = base + q * kThreads + tid;
+      v[q] = i < V ? c[i] : 0.0f;
     }
-    add(s.hist_w, s.hist_n, in, bin, w);
+#pragma unroll
+    for (int q = 0; q < kUnroll; ++q) {
+      const int i = base + q * kThreads + tid;
+      key[q] = full_key(v[q], i);
+      ev[q] = i < V && key[q] >= f.lo ? f.e[i] : 0.0;
+    }
+#pragma unroll
+    for (int q = 0; q < kUnroll; ++q) {
+      const int i = base + q * kThreads + tid;
+      u64 w = 0;
+      const bool in = i < V && weight_of_loaded(f, key[q], ev[q], w) && w != 0;
+      add(s.hist_w, s.hist_n, in, in ? bins(v[q]) : 0, w);
+    }
   }
   __syncthreads();
   // The bin holding the target: thread t owns bins 2t, 2t + 1 (bin 0 is the top).
@@ -137,18 +148,16 @@ __device__ u64 linear_select(const float* c, int V, const Filter& f, Target how,
   // Pass 2: the chosen bin's members into shared memory (the same predicate as pass 1).
   const int chosen = s.bin;
   const u64 rel = target - s.above;  // 1 <= rel <= the bin's weight
-  for (int base = 0; base < V; base += kThreads) {  // warp-converged: warp_append uses collectives
-    const int i = base + tid;
-    bool in = false;
+  for_each_value<kUnroll>(c, V, [&](bool valid, int i, float v) {  // warp-converged: collectives inside
     u64 key = 0, w = 0;
-    if (i < V) {
-      const float v = c[i];
+    // Pass 1's predicate, with the cheap bin test first (weight_of divides in double).
+    bool in = false;
+    if (valid && bins(v) == chosen) {
       key = full_key(v, i);
-      // Pass 1's predicate, with the cheap bin test first (weight_of divides in double).
-      in = bins(v) == chosen && weight_of(f, key, i, w) && w != 0;
+      in = weight_of(f, key, i, w) && w != 0;
     }
     const unsigned mask = __ballot_sync(kFull, in);
-    if (mask == 0) continue;
+    if (mask == 0) return;
     const int lane = tid % 32, leader = __ffs(mask) - 1;
     unsigned at = 0;
     if (lane == leader) at = atomicAdd(&s.n_cand, static_cast<unsigned>(__popc(mask)));
@@ -157,7 +166,7 @@ __device__ u64 linear_select(const float* c, int V, const Filter& f, Target how,
       s.cand_key[at] = key;
       s.cand_w[at] = w;
     }
-  }
+  });
   __syncthreads();
   const int n = static_cast<int>(min(s.n_cand, static_cast<unsigned>(kLinCap)));
   int n2 = 1;
@@ -207,19 +216,19 @@ __global__ void __launch_bounds__(kThreads) sample_rows_v2_kernel(const SamplePa
   // 1. c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float ops.
   const float* c = l;
   if (!greedy || penalise) {
-    write_scaled_row(p, row, l, work.c);
+    write_scaled_row<kUnroll>(p, row, l, work.c);
     c = work.c;
   }
 
   // 2. The top key (the greedy token, max c) and the smallest finite c (the linear bins' range).
   u64 best = 0;
   float lo = __int_as_float(0x7f800000);
-  for (int i = tid; i < V; i += kThreads) {
-    const float v = c[i];
+  for_each_value<kUnroll>(c, V, [&](bool valid, int i, float v) {
+    if (!valid) return;
     const u64 k = full_key(v, i);
     best = k > best ? k : best;
     if (isfinite(v)) lo = fminf(lo, v);
-  }
+  });
   const u64 top = block_max(best, s);
   const int32_t top_id = key_id(top);
   if (greedy) {
@@ -242,13 +251,13 @@ __global__ void __launch_bounds__(kThreads) sample_rows_v2_kernel(const SamplePa
     f.lo = select_key<AddAggregated>(c, V, f, Target::kCount, static_cast<double>(p.top_k), s);
 
   // 4. exp of the candidates and their sum.
-  double local = 0.0;
-  for (int i = tid; i < V; i += kThreads) {
-    const float v = c[i];
+  double local = 0.0;  // the same per-thread order of additions as round 1 (i = tid, tid + kThreads, ...)
+  for_each_value<kUnroll>(c, V, [&](bool valid, int i, float v) {
+    if (!valid) return;
     const double e = full_key(v, i) >= f.lo ? exp(static_cast<double>(__fsub_rn(v, mx))) : 0.0;
     work.e[i] = e;
     local += e;
-  }
+  });
   const double sum = block_sum(local, s);  // its barriers also publish work.e
   f.by_count = false;
   f.e = work.e;

@@ -212,7 +212,7 @@ void run_vocab(int V, int reps, uint64_t seed) {
       }
     }
     for (int kernel = 1; kernel <= 2; ++kernel) {
-      std::printf("[sampler v%d] V %6d %-40s %4d/%4d draws equal, %4zu distinct tokens\n", kernel, V, c.name.c_str(),
+      std::printf("[sampler v%d] V %6d %-40s %d/%d draws equal, %zu distinct tokens\n", kernel, V, c.name.c_str(),
                   equal[kernel], total, distinct.size());
       CAPTURE(kernel);
       CHECK(equal[kernel] == total);
