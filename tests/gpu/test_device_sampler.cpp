@@ -109,6 +109,8 @@ std::vector<float> make_row(int shape, int V, std::mt19937_64& g) {
 // One launch of `kernel` over the first `rows` rows; returns the tokens (poisoned output first).
 std::vector<int32_t> launch(int kernel, int rows, int V, const SamplerParams& sp, const float** d_ptrs, double* d_u,
                             int32_t* d_off, int32_t* d_win, bool windowed, int32_t* d_out, void* d_ws, size_t ws) {
+  CAPTURE(kernel);  // a launch error or a device fault names the kernel
+  CAPTURE(rows);
   SAMPLER_CUDA(cudaMemset(d_out, 0xff, size_t(rows) * 4));  // poison: -1
   kernels::sampling::SampleParams k;
   k.num_rows = rows;
