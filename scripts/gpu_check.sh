@@ -7,6 +7,9 @@
 #
 #   COMMIT=<hash> bash scripts/gpu_check.sh   (repository root; the copy there has no .git, hence COMMIT;
 #                                             Debian packages the machine lacks come from .carry/debs)
+#   GLM5RT_PREBUILT=.carry/final/prebuilt COMMIT=<hash> bash scripts/gpu_check.sh
+#       runs the GPU suite built on the development machine (scripts/pack_prebuilt.sh: the folder or
+#       its .tar.xz) instead of building here: the whole suite in one doctest process.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -17,27 +20,49 @@ stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 [ -f .carry/debs/env.sh ] && source .carry/debs/env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/device.txt" 2>&1
 
-# sm_120 report, in the background while the sm_90 build and the tests run.
-(
+# sm_120 report, in the background while the sm_90 build and the tests run (8 files at a time).
+sm120_one() {
+  f=$1; o=build-sm120/$(echo "$f" | tr / _).o
+  r=$(nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_120 -Xptxas -v -c "$f" -o "$o" 2>&1 |
+      grep -E "Used|spill|error" | sed 's/^ptxas info *: //')
+  sass=$(cuobjdump --dump-sass "$o" 2>/dev/null)
+  printf '== %s\n%s\nSASS %s: HMMA %s QMMA %s HGMMA %s UTCMMA %s\n' "$f" "$r" "$f" "$(grep -c HMMA <<<"$sass")" \
+    "$(grep -c QMMA <<<"$sass")" "$(grep -c HGMMA <<<"$sass")" "$(grep -c -E 'UTC.*MMA|tcgen05' <<<"$sass")"
+}
+export -f sm120_one
+[ -n "${SKIP_SM120:-}" ] && : > "$OUT/sm120.log" || (
   mkdir -p build-sm120
-  for f in $(find kernels -name '*.cu' | sort); do
-    o=build-sm120/$(echo "$f" | tr / _).o
-    echo "== $f"
-    nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_120 -Xptxas -v -c "$f" -o "$o" 2>&1 |
-      grep -E "Used|spill|error" | sed 's/^ptxas info *: //'
-    sass=$(cuobjdump --dump-sass "$o" 2>/dev/null)
-    echo "SASS $f: HMMA $(grep -c HMMA <<<"$sass") QMMA $(grep -c QMMA <<<"$sass") HGMMA $(grep -c HGMMA <<<"$sass") UTCMMA $(grep -c -E 'UTC.*MMA|tcgen05' <<<"$sass")"
-  done
+  find kernels -name '*.cu' | sort | xargs -P 8 -I{} bash -c 'sm120_one {}'
 ) > "$OUT/sm120.log" 2>&1 &
 sm120=$!
 
-stamp "build (sm_90)"
-{ cmake --preset default -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 -DGLM5RT_BUILD_EXAMPLES=OFF \
-    -DGLM5RT_BUILD_BENCH=OFF && cmake --build build-gpu -j"$JOBS" --target glm5rt_gpu_tests; } > "$OUT/build.log" 2>&1
-build_rc=$?
+TESTS=
+if [ -n "${GLM5RT_PREBUILT:-}" ]; then
+  [ -d "$GLM5RT_PREBUILT" ] || tar -xJf "$GLM5RT_PREBUILT.tar.xz" -C "$(dirname "$GLM5RT_PREBUILT")"
+  export LD_LIBRARY_PATH=$PWD/$GLM5RT_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  src=$(cat "$GLM5RT_PREBUILT/SOURCE_DIR")  # the fixtures' path compiled into the tests
+  if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; fi
+  if "$GLM5RT_PREBUILT/bin/glm5rt_gpu_tests" --list-test-cases > /dev/null 2> "$OUT/build.log"; then
+    TESTS=$GLM5RT_PREBUILT/bin/glm5rt_gpu_tests
+    build_rc=prebuilt
+  else
+    stamp "the prebuilt suite does not run here: building"
+  fi
+fi
+if [ -z "$TESTS" ]; then
+  stamp "build (sm_90)"
+  { cmake --preset default -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 -DGLM5RT_BUILD_EXAMPLES=OFF \
+      -DGLM5RT_BUILD_BENCH=OFF && cmake --build build-gpu -j"$JOBS" --target glm5rt_gpu_tests; } > "$OUT/build.log" 2>&1
+  build_rc=$?
+fi
 stamp "build rc=$build_rc"
 tests_rc=-1
-if [ $build_rc -eq 0 ]; then
+if [ -n "$TESTS" ]; then
+  # One process, every test case (doctest's own summary line: "test cases: N | N passed | 0 failed").
+  timeout ${TEST_TIMEOUT:-300} "$TESTS" > "$OUT/gpu_tests.log" 2>&1
+  tests_rc=$?
+  stamp "gpu tests rc=$tests_rc"
+elif [ "$build_rc" = 0 ]; then
   (cd build-gpu && timeout ${TEST_TIMEOUT:-300} ctest -L gpu -j2 --timeout 240 -V) > "$OUT/gpu_tests.log" 2>&1
   tests_rc=$?
   stamp "gpu tests rc=$tests_rc"
@@ -46,7 +71,7 @@ wait $sm120
 {
   echo "== $(cat "$OUT/device.txt"), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
   echo "build rc=$build_rc, gpu tests rc=$tests_rc"
-  grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|^[0-9]+: \[[a-z-]+\]" "$OUT/gpu_tests.log" | cut -c1-200 | head -150
+  grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|test cases:|ERROR|^([0-9]+: )?\[[a-z0-9-]+\]" "$OUT/gpu_tests.log" | cut -c1-200 | head -150
   grep -E "^SASS" "$OUT/sm120.log"
   grep -E "registers" "$OUT/sm120.log" | sed -E 's/.*Used ([0-9]+) registers.*/\1/' | sort -n | tail -1 | sed 's/^/max registers (sm_120): /'
   grep -E "spill" "$OUT/sm120.log" | grep -v " 0 bytes spill stores, 0 bytes spill loads" | head -5
