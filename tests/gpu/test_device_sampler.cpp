@@ -169,6 +169,7 @@ void run_vocab(int V, int reps, uint64_t seed) {
   }
   SAMPLER_CUDA(cudaMemcpy(d_ptrs, ptrs.data(), R * sizeof(float*), cudaMemcpyHostToDevice));
 
+  int sets_ok[3] = {0, 0, 0}, draws_ok[3] = {0, 0, 0}, draws = 0, sets = 0;
   for (const Case& c : cases(V)) {
     int equal[3] = {0, 0, 0}, total = 0;
     std::set<int32_t> distinct;
@@ -213,13 +214,21 @@ void run_vocab(int V, int reps, uint64_t seed) {
         }
       }
     }
+    ++sets;
+    draws += total;
     for (int kernel = 1; kernel <= 2; ++kernel) {
+      sets_ok[kernel] += equal[kernel] == total;
+      draws_ok[kernel] += equal[kernel];
       std::printf("[sampler v%d] V %6d %-40s %d/%d draws equal, %zu distinct tokens\n", kernel, V, c.name.c_str(),
                   equal[kernel], total, distinct.size());
       CAPTURE(kernel);
       CHECK(equal[kernel] == total);
     }
   }
+  // One line per kernel and vocabulary (the tag matches scripts/gpu_check.sh's summary filter).
+  for (int kernel = 1; kernel <= 2; ++kernel)
+    std::printf("[sampler-v%d] V %6d: %d/%d parameter sets and %d/%d draws equal sample_token\n", kernel, V,
+                sets_ok[kernel], sets, draws_ok[kernel], draws);
   cudaFree(d_logits);
   cudaFree(d_ptrs);
   cudaFree(d_u);
