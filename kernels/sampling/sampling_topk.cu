@@ -1,6 +1,6 @@
 // Round 2's fast path for top_k in [1, 2048] below the vocabulary (branch sampling-topk of round 1,
 // reviewed and fixed in round 2):
-//  1. prep_rows_kernel: the scaled, penalised rows c (write_scaled_row, the same float operations as
+//  1. prep_rows_kernel (many blocks per row): the scaled, penalised rows c (the same float operations as
 //     sampler.cpp), the one-page row layout the indexer's top-k reads (every row is "sequence" 0 with one
 //     page of `vocab` slots, so a slot is the token id), and the row's header of the indexer's split
 //     workspace zeroed (that workspace must be zero before a call; its per-row placement depends on
@@ -19,18 +19,51 @@
 namespace glm5rt::kernels::sampling::detail {
 namespace {
 
-__global__ void __launch_bounds__(kThreads) prep_rows_kernel(const SampleParams p) {
-  const int row = blockIdx.x;
+// Grid (chunks, rows): each block scales its chunk of the row, then applies the penalty to the window's
+// tokens that fall inside its chunk (so the overwrite is ordered after the scaling by the block's own
+// barrier; a token repeated in the window writes the same value). The same float operations as
+// write_scaled_row / sampler.cpp; many blocks per row, so a batch of one row is not left to one SM.
+constexpr int kPrepThreads = 256;
+constexpr int kPrepChunk = 4096;
+__global__ void __launch_bounds__(kPrepThreads) prep_rows_kernel(const SampleParams p) {
+  const int row = blockIdx.y, V = p.vocab;
+  const int lo = blockIdx.x * kPrepChunk, hi = min(V, lo + kPrepChunk);
   char* base = static_cast<char*>(p.workspace);
   const Layout L = layout(p.num_rows, p.vocab);
-  // Zero this row's split-workspace header before the indexer's kernels (same stream, later) read it.
-  uint32_t* header = indexer::detail::row_workspace(base + L.topk_ws, p.num_rows, row).hist;
-  for (int i = threadIdx.x; i < indexer::detail::kHeaderWords; i += blockDim.x) header[i] = 0;
-  write_scaled_row<4>(p, row, p.logits[row], row_work(p, row).c);
-  if (threadIdx.x == 0) {
-    reinterpret_cast<int32_t*>(base + L.row_seq)[row] = 0;
-    reinterpret_cast<int32_t*>(base + L.row_len)[row] = p.vocab;
-    if (row == 0) reinterpret_cast<int32_t*>(base + L.block_table)[0] = 0;
+  const float* l = p.logits[row];
+  float* c = row_work(p, row).c;
+  if (blockIdx.x == 0) {
+    // Zero this row's split-workspace header before the indexer's kernels (same stream, later) read it.
+    uint32_t* header = indexer::detail::row_workspace(base + L.topk_ws, p.num_rows, row).hist;
+    for (int i = threadIdx.x; i < indexer::detail::kHeaderWords; i += blockDim.x) header[i] = 0;
+    if (threadIdx.x == 0) {
+      reinterpret_cast<int32_t*>(base + L.row_seq)[row] = 0;
+      reinterpret_cast<int32_t*>(base + L.row_len)[row] = p.vocab;
+      if (row == 0) reinterpret_cast<int32_t*>(base + L.block_table)[0] = 0;
+    }
+  }
+  const bool greedy = !(p.temperature > 0.0f);
+  constexpr int kU = kPrepChunk / kPrepThreads;  // 16 loads in flight per thread
+  float x[kU];
+#pragma unroll
+  for (int q = 0; q < kU; ++q) {
+    const int i = lo + q * kPrepThreads + static_cast<int>(threadIdx.x);
+    x[q] = i < hi ? l[i] : 0.0f;
+  }
+#pragma unroll
+  for (int q = 0; q < kU; ++q) {
+    const int i = lo + q * kPrepThreads + static_cast<int>(threadIdx.x);
+    if (i < hi) c[i] = greedy ? x[q] : __fdiv_rn(x[q], p.temperature);
+  }
+  if (p.repetition_penalty == 1.0f || !p.window_offsets) return;
+  __syncthreads();
+  const int w0 = p.window_offsets[row], w1 = p.window_offsets[row + 1];
+  for (int j = w0 + static_cast<int>(threadIdx.x); j < w1; j += blockDim.x) {
+    const int32_t t = p.window[j];
+    if (t < lo || t >= hi) continue;  // another block's chunk (or outside the vocabulary)
+    const float v = l[t];
+    const float y = v > 0 ? __fdiv_rn(v, p.repetition_penalty) : __fmul_rn(v, p.repetition_penalty);
+    c[t] = greedy ? y : __fdiv_rn(y, p.temperature);
   }
 }
 
@@ -100,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) finish_topk_kernel(const SampleParam
 }  // namespace
 
 cudaError_t launch_fast_topk(const SampleParams& p, cudaStream_t stream) {
-  prep_rows_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  prep_rows_kernel<<<dim3((p.vocab + kPrepChunk - 1) / kPrepChunk, p.num_rows), kPrepThreads, 0, stream>>>(p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   char* base = static_cast<char*>(p.workspace);
