@@ -213,22 +213,35 @@ __global__ void __launch_bounds__(kThreads) sample_rows_v2_kernel(const SamplePa
   const bool penalise = p.repetition_penalty != 1.0f && w1 > w0;
   const RowWork work = row_work(p, row);
 
-  // 1. c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float ops.
+  // 1. c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float ops;
+  // 2. the top key (the greedy token, max c) and the smallest finite c (the linear bins' range). Without
+  //    a penalty both happen in one pass (c is final as it is written); with one, c is written first.
   const float* c = l;
-  if (!greedy || penalise) {
-    write_scaled_row<kUnroll>(p, row, l, work.c);
-    c = work.c;
-  }
-
-  // 2. The top key (the greedy token, max c) and the smallest finite c (the linear bins' range).
   u64 best = 0;
   float lo = __int_as_float(0x7f800000);
-  for_each_value<kUnroll>(c, V, [&](bool valid, int i, float v) {
-    if (!valid) return;
+  const auto visit = [&](float v, int i) {
     const u64 k = full_key(v, i);
     best = k > best ? k : best;
     if (isfinite(v)) lo = fminf(lo, v);
-  });
+  };
+  if (!greedy && !penalise) {
+    float* out = work.c;
+    for_each_value<kUnroll>(l, V, [&](bool valid, int i, float x) {
+      if (!valid) return;
+      const float v = __fdiv_rn(x, p.temperature);
+      out[i] = v;
+      visit(v, i);
+    });
+    c = work.c;  // published by block_max's barriers
+  } else {
+    if (penalise) {
+      write_scaled_row<kUnroll>(p, row, l, work.c);
+      c = work.c;
+    }
+    for_each_value<kUnroll>(c, V, [&](bool valid, int i, float v) {
+      if (valid) visit(v, i);
+    });
+  }
   const u64 top = block_max(best, s);
   const int32_t top_id = key_id(top);
   if (greedy) {
