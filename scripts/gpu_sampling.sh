@@ -26,6 +26,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
     echo "kernels/sampling/$f.cu (sm_120):"
     nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_120 -Xptxas -v -c kernels/sampling/$f.cu \
       -o /tmp/${f}_sm120.o 2>&1 | grep -E "Used|spill|error" | sed 's/^ptxas info *: //'
+    # 64-bit shared atomics as compare-and-swap loops (round 1's contention, by hypothesis): v2 should have none
+    # outside its fallback.
+    echo "  SASS: $(cuobjdump --dump-sass /tmp/${f}_sm120.o 2>/dev/null | grep -c 'ATOMS.*CAS') ATOMS.CAS, $(cuobjdump --dump-sass /tmp/${f}_sm120.o 2>/dev/null | grep -c 'ATOMS') ATOMS"
   done
 ) > "$OUT/sm120.log" 2>&1 &
 sm120=$!
