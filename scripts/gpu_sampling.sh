@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device sampler on the accelerator machine, in one call: build (default preset, sm_90), the sampler's
-# GPU tests first (kernels/sampling against engine/sampler.cpp; CUDA sessions with device-resident
-# logits), its benchmark (bench/sampling -> JSON), the sm_120 resource report of kernels/sampling, then
+# GPU tests first (kernels/sampling against engine/sampler.cpp, round 1 and round 2 on every draw; CUDA
+# sessions with device-resident logits, round 2 then round 1), its benchmark (bench/sampling, both
+# kernels -> JSON), the sm_120 resource report of kernels/sampling, then
 # the rest of the GPU suite (ctest -L gpu, less the sampler tests already run) in the time left. Logs
 # and JSON go to $OUT; a summary is printed last.
 #
@@ -19,12 +20,16 @@ for env in .carry/debs/env.sh ../debs/env.sh; do
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/device.txt" 2>&1
 
-# sm_120: registers, shared memory, spills and SASS of the sampler kernel (in the background).
+# sm_120: registers, shared memory and spills of the sampler's kernels (in the background).
 (
-  nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_120 -Xptxas -v -c kernels/sampling/sampling.cu \
-    -o /tmp/sampling_sm120.o 2>&1 | grep -E "Used|spill|error" | sed 's/^ptxas info *: //'
-  sass=$(cuobjdump --dump-sass /tmp/sampling_sm120.o 2>/dev/null)
-  echo "SASS sm_120 kernels/sampling/sampling.cu: HGMMA $(grep -c HGMMA <<<"$sass") instructions $(grep -c '^ */\*[0-9a-f]*\*/' <<<"$sass")"
+  for f in sampling_v1 sampling_v2 sampling_topk; do
+    echo "kernels/sampling/$f.cu (sm_120):"
+    nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -arch=sm_120 -Xptxas -v -c kernels/sampling/$f.cu \
+      -o /tmp/${f}_sm120.o 2>&1 | grep -E "Used|spill|error" | sed 's/^ptxas info *: //'
+    # 64-bit shared atomics as compare-and-swap loops (round 1's contention, by hypothesis): v2 should have none
+    # outside its fallback.
+    echo "  SASS: $(cuobjdump --dump-sass /tmp/${f}_sm120.o 2>/dev/null | grep -c 'ATOMS.*CAS') ATOMS.CAS, $(cuobjdump --dump-sass /tmp/${f}_sm120.o 2>/dev/null | grep -c 'ATOMS') ATOMS"
+  done
 ) > "$OUT/sm120.log" 2>&1 &
 sm120=$!
 
@@ -35,10 +40,16 @@ build_rc=$?
 stamp "build rc=$build_rc"
 own_rc=-1 bench_rc=-1 suite_rc=-1
 if [ $build_rc -eq 0 ]; then
-  (cd build-gpu/tests && timeout 120 ./glm5rt_gpu_tests -tc="device sampler*,cuda device sampling*") > "$OUT/sampling_tests.log" 2>&1
+  # Both kernels on every draw (the kernel tests set SampleParams::kernel); the session tests run the
+  # default (round 2), then again with round 1 through the environment.
+  (cd build-gpu/tests && timeout 120 ./glm5rt_gpu_tests -tc="device sampler*,cuda device sampling*"; a=$?
+    echo "== the CUDA session tests again with GLM5RT_SAMPLING_KERNEL=v1"
+    GLM5RT_SAMPLING_KERNEL=v1 timeout 60 ./glm5rt_gpu_tests -tc="cuda device sampling*"; b=$?
+    echo "== sampler tests rc: both kernels $a, sessions with v1 $b"; [ $a -eq 0 ] && [ $b -eq 0 ]) \
+    > "$OUT/sampling_tests.log" 2>&1
   own_rc=$?
   stamp "sampler tests rc=$own_rc"
-  timeout 60 build-gpu/bench/sampling/bench_sampling --iters 30 --commit "${COMMIT:-unknown}" \
+  timeout 60 build-gpu/bench/sampling/bench_sampling --iters 20 --commit "${COMMIT:-unknown}" \
     --json "$OUT/sampling-h200.json" > "$OUT/bench_sampling.log" 2>&1
   bench_rc=$?
   stamp "bench rc=$bench_rc"
@@ -51,7 +62,11 @@ wait $sm120
 {
   echo "== $(cat "$OUT/device.txt"), commit ${COMMIT:-unknown}"
   echo "build rc=$build_rc, sampler tests rc=$own_rc, bench rc=$bench_rc, gpu suite rc=$suite_rc"
-  grep -E "^\[sampler\]|^\[device-sampling\]|test cases:|assertions:|ERROR|error:" "$OUT/sampling_tests.log" | cut -c1-200 | head -120
+  for k in v1 v2; do
+    echo "kernel $k: $(grep -c "^\[sampler $k\]" "$OUT/sampling_tests.log") parameter sets, $(grep "^\[sampler $k\]" "$OUT/sampling_tests.log" | awk 'match($0, /[0-9]+\/[0-9]+ draws/) {split(substr($0, RSTART, RLENGTH - 6), a, "/"); if (a[1] != a[2]) bad++} END {print bad + 0}') with a draw unlike sample_token"
+  done
+  grep -E "^\[sampler-v|^\[device-sampling\]|^== |test cases:|assertions:|ERROR|error:" "$OUT/sampling_tests.log" | cut -c1-200 | head -60
+  grep -E "^\[sampler" "$OUT/sampling_tests.log" | awk 'match($0, /[0-9]+\/[0-9]+ draws/) {split(substr($0, RSTART, RLENGTH - 6), a, "/"); if (a[1] != a[2]) print}' | cut -c1-200 | head -40
   cat "$OUT/bench_sampling.log" 2>/dev/null | head -40
   grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run|Test +#[0-9]+: .* (Passed|Failed)" "$OUT/gpu_tests.log" | cut -c1-160 | head -60
   cat "$OUT/sm120.log"

@@ -1,9 +1,10 @@
 // Times the device sampler (kernels/sampling/sampling.h) on rows of GLM-5's vocabulary (154880) of
 // random normal logits (sigma 3), batch 1..128, for greedy, the whole vocabulary at temperature 1, top-k
-// + top-p, top-p alone and a mix with penalty and min-p; beside it the time to copy the same rows to
-// pinned host memory (the first step of sampling on the host, which then still has to sort).
+// + top-p, top-k = 2048, top-p alone and a mix with penalty and min-p, with both kernels (round 1 and
+// round 2, SampleParams::kernel) in the same run; beside it the time to copy the same rows to pinned host
+// memory (the first step of sampling on the host, which then still has to sort).
 //
-//   bench_sampling [--vocab 154880] [--iters 50] [--json sampling.json] [--commit HASH]
+//   bench_sampling [--vocab 154880] [--iters 50] [--kernels 12] [--json sampling.json] [--commit HASH]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,6 +41,7 @@ struct Setting {
 
 int main(int argc, char** argv) {
   int vocab = 154880, iters = 50;
+  std::string which_kernels = "12";
   std::string json = "sampling.json", commit = "unknown";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -49,10 +51,11 @@ int main(int argc, char** argv) {
     }
     if (a == "--vocab") vocab = std::atoi(argv[++i]);
     else if (a == "--iters") iters = std::atoi(argv[++i]);
+    else if (a == "--kernels") which_kernels = argv[++i];
     else if (a == "--json") json = argv[++i];
     else if (a == "--commit") commit = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_sampling [--vocab N] [--iters N] [--json FILE] [--commit HASH]\n");
+      std::fprintf(stderr, "usage: bench_sampling [--vocab N] [--iters N] [--kernels 1|2|12] [--json FILE] [--commit HASH]\n");
       return 2;
     }
   }
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
       {"greedy", 0.f, 0, 1.f, 0.f, 1.f},
       {"T=1 whole vocabulary", 1.f, 0, 1.f, 0.f, 1.f},
       {"T=0.8 top_k=50 top_p=0.95", 0.8f, 50, 0.95f, 0.f, 1.f},
+      {"T=1 top_k=2048", 1.f, 2048, 1.f, 0.f, 1.f},
       {"T=1 top_p=0.9", 1.f, 0, 0.9f, 0.f, 1.f},
       {"T=0.7 min_p=0.05 pen=1.1/64", 0.7f, 0, 1.f, 0.05f, 1.1f},
   };
@@ -121,8 +125,8 @@ int main(int argc, char** argv) {
   js << "{\n  \"bench\": \"sampling\",\n  \"command\": \"bench_sampling --vocab " << vocab << " --iters " << iters
      << "\",\n  \"date\": \"" << date << "\",\n  \"card\": \"" << prop.name << "\",\n  \"commit\": \"" << commit
      << "\",\n  \"vocab\": " << vocab << ",\n  \"results\": [\n";
-  std::printf("device sampler, vocab %d, %s, median of %d\n\n%-32s %6s %12s %12s %14s\n", vocab, prop.name, iters,
-              "setting", "batch", "sampler us", "us per row", "D2H copy us");
+  std::printf("device sampler, vocab %d, %s, median of %d\n\n%-32s %6s %14s %14s %14s %14s\n", vocab, prop.name, iters,
+              "setting", "batch", "round-1 us", "round-2 us", "r2 us per row", "D2H copy us");
   bool first = true;
   for (const Setting& s : settings) {
     for (int B : batches) {
@@ -143,14 +147,28 @@ int main(int argc, char** argv) {
       p.out_tokens = d_out;
       p.workspace = ws;
       p.workspace_bytes = ws_bytes;
-      const float us = time_it([&] { BENCH_CHECK_CUDA(glm5rt::kernels::sampling::launch_sample_rows(p, nullptr)); });
+      float us[3] = {-1.f, -1.f, -1.f};
+      int32_t tok[3] = {-1, -1, -1};
+      for (int kernel = 1; kernel <= 2; ++kernel) {
+        if (which_kernels.find(char('0' + kernel)) == std::string::npos) continue;
+        p.kernel = kernel;
+        us[kernel] = time_it([&] { BENCH_CHECK_CUDA(glm5rt::kernels::sampling::launch_sample_rows(p, nullptr)); });
+        BENCH_CHECK_CUDA(cudaMemcpy(&tok[kernel], d_out, 4, cudaMemcpyDeviceToHost));
+      }
       const float copy_us = time_it([&] {
         BENCH_CHECK_CUDA(cudaMemcpyAsync(host, logits, size_t(B) * vocab * 4, cudaMemcpyDeviceToHost, nullptr));
       });
-      std::printf("%-32s %6d %12.1f %12.2f %14.1f\n", s.name, B, us, us / B, copy_us);
-      js << (first ? "" : ",\n") << "    {\"setting\": \"" << s.name << "\", \"batch\": " << B
-         << ", \"sampler_us\": " << us << ", \"d2h_copy_us\": " << copy_us << "}";
-      first = false;
+      // Both kernels must agree on row 0's token (the tests compare every draw with sample_token).
+      const bool agree = us[1] < 0.f || us[2] < 0.f || tok[1] == tok[2];
+      std::printf("%-32s %6d %14.1f %14.1f %14.2f %14.1f%s\n", s.name, B, us[1], us[2], us[2] / B, copy_us,
+                  agree ? "" : "  TOKENS DIFFER");
+      for (int kernel = 1; kernel <= 2; ++kernel) {
+        if (us[kernel] < 0.f) continue;
+        js << (first ? "" : ",\n") << "    {\"setting\": \"" << s.name << "\", \"kernel\": \"v" << kernel
+           << "\", \"batch\": " << B << ", \"sampler_us\": " << us[kernel] << ", \"d2h_copy_us\": " << copy_us
+           << ", \"row0_token\": " << tok[kernel] << "}";
+        first = false;
+      }
     }
   }
   js << "\n  ]\n}\n";

@@ -1,9 +1,13 @@
 // The device sampler (kernels/sampling) against engine/sampler.cpp's sample_token on the same logits:
-// for many parameter sets (greedy, temperature, top-k, top-p, min-p, repetition penalty, their mix),
-// logit shapes (normal rows of several widths, heavy ties with +-0.0, one flat row, peaked rows) and
-// vocabulary sizes (GLM-5's 154880, the fixtures' 320, tiny ones), every draw must give the token the CPU
-// sampler gives with the same RNG state (the device takes the uniform sample_token would draw). Fresh
-// random logits per run; the output is poisoned before every launch.
+// for many parameter sets (greedy, temperature, top-k on both sides of the fast path's 2048, top-p, min-p,
+// repetition penalty, their mix), logit shapes (normal rows of several widths, heavy ties with +-0.0, one
+// flat row, peaked rows, rows with -inf entries) and vocabulary sizes (GLM-5's 154880, the fixtures' 320,
+// tiny ones), every draw must give the token the CPU sampler gives with the same RNG state (the device
+// takes the uniform sample_token would draw). BOTH kernels run on every draw (SampleParams::kernel = 1:
+// round 1, 2: round 2) and are counted separately, so one run shows which of them passes. Fresh random
+// logits per run; the output is poisoned before every launch and the workspace once (0xff: the fast
+// top-k path must not rely on a zeroed workspace); every first repetition also samples a 3-row prefix of
+// the batch through the same dirty workspace (another row count moves the workspace's per-row parts).
 #ifdef GLM5RT_GPU_TESTS_WITH_CORE
 #include <doctest/doctest.h>
 
@@ -11,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -58,6 +63,11 @@ std::vector<Case> cases(int V) {
   add("T=0.05", 0.05f, 0, 1.f, 0.f, 1.f, 64);
   add("T=2 k=3000 p=0.99", 2.f, 3000, 0.99f, 0.f, 1.f, 64);
   add("min_p=1", 1.f, 0, 1.f, 1.f, 1.f, 64);
+  add("k=2048 (fast path's largest)", 1.f, 2048, 1.f, 0.f, 1.f, 64);
+  add("k=2049 (general path)", 1.f, 2049, 1.f, 0.f, 1.f, 64);
+  add("T=0.6 k=2000 p=0.8 min_p=0.1 pen=1.4", 0.6f, 2000, 0.8f, 0.1f, 1.4f, 48);
+  add("T=1.5 k=7 p=0.5", 1.5f, 7, 0.5f, 0.f, 1.f, 64);
+  add("T=1 p=0.999 min_p=0.001", 1.f, 0, 0.999f, 0.001f, 1.f, 64);
   return c;
 }
 
@@ -65,7 +75,7 @@ std::vector<Case> cases(int V) {
 std::vector<float> make_row(int shape, int V, std::mt19937_64& g) {
   std::normal_distribution<float> n01(0.f, 1.f);
   std::vector<float> l(V);
-  switch (shape % 6) {
+  switch (shape % 7) {
     case 0:
       for (auto& x : l) x = n01(g);
       break;
@@ -85,16 +95,49 @@ std::vector<float> make_row(int shape, int V, std::mt19937_64& g) {
       for (auto& x : l) x = n01(g);
       for (int i = 0; i < 4 && i < V; ++i) l[g() % V] = 30.f + static_cast<float>(i);
       break;
-    default:
+    case 5:
       for (auto& x : l) x = 25.f * n01(g);
+      break;
+    default:  // masked: about 10% -inf (never the whole row)
+      for (auto& x : l) x = (g() % 10 == 0) ? -std::numeric_limits<float>::infinity() : 2.f * n01(g);
+      l[g() % V] = 1.f;
       break;
   }
   return l;
 }
 
+// One launch of `kernel` over the first `rows` rows; returns the tokens (poisoned output first).
+std::vector<int32_t> launch(int kernel, int rows, int V, const SamplerParams& sp, const float** d_ptrs, double* d_u,
+                            int32_t* d_off, int32_t* d_win, bool windowed, int32_t* d_out, void* d_ws, size_t ws) {
+  CAPTURE(kernel);  // a launch error or a device fault names the kernel
+  CAPTURE(rows);
+  SAMPLER_CUDA(cudaMemset(d_out, 0xff, size_t(rows) * 4));  // poison: -1
+  kernels::sampling::SampleParams k;
+  k.num_rows = rows;
+  k.vocab = V;
+  k.logits = d_ptrs;
+  k.window = windowed ? d_win : nullptr;
+  k.window_offsets = windowed ? d_off : nullptr;
+  k.repetition_penalty = sp.repetition_penalty;
+  k.temperature = sp.temperature;
+  k.top_k = sp.top_k;
+  k.top_p = sp.top_p;
+  k.min_p = sp.min_p;
+  k.uniforms = d_u;
+  k.out_tokens = d_out;
+  k.workspace = d_ws;
+  k.workspace_bytes = ws;
+  k.kernel = kernel;
+  SAMPLER_CUDA(kernels::sampling::launch_sample_rows(k, nullptr));
+  SAMPLER_CUDA(cudaDeviceSynchronize());
+  std::vector<int32_t> got(rows);
+  SAMPLER_CUDA(cudaMemcpy(got.data(), d_out, size_t(rows) * 4, cudaMemcpyDeviceToHost));
+  return got;
+}
+
 void run_vocab(int V, int reps, uint64_t seed) {
   INFO("V ", V, ", seed ", seed);
-  const int R = 6;
+  const int R = 7;
   std::mt19937_64 g(seed);
   std::vector<std::vector<float>> rows(R);
   for (int r = 0; r < R; ++r) rows[r] = make_row(r, V, g);
@@ -110,6 +153,7 @@ void run_vocab(int V, int reps, uint64_t seed) {
   int32_t *d_off = nullptr, *d_win = nullptr, *d_out = nullptr;
   void* d_ws = nullptr;
   const size_t ws = kernels::sampling::sample_workspace_bytes(R, V);
+  REQUIRE(ws >= kernels::sampling::sample_workspace_bytes(3, V));
   SAMPLER_CUDA(cudaMalloc(&d_logits, size_t(R) * V * 4));
   SAMPLER_CUDA(cudaMalloc(&d_ptrs, R * sizeof(float*)));
   SAMPLER_CUDA(cudaMalloc(&d_u, R * 8));
@@ -117,6 +161,7 @@ void run_vocab(int V, int reps, uint64_t seed) {
   SAMPLER_CUDA(cudaMalloc(&d_win, 4096 * 4));
   SAMPLER_CUDA(cudaMalloc(&d_out, R * 4));
   SAMPLER_CUDA(cudaMalloc(&d_ws, ws));
+  SAMPLER_CUDA(cudaMemset(d_ws, 0xff, ws));
   std::vector<const float*> ptrs(R);
   for (int r = 0; r < R; ++r) {
     SAMPLER_CUDA(cudaMemcpy(d_logits + size_t(r) * V, rows[r].data(), size_t(V) * 4, cudaMemcpyHostToDevice));
@@ -124,8 +169,9 @@ void run_vocab(int V, int reps, uint64_t seed) {
   }
   SAMPLER_CUDA(cudaMemcpy(d_ptrs, ptrs.data(), R * sizeof(float*), cudaMemcpyHostToDevice));
 
+  int sets_ok[3] = {0, 0, 0}, draws_ok[3] = {0, 0, 0}, draws = 0, sets = 0;
   for (const Case& c : cases(V)) {
-    int equal = 0, total = 0;
+    int equal[3] = {0, 0, 0}, total = 0;
     std::set<int32_t> distinct;
     for (int rep = 0; rep < reps; ++rep) {
       std::vector<Rng> cpu_rng, dev_rng;
@@ -143,47 +189,46 @@ void run_vocab(int V, int reps, uint64_t seed) {
         off[r] = static_cast<int32_t>(win.size());
         win.insert(win.end(), w.begin(), w.end());
         if (c.p.temperature > 0.f) u[r] = dev_rng[r].uniform();
+        CHECK(dev_rng[r].state() == cpu_rng[r].state());  // one uniform exactly when sample_token draws one
       }
       off[R] = static_cast<int32_t>(win.size());
       REQUIRE(win.size() <= 4096);
       SAMPLER_CUDA(cudaMemcpy(d_u, u.data(), R * 8, cudaMemcpyHostToDevice));
       SAMPLER_CUDA(cudaMemcpy(d_off, off.data(), (R + 1) * 4, cudaMemcpyHostToDevice));
       if (!win.empty()) SAMPLER_CUDA(cudaMemcpy(d_win, win.data(), win.size() * 4, cudaMemcpyHostToDevice));
-      SAMPLER_CUDA(cudaMemset(d_out, 0xff, R * 4));  // poison: -1
-      kernels::sampling::SampleParams k;
-      k.num_rows = R;
-      k.vocab = V;
-      k.logits = d_ptrs;
-      k.window = win.empty() ? nullptr : d_win;
-      k.window_offsets = win.empty() ? nullptr : d_off;
-      k.repetition_penalty = c.p.repetition_penalty;
-      k.temperature = c.p.temperature;
-      k.top_k = c.p.top_k;
-      k.top_p = c.p.top_p;
-      k.min_p = c.p.min_p;
-      k.uniforms = d_u;
-      k.out_tokens = d_out;
-      k.workspace = d_ws;
-      k.workspace_bytes = ws;
-      SAMPLER_CUDA(kernels::sampling::launch_sample_rows(k, nullptr));
-      SAMPLER_CUDA(cudaDeviceSynchronize());
-      std::vector<int32_t> got(R);
-      SAMPLER_CUDA(cudaMemcpy(got.data(), d_out, R * 4, cudaMemcpyDeviceToHost));
-      for (int r = 0; r < R; ++r) {
-        ++total;
-        distinct.insert(got[r]);
-        if (got[r] == expect[r]) {
-          ++equal;
-        } else {
-          MESSAGE("V ", V, " case '", c.name, "' rep ", rep, " row ", r, ": device ", got[r], ", cpu ", expect[r]);
+      const int sizes[2] = {R, 3};
+      for (int pass = 0; pass < (rep == 0 ? 2 : 1); ++pass) {
+        const int n = sizes[pass];
+        total += n;
+        for (int kernel = 1; kernel <= 2; ++kernel) {
+          const auto got = launch(kernel, n, V, c.p, d_ptrs, d_u, d_off, d_win, !win.empty(), d_out, d_ws, ws);
+          for (int r = 0; r < n; ++r) {
+            distinct.insert(got[r]);
+            if (got[r] == expect[r]) {
+              ++equal[kernel];
+            } else {
+              MESSAGE("kernel v", kernel, " V ", V, " case '", c.name, "' rep ", rep, " rows ", n, " row ", r,
+                      ": device ", got[r], ", cpu ", expect[r]);
+            }
+          }
         }
-        CHECK(dev_rng[r].state() == cpu_rng[r].state());  // one uniform exactly when sample_token draws one
       }
     }
-    std::printf("[sampler] V %6d %-36s %4d/%4d draws equal, %4zu distinct tokens\n", V, c.name.c_str(), equal, total,
-                distinct.size());
-    CHECK(equal == total);
+    ++sets;
+    draws += total;
+    for (int kernel = 1; kernel <= 2; ++kernel) {
+      sets_ok[kernel] += equal[kernel] == total;
+      draws_ok[kernel] += equal[kernel];
+      std::printf("[sampler v%d] V %6d %-40s %d/%d draws equal, %zu distinct tokens\n", kernel, V, c.name.c_str(),
+                  equal[kernel], total, distinct.size());
+      CAPTURE(kernel);
+      CHECK(equal[kernel] == total);
+    }
   }
+  // One line per kernel and vocabulary (the tag matches scripts/gpu_check.sh's summary filter).
+  for (int kernel = 1; kernel <= 2; ++kernel)
+    std::printf("[sampler-v%d] V %6d: %d/%d parameter sets and %d/%d draws equal sample_token\n", kernel, V,
+                sets_ok[kernel], sets, draws_ok[kernel], draws);
   cudaFree(d_logits);
   cudaFree(d_ptrs);
   cudaFree(d_u);
@@ -210,6 +255,13 @@ TEST_CASE("device sampler: bad arguments are cudaErrorInvalidValue, not a crash"
   k.vocab = 10;
   CHECK(kernels::sampling::launch_sample_rows(k, nullptr) == cudaErrorInvalidValue);  // no rows, no output
   k.vocab = 0;
+  CHECK(kernels::sampling::launch_sample_rows(k, nullptr) == cudaErrorInvalidValue);
+  k.num_rows = 0;  // nothing to do is a success, but not with a kernel that does not exist
+  k.vocab = 10;
+  CHECK(kernels::sampling::launch_sample_rows(k, nullptr) == cudaSuccess);
+  k.kernel = 3;
+  CHECK(kernels::sampling::launch_sample_rows(k, nullptr) == cudaErrorInvalidValue);
+  k.kernel = -1;
   CHECK(kernels::sampling::launch_sample_rows(k, nullptr) == cudaErrorInvalidValue);
 }
 #endif
