@@ -207,6 +207,34 @@ __global__ void __launch_bounds__(kWarps * 32)
   const RowLayout& rows = p.rows;
   const int row0 = blockIdx.y * kRows;
   const float inv_sqrt_d = 0.08838834764831845f;  // 128^-0.5
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int page_size = rows.page_size;
+
+  // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
+  // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
+  int next_page[kSub][2][2];
+  bool have_next_page = false;
+  constexpr bool kPrefetch = kRows == 1 && kMode != kFused;  // fused blocks own exactly one chunk
+  // Round 4 (early_pages == 1, single key pool, plain scores): the first chunk's page ids too are loaded here, before q
+  // is staged, so that the row length -> block table chain overlaps the q loads and the two barriers
+  // instead of following them (batch-1 decode is a chain of dependent memory latencies).
+  if constexpr (kPrefetch && kMode == kPlain) {  // the split path's histogram scores (32K+) stay as in round 3
+    if (p.early_pages == 1 && p.seq_pools == nullptr && row0 < rows.num_rows) {
+      const int len = __ldg(rows.row_len + row0);
+      const int32_t* table = rows.block_tables + static_cast<int64_t>(__ldg(rows.row_seq + row0)) * rows.block_table_stride;
+      const int key0 = blockIdx.x * kKeysPerChunk + warp * 32 * kSub;
+#pragma unroll
+      for (int st = 0; st < kSub; ++st)
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int key = key0 + st * 32 + m * 16 + half * 8 + g;
+            next_page[st][m][half] = key < len ? __ldg(table + key / page_size) : 0;
+          }
+      have_next_page = true;
+    }
+  }
 
   if (threadIdx.x < kRows) {
     const int row = row0 + threadIdx.x;
@@ -215,14 +243,34 @@ __global__ void __launch_bounds__(kWarps * 32)
     row_seq_s[threadIdx.x] = seq;
     row_cache_s[threadIdx.x] = key_pool_of(p, seq);
   }
-  for (int idx = threadIdx.x; idx < kRows * kHeads * kChunks; idx += blockDim.x) {
+  constexpr int kQChunks = kRows * kHeads * kChunks, kThreads = kWarps * 32;
+  auto q_src = [&](int idx) -> uint4 {
+    const int row = row0 + idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
+    if (row >= rows.num_rows) return make_uint4(0, 0, 0, 0);
+    return __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.q) + static_cast<int64_t>(row) * kRowQBytes +
+                                                h * Fmt::kHeadBytes + j * 16));
+  };
+  auto q_dst = [&](int idx) -> uint4* {
     const int r = idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
-    const int row = row0 + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row < rows.num_rows)
-      v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.q) +
-                                               static_cast<int64_t>(row) * kRowQBytes + h * Fmt::kHeadBytes + j * 16));
-    *reinterpret_cast<uint4*>(q_smem + r * kRowQBytes + q_chunk_offset<F>(h, j)) = v;
+    return reinterpret_cast<uint4*>(q_smem + r * kRowQBytes + q_chunk_offset<F>(h, j));
+  };
+  if (p.early_pages == 1) {
+    // Round 4: all of this thread's q loads in flight at once (one memory latency; the loop below waits
+    // for each load before the next: 2 latencies for FP8 decode rows, 4 for bf16).
+    constexpr int kQIters = (kQChunks + kThreads - 1) / kThreads;
+    uint4 qv[kQIters];
+#pragma unroll
+    for (int i = 0; i < kQIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      qv[i] = idx < kQChunks ? q_src(idx) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kQIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      if (idx < kQChunks) *q_dst(idx) = qv[i];
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < kQChunks; idx += blockDim.x) *q_dst(idx) = q_src(idx);
   }
   for (int idx = threadIdx.x; idx < kRows * kHeads; idx += blockDim.x) {
     const int r = idx / kHeads, h = idx % kHeads, row = row0 + r;
@@ -245,14 +293,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   int group_max_len = 0;
   for (int r = 0; r < kRows; ++r) group_max_len = max(group_max_len, row_len_s[r]);
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int page_size = rows.page_size;
-
-  // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
-  // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
-  int next_page[kSub][2][2];
-  bool have_next_page = false;
-  constexpr bool kPrefetch = kRows == 1 && kMode != kFused;  // fused blocks own exactly one chunk
   for (int chunk = blockIdx.x; chunk < num_chunks; chunk += gridDim.x) {
     if (chunk * kKeysPerChunk >= group_max_len) break;  // chunks only grow: nothing left for this block
     const int warp_key0 = chunk * kKeysPerChunk + warp * 32 * kSub;
@@ -412,7 +452,9 @@ cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream, const TailA
     grid_x = min(num_chunks, max(1, (target + grid_y - 1) / grid_y));
   }
   if (grid_y > 65535) return cudaErrorInvalidValue;
-  indexer_scores_kernel<F, kWarps, kRows, kSub, kMode><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks, tx);
+  ScoreParams pk = p;
+  pk.early_pages = detail::scores_early_pages(p) ? 1 : 0;
+  indexer_scores_kernel<F, kWarps, kRows, kSub, kMode><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(pk, num_chunks, tx);
   return cudaGetLastError();
 }
 
@@ -425,11 +467,13 @@ cudaError_t launch_fused(const ScoreParams& p, const TailArgs& tx, cudaStream_t 
   const int num_chunks = (p.rows.max_row_len + kKeys - 1) / kKeys;
   const size_t dyn = p.rows.max_row_len > tx.k ? static_cast<size_t>(indexer_score_stride(p.rows.max_row_len)) * 4 : 0;
   auto kernel = indexer_scores_kernel<F, kWarps, 1, 1, kFused>;
+  ScoreParams pk = p;
+  pk.early_pages = detail::scores_early_pages(p) ? 1 : 0;
   if (dyn > 0) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn));
     if (err != cudaSuccess) return err;
   }
-  kernel<<<dim3(max(num_chunks, 1), p.rows.num_rows), kWarps * 32, dyn, stream>>>(p, num_chunks, tx);
+  kernel<<<dim3(max(num_chunks, 1), p.rows.num_rows), kWarps * 32, dyn, stream>>>(pk, num_chunks, tx);
   return cudaGetLastError();
 }
 
@@ -441,7 +485,8 @@ namespace detail {
 
 cudaError_t check_scores(const ScoreParams& p) {
   const RowLayout& rows = p.rows;
-  if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0) return cudaErrorInvalidValue;
+  if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0 || p.early_pages < -1 || p.early_pages > 1)
+    return cudaErrorInvalidValue;
   if (rows.num_rows == 0 || rows.max_row_len == 0) return cudaSuccess;
   const bool multi = p.seq_pools != nullptr;  // per-sequence pools: key_cache unused, the table checked on the device
   if (multi && (p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;

@@ -36,15 +36,25 @@ constexpr int kTableCap = 1024;        // block-table entries staged in shared m
 constexpr int kPasses = 3;             // 11 + 11 + 10 bits cover the 32-bit key
 using detail::kBins;
 
+// kCopies copies of the first pass's histogram (round 4): lane l counts into copy l % kCopies, so lanes of
+// one warp that hit the same bin (the first digit of a two-signed, Gaussian-like row spans sign, exponent
+// and two mantissa bits: a few dozen hot bins) no longer serialise on one address; copies are offset by
+// kCopyPad words so that one bin's copies sit in different banks. kCopies = 1 is the round-3 layout.
+constexpr int kCopyPad = 11;
+template <int kCopies>
 struct RegShared {
-  uint32_t hist[kPasses][kBins];  // 24 KB, all cleared in the prologue
+  static constexpr int kCopyStride = kCopies == 1 ? kBins : kBins + kCopyPad;
+  uint32_t hist0[kCopies * kCopyStride];  // all cleared in the prologue
+  uint32_t hist1[kBins];
+  uint32_t hist2[kBins];
   uint32_t pass_total[kPasses][kWarps];
   uint32_t kmin[kWarps], kmax[kWarps];
   uint32_t g_total[kWarps];
   unsigned long long e_total[kWarps];
   int32_t table[kTableCap];
 };
-static_assert(sizeof(RegShared) <= 48 * 1024, "register select shared memory must stay within 48 KB");
+static_assert(sizeof(RegShared<1>) <= 48 * 1024 && sizeof(RegShared<3>) <= 48 * 1024,
+              "register select shared memory must stay within 48 KB (static)");
 
 __device__ __forceinline__ void wait_for_producer() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -62,11 +72,13 @@ __device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
   return v;
 }
 
-// kVec float4 per thread: rows of up to kVec * 4096 keys.
-template <int kVec>
+// kVec float4 per thread: rows of up to kVec * 4096 keys. kCopies: copies of the first pass's histogram.
+template <int kVec, int kCopies>
 __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) {
   constexpr int kItems = 4 * kVec;
-  __shared__ RegShared s;
+  using Shared = RegShared<kCopies>;
+  constexpr int kCopyStride = Shared::kCopyStride;
+  __shared__ Shared s;
   const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k = p.k;
   // Prologue: nothing here reads what the scores kernel writes.
@@ -80,7 +92,11 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   const bool staged = n_pages <= kTableCap;
   if (staged)
     for (int i = tid; i < n_pages; i += kThreads) s.table[i] = __ldg(table_g + i);
-  for (int i = tid; i < kPasses * kBins; i += kThreads) (&s.hist[0][0])[i] = 0;
+  for (int i = tid; i < kCopies * kCopyStride; i += kThreads) s.hist0[i] = 0;
+  for (int i = tid; i < kBins; i += kThreads) {
+    s.hist1[i] = 0;
+    s.hist2[i] = 0;
+  }
   int32_t* out_slots = p.out_slots + static_cast<int64_t>(row) * k;
   float* out_scores = p.out_scores ? p.out_scores + static_cast<int64_t>(row) * k : nullptr;
   auto slot_of = [&](int pos) -> int32_t {
@@ -157,14 +173,23 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
       const int width = min(top + 1, detail::kDigitBits);
       const int shift = top + 1 - width;
       const uint32_t dmask = (1u << width) - 1u;
-      uint32_t* h = s.hist[pass];
+      uint32_t* h = pass == 0 ? s.hist0 : pass == 1 ? s.hist1 : s.hist2;
+      // Pass 0 counts into this lane's copy; later passes see only the chosen bin's keys (one copy).
+      uint32_t* hc = pass == 0 ? h + (lane % kCopies) * kCopyStride : h;
+      auto bin_count = [&](int bin) -> uint32_t {
+        uint32_t n = h[bin];
+        if (pass == 0)
+#pragma unroll
+          for (int c = 1; c < kCopies; ++c) n += h[c * kCopyStride + bin];
+        return n;
+      };
 #pragma unroll
       for (int it = 0; it < kItems; ++it)
-        if (pos_of(it) < len && (key[it] & mask) == prefix) atomicAdd(&h[(key[it] >> shift) & dmask], 1u);
+        if (pos_of(it) < len && (key[it] & mask) == prefix) atomicAdd(&hc[(key[it] >> shift) & dmask], 1u);
       __syncthreads();
       // Warp w owns bins from the top: lane l of warp w the bins kBins-1-2(32w+l) and the one below.
       const int mine = kBins - 1 - 2 * tid;
-      const uint32_t wt = __reduce_add_sync(0xffffffffu, h[mine] + h[mine - 1]);
+      const uint32_t wt = __reduce_add_sync(0xffffffffu, bin_count(mine) + bin_count(mine - 1));
       if (lane == 0) s.pass_total[pass][warp] = wt;
       __syncthreads();
       // Every warp finds the bin holding the need-th key itself (no third barrier to broadcast it).
@@ -173,7 +198,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
       const int w = __ffs(__ballot_sync(0xffffffffu, xi >= need)) - 1;  // exists: the prefix holds >= need keys
       const uint32_t before_w = __shfl_sync(0xffffffffu, xi - x, w);
       const int b = kBins - 1 - 2 * (32 * w + lane);
-      const uint32_t c0 = h[b], c1 = h[b - 1];
+      const uint32_t c0 = bin_count(b), c1 = bin_count(b - 1);
       const uint32_t yi = warp_inclusive_scan(c0 + c1, lane);
       const int l = __ffs(__ballot_sync(0xffffffffu, before_w + yi >= need)) - 1;
       const uint32_t before = __shfl_sync(0xffffffffu, before_w + yi - c0 - c1, l);
@@ -252,7 +277,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   }
 }
 
-template <int kVec>
+template <int kVec, int kCopies>
 cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.rows.num_rows);
@@ -263,7 +288,7 @@ cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec>, p);
+  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec, kCopies>, p);
 }
 
 bool pdl_supported() {
@@ -281,13 +306,15 @@ cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t
   if (p.rows.num_rows == 0) return cudaSuccess;
   if (p.rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   const bool pdl = after_scores && pdl_supported();
+  // Round 4 (reg_select_copies): three copies of the first histogram; round 3: one.
+  const bool copies = reg_select_copies(p);
   cudaError_t err;
   if (p.rows.max_row_len <= kColumn)
-    err = launch_reg<1>(p, pdl, stream);
+    err = copies ? launch_reg<1, 3>(p, pdl, stream) : launch_reg<1, 1>(p, pdl, stream);
   else if (p.rows.max_row_len <= 2 * kColumn)
-    err = launch_reg<2>(p, pdl, stream);
+    err = copies ? launch_reg<2, 3>(p, pdl, stream) : launch_reg<2, 1>(p, pdl, stream);
   else
-    err = launch_reg<4>(p, pdl, stream);
+    err = copies ? launch_reg<4, 3>(p, pdl, stream) : launch_reg<4, 1>(p, pdl, stream);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
