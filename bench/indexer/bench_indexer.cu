@@ -328,7 +328,7 @@ std::string json_escape(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT.json [--commit SHA] [--command TEXT] [--quick]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s OUT.json [--commit SHA] [--command TEXT] [--quick] [--b1]\n", argv[0]);
     return 2;
   }
   std::string out_path = argv[1], commit = "unknown", command = "bench_indexer";

@@ -16,6 +16,8 @@
 //    column, so that equal keys rank in position order), one block-wide scan, and every thread writes
 //    its chosen keys' slots directly (page through a shift when page_size is a power of two).
 // Ties: keys equal to the threshold are taken lowest position first, exactly the reference order.
+// Round 4 (row_kernel 2, rows of at most 8K keys): the first histogram in three lane-private copies, and
+// the first digit's range taken from the keys on the k-th key's side of zero (sign split, below).
 // Launched after the scores kernel with programmatic dependent launch where the caller asks for it: the
 // prologue (row length, block table, histogram clear) runs while the scores kernel finishes, and
 // griddepcontrol.wait precedes every read of the scores.
@@ -49,6 +51,7 @@ struct RegShared {
   uint32_t hist2[kBins];
   uint32_t pass_total[kPasses][kWarps];
   uint32_t kmin[kWarps], kmax[kWarps];
+  uint32_t kmin_neg[kWarps], kmax_neg[kWarps], npos[kWarps];  // kSignSplit only
   uint32_t g_total[kWarps];
   unsigned long long e_total[kWarps];
   int32_t table[kTableCap];
@@ -73,7 +76,9 @@ __device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
 }
 
 // kVec float4 per thread: rows of up to kVec * 4096 keys. kCopies: copies of the first pass's histogram.
-template <int kVec, int kCopies>
+// kSignSplit (round 4): the first digit starts from the range of the keys on the k-th key's side of zero
+// (see below) instead of the whole row's.
+template <int kVec, int kCopies, bool kSignSplit>
 __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) {
   constexpr int kItems = 4 * kVec;
   using Shared = RegShared<kCopies>;
@@ -137,36 +142,82 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   }
 
   uint32_t key[kItems];
-  uint32_t kmin = 0xffffffffu, kmax = 0u;
-#pragma unroll
-  for (int it = 0; it < kItems; ++it) {
-    key[it] = detail::order_key(v[it]);
-    if (pos_of(it) < len) {
-      kmin = min(kmin, key[it]);
-      kmax = max(kmax, key[it]);
-    }
-  }
-  kmin = __reduce_min_sync(0xffffffffu, kmin);
-  kmax = __reduce_max_sync(0xffffffffu, kmax);
-  if (lane == 0) {
-    s.kmin[warp] = kmin;
-    s.kmax[warp] = kmax;
-  }
-  __syncthreads();  // also orders the histogram clear and the staged table before their use
-  kmin = __reduce_min_sync(0xffffffffu, s.kmin[lane]);
-  kmax = __reduce_max_sync(0xffffffffu, s.kmax[lane]);
-
   // Known so far: keys whose bits under `mask` equal `prefix` hold the k-th key; `need` of them (in key
   // order, then position order) complete the k after the keys whose masked bits exceed `prefix`.
-  uint32_t need = static_cast<uint32_t>(k), prefix, mask;
-  const uint32_t diff = kmin ^ kmax;
-  if (diff == 0) {  // all keys equal: the first k positions
-    prefix = kmax;
+  // The first digit starts at the highest bit in which the smallest (lo) and largest (hi) candidate differ.
+  uint32_t need = static_cast<uint32_t>(k), prefix, mask, lo, hi;
+  if constexpr (!kSignSplit) {
+    uint32_t kmin = 0xffffffffu, kmax = 0u;
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+      key[it] = detail::order_key(v[it]);
+      if (pos_of(it) < len) {
+        kmin = min(kmin, key[it]);
+        kmax = max(kmax, key[it]);
+      }
+    }
+    kmin = __reduce_min_sync(0xffffffffu, kmin);
+    kmax = __reduce_max_sync(0xffffffffu, kmax);
+    if (lane == 0) {
+      s.kmin[warp] = kmin;
+      s.kmax[warp] = kmax;
+    }
+    __syncthreads();  // also orders the histogram clear and the staged table before their use
+    lo = __reduce_min_sync(0xffffffffu, s.kmin[lane]);
+    hi = __reduce_max_sync(0xffffffffu, s.kmax[lane]);
+  } else {
+    // Rows of both signs: with the whole row's range the first digit is sign + exponent + 2 mantissa bits
+    // and a warp's atomics pile onto a few dozen bins. Split at score 0 (key 0x80000000; -0 folds onto +0)
+    // and count the keys >= 0 (npos): npos >= k puts the k-th key among them (candidates: [lo, hi] of the
+    // keys >= 0, need k; the keys < 0 fall under the prefix), else among the keys < 0 (their range, need
+    // k - npos; the npos keys >= 0 lie above the prefix and are all taken). The invariant above holds from
+    // the start either way, and the first digit no longer spends a bit on the sign.
+    uint32_t pmin = 0xffffffffu, pmax = 0u, nmin = 0xffffffffu, nmax = 0u, np = 0;
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+      key[it] = detail::order_key(v[it]);
+      if (pos_of(it) < len) {
+        if (key[it] >= 0x80000000u) {
+          pmin = min(pmin, key[it]);
+          pmax = max(pmax, key[it]);
+          ++np;
+        } else {
+          nmin = min(nmin, key[it]);
+          nmax = max(nmax, key[it]);
+        }
+      }
+    }
+    pmin = __reduce_min_sync(0xffffffffu, pmin);
+    pmax = __reduce_max_sync(0xffffffffu, pmax);
+    nmin = __reduce_min_sync(0xffffffffu, nmin);
+    nmax = __reduce_max_sync(0xffffffffu, nmax);
+    np = __reduce_add_sync(0xffffffffu, np);
+    if (lane == 0) {
+      s.kmin[warp] = pmin;
+      s.kmax[warp] = pmax;
+      s.kmin_neg[warp] = nmin;
+      s.kmax_neg[warp] = nmax;
+      s.npos[warp] = np;
+    }
+    __syncthreads();  // also orders the histogram clear and the staged table before their use
+    np = __reduce_add_sync(0xffffffffu, s.npos[lane]);
+    if (np >= need) {
+      lo = __reduce_min_sync(0xffffffffu, s.kmin[lane]);
+      hi = __reduce_max_sync(0xffffffffu, s.kmax[lane]);
+    } else {  // len > k, so at least k - np + 1 keys < 0
+      lo = __reduce_min_sync(0xffffffffu, s.kmin_neg[lane]);
+      hi = __reduce_max_sync(0xffffffffu, s.kmax_neg[lane]);
+      need -= np;
+    }
+  }
+  const uint32_t diff = lo ^ hi;
+  if (diff == 0) {  // all candidates equal: the first `need` of them in position order
+    prefix = hi;
     mask = 0xffffffffu;
   } else {
     const int hb = 31 - __clz(diff);
     mask = ~((2u << hb) - 1u);  // the common high bits (none when hb == 31: 2u << 31 == 0)
-    prefix = kmax & mask;
+    prefix = hi & mask;
     int top = hb;
 #pragma unroll 1
     for (int pass = 0; pass < kPasses && top >= 0; ++pass) {
@@ -277,7 +328,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   }
 }
 
-template <int kVec, int kCopies>
+template <int kVec, int kCopies, bool kSignSplit>
 cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.rows.num_rows);
@@ -288,7 +339,7 @@ cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec, kCopies>, p);
+  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec, kCopies, kSignSplit>, p);
 }
 
 bool pdl_supported() {
@@ -306,15 +357,16 @@ cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t
   if (p.rows.num_rows == 0) return cudaSuccess;
   if (p.rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   const bool pdl = after_scores && pdl_supported();
-  // Round 4 (reg_select_copies): three copies of the first histogram; round 3: one.
+  // Round 4 (reg_select_copies): three copies of the first histogram and the sign split; round 3: one
+  // copy, the whole row's range.
   const bool copies = reg_select_copies(p);
   cudaError_t err;
   if (p.rows.max_row_len <= kColumn)
-    err = copies ? launch_reg<1, 3>(p, pdl, stream) : launch_reg<1, 1>(p, pdl, stream);
+    err = copies ? launch_reg<1, 3, true>(p, pdl, stream) : launch_reg<1, 1, false>(p, pdl, stream);
   else if (p.rows.max_row_len <= 2 * kColumn)
-    err = copies ? launch_reg<2, 3>(p, pdl, stream) : launch_reg<2, 1>(p, pdl, stream);
-  else  // rows of 8K-16K keys: one copy (three spill 8 bytes on sm_120 at 64 registers per thread)
-    err = launch_reg<4, 1>(p, pdl, stream);
+    err = copies ? launch_reg<2, 3, true>(p, pdl, stream) : launch_reg<2, 1, false>(p, pdl, stream);
+  else  // rows of 8K-16K keys: round 3's kernel (three copies or the sign split spill on sm_120 at 64 registers)
+    err = launch_reg<4, 1, false>(p, pdl, stream);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -247,6 +247,52 @@ TEST_CASE("indexer register select equals the CPU reference exactly (rows up to 
     rows.push_back(ties);
     for (int page_size : {1, 16, 48, 64, 100}) check_topk_rows_reg(rows, 2048, rng, page_size);
   }
+  SUBCASE("rows of at most 8K keys (round 4's kernels: histogram copies, sign split): edges of the split") {
+    // Launches whose longest row is <= 8192 run round 4's kernels for row_kernel 2 (longer ones run round
+    // 3's), so every shape here stays within 8K. The sign split puts the k-th key among the keys >= 0 when
+    // at least k exist: rows with k - 1, k, k + 1 of them, distinct and tied, both zeros, one sign only.
+    const int k = 2048;
+    std::vector<std::vector<float>> rows;
+    for (int n : {3000, 8192}) {
+      for (int m : {0, 1, k - 1, k, k + 1, n - 1, n}) {
+        std::vector<float> r(n), t(n);
+        for (int i = 0; i < n; ++i) {
+          r[i] = i < m ? std::fabs(normal(rng)) : -std::fabs(normal(rng)) - 1e-3f;
+          t[i] = i < m ? ((small(rng) & 1) ? 0.f : 1.f) : ((small(rng) & 1) ? -1.f : -2.f);
+        }
+        std::shuffle(r.begin(), r.end(), rng);
+        std::shuffle(t.begin(), t.end(), rng);
+        rows.push_back(r);
+        rows.push_back(t);
+      }
+      std::vector<float> z(n);
+      for (auto& v : z) v = (small(rng) & 1) ? 0.f : -0.f;
+      rows.push_back(z);
+      std::vector<float> zm(n);
+      for (auto& v : zm) v = (small(rng) & 3) ? ((small(rng) & 1) ? 0.f : -0.f) : -1e-30f;
+      rows.push_back(zm);
+      rows.push_back(std::vector<float>(n, -3.f));
+      std::vector<float> one_top(n, -0.5f);
+      one_top[n / 2] = 2.f;
+      rows.push_back(one_top);
+      std::vector<float> extremes = random_row(n);
+      extremes[1] = 3e38f;
+      extremes[2] = -3e38f;
+      extremes[3] = 1e-40f;
+      extremes[4] = -1e-40f;
+      rows.push_back(extremes);
+      for (auto& v : one_top) v = 1.f + 1e-7f * static_cast<float>(small(rng));  // a few ulps apart, one sign
+      rows.push_back(one_top);
+    }
+    for (int n : {1, 700, 2048, 2049}) rows.push_back(random_row(n));
+    check_topk_rows_reg(rows, k, rng);
+    std::vector<std::vector<float>> rows4;  // the same shapes in a launch of the 4K-wide kernel
+    for (const auto& r : rows)
+      if (r.size() <= 4096) rows4.push_back(r);
+    check_topk_rows_reg(rows4, k, rng);
+    for (int page_size : {1, 16, 100}) check_topk_rows_reg(rows, k, rng, page_size);
+    for (int kk : {1, 100, 4096}) check_topk_rows_reg(rows, kk, rng);
+  }
   SUBCASE("other k: 1, 100, 4096") {
     std::vector<std::vector<float>> rows;
     for (int n : {1, 4095, 4097, 16384}) rows.push_back(random_row(n));
