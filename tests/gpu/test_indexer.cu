@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -141,7 +142,8 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
     for (int pos : ref) want.insert(tables.slot(t, pos));
     int padding = 0;
     bool scores_ok = true;
-    std::set<int32_t> ref_slots(want.begin(), want.end());
+    std::map<int32_t, int> pos_of_slot;  // the reference positions by slot (a linear search per entry was O(k^2))
+    for (int pos2 : ref) pos_of_slot.emplace(tables.slot(t, pos2), pos2);
     for (int i = 0; i < k; ++i) {
       const int32_t s = out[static_cast<size_t>(t) * k + i];
       const float sc = out_scores[static_cast<size_t>(t) * k + i];
@@ -152,11 +154,8 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
       }
       got.insert(s);
       // the score returned must be the row's score at that slot's position
-      const int pos = [&] {
-        for (int pos2 : ref)
-          if (tables.slot(t, pos2) == s) return pos2;
-        return -1;
-      }();
+      const auto found = pos_of_slot.find(s);
+      const int pos = found == pos_of_slot.end() ? -1 : found->second;
       scores_ok &= pos >= 0 && !std::isnan(sc) && ki::detail::order_key(sc) == ki::detail::order_key(rows_scores[t][pos]);
     }
     INFO("row " << t << " len " << lens[t] << " k " << k << " page size " << page_size
