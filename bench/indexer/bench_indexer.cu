@@ -370,9 +370,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   // Summary last (the device call's output tail): round 3 against round 4, same process, per case.
-  std::printf("\nsummary (us, scores + top-k, one call): case | round 3 | round 4 | default\n");
+  std::printf("\nsummary (us; total = scores + top-k, one call; scores alone r3 / default; register select alone r3 / r4)\n");
+  std::printf("  %-28s %8s %8s %8s | %8s %8s | %8s %8s\n", "case", "total r3", "total r4", "default", "scores3", "scores", "reg r3", "reg r4");
   for (const Result& r : results)
-    std::printf("  %-28s %8.2f %8.2f %8.2f\n", r.c.name.c_str(), r.total_r3_us, r.total_r4_us, r.total_us);
+    std::printf("  %-28s %8.2f %8.2f %8.2f | %8.2f %8.2f | %8.2f %8.2f\n", r.c.name.c_str(), r.total_r3_us, r.total_r4_us, r.total_us,
+                r.scores_r3_us, r.scores_us, r.topk_reg_us, r.topk_reg4_us);
 
   char date[64];
   const std::time_t now = std::time(nullptr);
