@@ -215,34 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int next_page[kSub][2][2];
   bool have_next_page = false;
   constexpr bool kPrefetch = kRows == 1 && kMode != kFused;  // fused blocks own exactly one chunk
-  // Round 4 (early_pages == 1, single key pool, plain scores): the first chunk's page ids too are loaded here, before q
-  // is staged, so that the row length -> block table chain overlaps the q loads and the two barriers
-  // instead of following them (batch-1 decode is a chain of dependent memory latencies).
-  if constexpr (kPrefetch && kMode == kPlain) {  // the split path's histogram scores (32K+) stay as in round 3
-    if (p.early_pages == 1 && p.seq_pools == nullptr && row0 < rows.num_rows) {
-      const int len = __ldg(rows.row_len + row0);
-      const int32_t* table = rows.block_tables + static_cast<int64_t>(__ldg(rows.row_seq + row0)) * rows.block_table_stride;
-      const int key0 = blockIdx.x * kKeysPerChunk + warp * 32 * kSub;
-#pragma unroll
-      for (int st = 0; st < kSub; ++st)
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int key = key0 + st * 32 + m * 16 + half * 8 + g;
-            next_page[st][m][half] = key < len ? __ldg(table + key / page_size) : 0;
-          }
-      have_next_page = true;
-    }
-  }
 
-  if (threadIdx.x < kRows) {
-    const int row = row0 + threadIdx.x;
-    row_len_s[threadIdx.x] = row < rows.num_rows ? rows.row_len[row] : 0;
-    const int seq = row < rows.num_rows ? rows.row_seq[row] : -1;
-    row_seq_s[threadIdx.x] = seq;
-    row_cache_s[threadIdx.x] = key_pool_of(p, seq);
-  }
   constexpr int kQChunks = kRows * kHeads * kChunks, kThreads = kWarps * 32;
   auto q_src = [&](int idx) -> uint4 {
     const int row = row0 + idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
@@ -254,32 +227,83 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int r = idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
     return reinterpret_cast<uint4*>(q_smem + r * kRowQBytes + q_chunk_offset<F>(h, j));
   };
+  auto stage_rows = [&] {
+    if (threadIdx.x < kRows) {
+      const int row = row0 + threadIdx.x;
+      row_len_s[threadIdx.x] = row < rows.num_rows ? rows.row_len[row] : 0;
+      const int seq = row < rows.num_rows ? rows.row_seq[row] : -1;
+      row_seq_s[threadIdx.x] = seq;
+      row_cache_s[threadIdx.x] = key_pool_of(p, seq);
+    }
+  };
   if (p.early_pages == 1) {
-    // Round 4: all of this thread's q loads in flight at once (one memory latency; the loop below waits
-    // for each load before the next: 2 latencies for FP8 decode rows, 4 for bf16).
+    // Round 4. Warps issue in order, so a load whose address waits on another load (page id <- row_seq)
+    // or a store that waits on its data stalls every later instruction of the warp. Hence: first every
+    // independent load (all of this thread's q chunks, its weight and q scale), then the dependent chain
+    // of decode blocks with one key pool (row length and sequence -> the first chunk's page ids, which
+    // round 3 read only after staging and two barriers), then the row bookkeeping, then the stores.
+    // The chain per block becomes row_seq -> page id -> key (three latencies) with q, w beside it; round 3
+    // had q, q (FP8; four q loads for bf16, each waiting for the one before), w, barriers, page id, key.
     constexpr int kQIters = (kQChunks + kThreads - 1) / kThreads;
+    constexpr int kWIters = (kRows * kHeads + kThreads - 1) / kThreads;
     uint4 qv[kQIters];
+    float wv[kWIters], sv[kWIters];
 #pragma unroll
     for (int i = 0; i < kQIters; ++i) {
       const int idx = threadIdx.x + i * kThreads;
       qv[i] = idx < kQChunks ? q_src(idx) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
+    for (int i = 0; i < kWIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads, row = row0 + idx / kHeads, h = idx % kHeads;
+      const bool ok = idx < kRows * kHeads && row < rows.num_rows;
+      wv[i] = ok ? __ldg(p.weights + static_cast<int64_t>(row) * kHeads + h) : 0.f;
+      sv[i] = (ok && F == KeyFormat::kFp8) ? __ldg(p.q_scale + static_cast<int64_t>(row) * kHeads + h) : 1.f;
+    }
+    if constexpr (kPrefetch && kMode == kPlain) {  // the split path's histogram scores (32K+) keep round 3's order
+      if (p.seq_pools == nullptr && row0 < rows.num_rows) {
+        const int len = __ldg(rows.row_len + row0);
+        const int32_t* table = rows.block_tables + static_cast<int64_t>(__ldg(rows.row_seq + row0)) * rows.block_table_stride;
+        const int key0 = blockIdx.x * kKeysPerChunk + warp * 32 * kSub;
+#pragma unroll
+        for (int st = 0; st < kSub; ++st)
+#pragma unroll
+          for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int key = key0 + st * 32 + m * 16 + half * 8 + g;
+              next_page[st][m][half] = key < len ? __ldg(table + key / page_size) : 0;
+            }
+        have_next_page = true;
+      }
+    }
+    stage_rows();
+#pragma unroll
     for (int i = 0; i < kQIters; ++i) {
       const int idx = threadIdx.x + i * kThreads;
       if (idx < kQChunks) *q_dst(idx) = qv[i];
     }
-  } else {
-    for (int idx = threadIdx.x; idx < kQChunks; idx += blockDim.x) *q_dst(idx) = q_src(idx);
-  }
-  for (int idx = threadIdx.x; idx < kRows * kHeads; idx += blockDim.x) {
-    const int r = idx / kHeads, h = idx % kHeads, row = row0 + r;
-    float w = 0.f;
-    if (row < rows.num_rows) {
-      w = p.weights[static_cast<int64_t>(row) * kHeads + h] * inv_sqrt_d;
-      if constexpr (F == KeyFormat::kFp8) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
+#pragma unroll
+    for (int i = 0; i < kWIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      if (idx < kRows * kHeads) {
+        float w = wv[i] * inv_sqrt_d;  // the same operations in the same order as below: identical scores
+        if constexpr (F == KeyFormat::kFp8) w *= sv[i];
+        w_smem[idx / kHeads][idx % kHeads] = w;
+      }
     }
-    w_smem[r][h] = w;
+  } else {  // round 3's order
+    stage_rows();
+    for (int idx = threadIdx.x; idx < kQChunks; idx += blockDim.x) *q_dst(idx) = q_src(idx);
+    for (int idx = threadIdx.x; idx < kRows * kHeads; idx += blockDim.x) {
+      const int r = idx / kHeads, h = idx % kHeads, row = row0 + r;
+      float w = 0.f;
+      if (row < rows.num_rows) {
+        w = p.weights[static_cast<int64_t>(row) * kHeads + h] * inv_sqrt_d;
+        if constexpr (F == KeyFormat::kFp8) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
+      }
+      w_smem[r][h] = w;
+    }
   }
   __syncthreads();
   // Keys are loaded once per sequence for all rows of the group: bound = longest such row.
