@@ -248,6 +248,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     constexpr int kWIters = (kRows * kHeads + kThreads - 1) / kThreads;
     uint4 qv[kQIters];
     float wv[kWIters], sv[kWIters];
+    int my_len = 0, my_seq = -1;  // threads < kRows: their row's length and sequence (stored below)
+    if (threadIdx.x < kRows && row0 + static_cast<int>(threadIdx.x) < rows.num_rows) {
+      my_len = __ldg(rows.row_len + row0 + threadIdx.x);
+      my_seq = __ldg(rows.row_seq + row0 + threadIdx.x);
+    }
 #pragma unroll
     for (int i = 0; i < kQIters; ++i) {
       const int idx = threadIdx.x + i * kThreads;
@@ -277,7 +282,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         have_next_page = true;
       }
     }
-    stage_rows();
+    if (threadIdx.x < kRows) {  // stage_rows() with the loads issued above
+      row_len_s[threadIdx.x] = my_len;
+      row_seq_s[threadIdx.x] = my_seq;
+      row_cache_s[threadIdx.x] = key_pool_of(p, my_seq);
+    }
 #pragma unroll
     for (int i = 0; i < kQIters; ++i) {
       const int idx = threadIdx.x + i * kThreads;
