@@ -317,9 +317,10 @@ __device__ __forceinline__ float4 ld_cg_pinned(const float* p) {
 // finishes last among the nsplit CTAs of (t, head group hg) merges all their partials (L2-resident, read
 // with ld.cg) into out / lse. The arrival counter is reset by that CTA, so the next call (or graph replay)
 // finds it zero. Partials are small here by the plan (nsplit * HC <= kMlaFusedMaxPartials, enforced by the
-// launcher): every load is in flight at once. Scratch = the free staging area (>= HC * kStgStride floats).
+// launcher): its loads go out in batches of 16 per thread. Scratch = the free staging area (>= HC * kStgStride
+// floats).
 template <int HC, int NTHREADS>
-__device__ __noinline__ void fused_combine(const KernelArgs& a, float* scratch, int t, int hg, int tid) {
+__device__ __forceinline__ void fused_combine(const KernelArgs& a, float* scratch, int t, int hg, int tid) {
   __shared__ int s_last;
   __threadfence();  // release: this thread's partial stores before the counter increment below
   __syncthreads();
@@ -337,20 +338,28 @@ __device__ __noinline__ void fused_combine(const KernelArgs& a, float* scratch, 
   const int64_t rows = static_cast<int64_t>(a.num_tokens) * a.num_heads;
   const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;
   const int ns = a.nsplit;
-  // Every load of this thread issued before the first is used (one L2 round trip, under the LSE loads):
-  // kItems (head, 4-dim) items of up to kMaxNs splits each, compile-time bounds (nsplit * HC <= 32).
+  // This thread's (head, 4-dim) items (kItems of them, up to kMaxNs splits each: compile-time bounds from
+  // nsplit * HC <= kMlaFusedMaxPartials) in batches of at most 16 loads in flight: the first batch is
+  // issued under the LSE loads and the weights (8-head CTAs of 192 threads with 4 splits: 6 items x 4 loads,
+  // two batches; with 2 splits: one); 16 float4 = 64 registers, so that the 16-head kernels'
+  // 168-register budget (two CTAs per SM) holds without spills on sm_120.
   constexpr int kMaxNs = kMlaFusedMaxPartials / HC;
   constexpr int kItems = (HC * 128 + NTHREADS - 1) / NTHREADS;
-  float4 x[kItems][kMaxNs];
+  constexpr int kBatchItems = 16 / kMaxNs < kItems ? 16 / kMaxNs : kItems;
+  constexpr int kBatches = (kItems + kBatchItems - 1) / kBatchItems;
+  float4 x[kBatchItems][kMaxNs];
+  auto load_batch = [&](int b) {
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int c = tid + i * NTHREADS;
-    const int h = c >> 7, d = (c & 127) * 4;
+    for (int j = 0; j < kBatchItems; ++j) {
+      const int c = tid + (b * kBatchItems + j) * NTHREADS;
+      const int h = c >> 7, d = (c & 127) * 4;
 #pragma unroll
-    for (int s = 0; s < kMaxNs; ++s)
-      x[i][s] = c < HC * 128 && s < ns ? ld_cg_pinned(a.part_o + (s * rows + row0 + h) * kMlaLatentDim + d)
-                                        : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+      for (int s = 0; s < kMaxNs; ++s)
+        x[j][s] = c < HC * 128 && s < ns ? ld_cg_pinned(a.part_o + (s * rows + row0 + h) * kMlaLatentDim + d)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  load_batch(0);
   float* w_s = scratch;               // [HC][ns] weights
   float* fin_s = scratch + HC * ns;   // [HC] 1 / sum of weights (0 for an empty row)
   for (int c = tid; c < HC * ns; c += NTHREADS) {
@@ -374,24 +383,28 @@ __device__ __noinline__ void fused_combine(const KernelArgs& a, float* scratch, 
   }
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int c = tid + i * NTHREADS;
-    if (c >= HC * 128) break;
-    const int h = c >> 7, d = (c & 127) * 4;
-    const float inv = fin_s[h];
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int b = 0; b < kBatches; ++b) {
+    if (b > 0) load_batch(b);
 #pragma unroll
-    for (int s = 0; s < kMaxNs; ++s) {
-      const float w = s < ns ? w_s[h * ns + s] : 0.f;
-      o.x += w * x[i][s].x;
-      o.y += w * x[i][s].y;
-      o.z += w * x[i][s].z;
-      o.w += w * x[i][s].w;
+    for (int j = 0; j < kBatchItems; ++j) {
+      const int c = tid + (b * kBatchItems + j) * NTHREADS;
+      if (c >= HC * 128) break;
+      const int h = c >> 7, d = (c & 127) * 4;
+      const float inv = fin_s[h];
+      float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int s = 0; s < kMaxNs; ++s) {
+        const float w = s < ns ? w_s[h * ns + s] : 0.f;
+        o.x += w * x[j][s].x;
+        o.y += w * x[j][s].y;
+        o.z += w * x[j][s].z;
+        o.w += w * x[j][s].w;
+      }
+      uint2 packed;
+      packed.x = mma::pack_bf16x2(o.x * inv, o.y * inv);
+      packed.y = mma::pack_bf16x2(o.z * inv, o.w * inv);
+      *reinterpret_cast<uint2*>(a.out + (row0 + h) * kMlaLatentDim + d) = packed;
     }
-    uint2 packed;
-    packed.x = mma::pack_bf16x2(o.x * inv, o.y * inv);
-    packed.y = mma::pack_bf16x2(o.z * inv, o.w * inv);
-    *reinterpret_cast<uint2*>(a.out + (row0 + h) * kMlaLatentDim + d) = packed;
   }
 }
 
