@@ -80,6 +80,11 @@ struct Result {
   double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as variant 2)
   double v5_graph_us;  // round 3's warp-specialized kernel (variant 5; sm_90+: bulk copies for bf16 records)
   int v5_splits;       // the split count the planner gives variant 5
+  // Round 4 (--combine-compare): the automatic kernel with each merge of the split partials, same inputs.
+  int auto_combine;            // SparseMlaParams::combine the automatic choice resolves to (0 = no splits)
+  double combine_old_us;       // combine = 1: round 3's combine kernel (the old path)
+  double combine_chunked_us;   // combine = 2: chunked combine kernel
+  double combine_fused_us;     // combine = 3: fused last-CTA merge (the launcher runs 2 where not allowed)
 };
 
 double median(std::vector<double> v) {
@@ -95,14 +100,33 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool sweep = true;  // --no-sweep: skip the split sweep (all shapes, every kernel, automatic splits only)
   std::vector<int> sweep_splits = {1, 2, 4, 8, 16, 32, 64};
+  // Round 4: --combine-compare times the automatic kernel with each merge (old combine kernel, chunked,
+  // fused, automatic) and skips the per-variant timings and the sweep; --T / --H restrict the decode shapes.
+  bool combine_compare = false;
+  std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
+  auto parse_list = [](const char* a) {
+    std::vector<int> v;
+    for (const char* c = a; *c;) {
+      v.push_back(std::atoi(c));
+      while (*c && *c != ',') ++c;
+      if (*c == ',') ++c;
+    }
+    return v;
+  };
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--combine-compare")) combine_compare = true;
+    else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
     else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] "
+                   "[--T 1,8,128] [--H 8,16,64]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -149,10 +173,10 @@ int main(int argc, char** argv) {
   CK(cudaGetLastError());
 
   std::vector<Case> cases;
-  for (int T : {1, 8, 32, 128})
-    for (int H : {64, 16, 8})
+  for (int T : t_list)
+    for (int H : h_list)
       for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"decode", T, H, f});
-  if (!quick)
+  if (!quick && !combine_compare)
     for (int T : {1024, 4096})
       for (int H : {64, 16, 8})
         for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"prefill", T, H, f});
@@ -192,9 +216,11 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v5_splits\": %d}%s\n",
+                 "\"v5_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
+                 "\"combine_fused_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
                  r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits,
+                 r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us,
                  i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
@@ -261,7 +287,10 @@ int main(int argc, char** argv) {
       const size_t ws = glm5rt::kernels::sparse_mla_workspace_size(p);
       if (d_ws) CK(cudaFree(d_ws));
       d_ws = nullptr;
-      if (ws) CK(cudaMalloc(&d_ws, ws));
+      if (ws) {
+        CK(cudaMalloc(&d_ws, ws));
+        CK(cudaMemset(d_ws, 0, ws));  // the fused combine's counters start at zero (calls leave them zero)
+      }
       for (int i = 0; i < 3; ++i) {
         set_inputs(i % sets);
         CK(glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream));
@@ -332,7 +361,7 @@ int main(int argc, char** argv) {
       if (bad) std::printf("WARNING: %zu non-finite outputs in %s T=%d H=%d\n", bad, c.phase, c.T, c.H);
     }
     // Split sweep of the new kernel (variant 5), whose plan uses round 2's cost model.
-    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick && sweep) {
+    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick && sweep && !combine_compare) {
       p.kernel_variant = 5;
       for (int s : sweep_splits) {
         if (s > (topk + 31) / 32) continue;
@@ -344,7 +373,27 @@ int main(int argc, char** argv) {
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
     double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0;
     int v5_splits = 0;
-    {
+    double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
+    p.num_splits = 0;
+    const int auto_combine = glm5rt::kernels::sparse_mla_combine_kind(p);
+    if (combine_compare) {
+      // Old first, then the new ones, then old again: the two old timings bracket drift (reported: the mean).
+      double e, old2;
+      p.combine = 1;
+      comb_us[1] = time_config(0, &e);
+      p.combine = 2;
+      comb_us[2] = time_config(0, &e);
+      p.combine = 3;
+      comb_us[3] = time_config(0, &e);
+      p.combine = 1;
+      old2 = time_config(0, &e);
+      comb_us[1] = 0.5 * (comb_us[1] + old2);
+      p.combine = 0;
+      // T = 1: does the cheaper merge move the best split count (the planner's model predates it)?
+      if (c.T == 1)
+        for (int sp : {16, 32, 64}) sweeps.push_back({c.T, c.H, c.fmt, sp, 0, time_config(sp, &e), 0});
+      p.num_splits = 0;
+    } else {
       double e;
       p.kernel_variant = 1;
       v1_us = time_config(0, &e);
@@ -365,7 +414,14 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits});
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, auto_combine, comb_us[1], comb_us[2],
+                       comb_us[3]});
+    if (combine_compare)
+      std::printf("%-7s %-4s T=%5d H=%3d splits=%2d  auto (combine %d) %8.2f us | old combine %8.2f  chunked %8.2f"
+                  "  fused %8.2f us | old / auto %.3f\n",
+                  c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, auto_combine, g_us,
+                  comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
+    else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
                 "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,

@@ -1,10 +1,11 @@
-// Sparse MLA launcher: parameter checks, the split plan (flash-decoding), and the combine kernel that
-// merges the per-split partial outputs with their LSEs.
+// Sparse MLA launcher: parameter checks, the split plan (flash-decoding), and the combine kernels that
+// merge the per-split partial outputs with their LSEs (or the choice of the fused merge in the main kernel).
 #include "kernels/attention/sparse_mla.h"
 
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/attention/sparse_mla_launch.h"
 
@@ -175,6 +176,101 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
   if (tid == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
 }
 
+// Chunked combine (SparseMlaParams::combine = 2): a block of 128 threads per (t, h) row and 128-dim quarter
+// (4x the blocks of round 3's kernel, so T = 1 spreads over more SMs). Thread (lane, warp) owns dims
+// quarter * 128 + lane * 4 .. + 3 of the splits warp, warp + 4, ...: every load of the block is issued
+// before the first is used (up to 32 float4 per thread = the whole 64 KB of a 128-split row quarter in
+// one L2 round trip, where round 3's kernel made nsplit / 8 dependent rounds). The split LSEs are loaded
+// at the same time, one per thread; the four warps' sums meet in shared memory.
+template <int KPER>  // splits per warp, >= ceil(nsplit / 4): the launcher picks the smallest power of two
+__global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* __restrict__ part_o,
+                                                                  const float* __restrict__ part_lse, int nsplit,
+                                                                  int64_t rows, __nv_bfloat16* __restrict__ out,
+                                                                  float* __restrict__ lse) {
+  __shared__ float w_s[kMaxSplits];
+  __shared__ float red[4];
+  __shared__ float4 part[4][32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // see sparse_mla_combine
+#endif
+  const int64_t row = blockIdx.x >> 2;
+  const int quarter = blockIdx.x & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int d = quarter * 128 + lane * 4;
+  const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
+  constexpr int kPer = KPER;
+  float4 x[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    // Unconditional loads, pinned before the barriers (see ld_cg_pinned): past nsplit the address is
+    // clamped to the last split, an L2 hit that gets weight 0 below.
+    const int s = min(warp + 4 * i, nsplit - 1);
+    x[i] = sparse_mla_detail::ld_cg_pinned(part_o + (s * rows + row) * kMlaLatentDim + d);
+  }
+  float m = ls;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  const float m_use = m == -INFINITY ? 0.f : m;
+  const float w = ls == -INFINITY ? 0.f : exp2f(ls - m_use);
+  w_s[tid] = w;
+  float wsum = w;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
+  __syncthreads();  // w_s complete; red[] reads above are done
+  if (lane == 0) red[warp] = wsum;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int s = warp + 4 * i;
+    const float ws = s < nsplit ? w_s[s] : 0.f;  // x is 0 there too; never read w_s out of range
+    o.x += ws * x[i].x;
+    o.y += ws * x[i].y;
+    o.z += ws * x[i].z;
+    o.w += ws * x[i].w;
+  }
+  part[warp][lane] = o;
+  __syncthreads();
+  wsum = (red[0] + red[1]) + (red[2] + red[3]);
+  if (warp == 0) {
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    float4 r = part[0][lane];
+#pragma unroll
+    for (int k = 1; k < 4; ++k) {
+      r.x += part[k][lane].x;
+      r.y += part[k][lane].y;
+      r.z += part[k][lane].z;
+      r.w += part[k][lane].w;
+    }
+    __nv_bfloat162 lo = __floats2bfloat162_rn(r.x * inv, r.y * inv), hi = __floats2bfloat162_rn(r.z * inv, r.w * inv);
+    uint2 packed;
+    packed.x = *reinterpret_cast<uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
+    if (quarter == 0 && lane == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+  }
+}
+
+// The combine that runs (1 = round 3's kernel, 2 = chunked kernel, 3 = fused into the main kernel).
+// Automatic: fused where a row group's partials are small (one CTA merges nsplit * HC partial rows), else
+// chunked. GLM5RT_MLA_COMBINE=1/2/3 overrides the automatic choice (read once per process) so that a run
+// can time or fall back to the old path without a rebuild; an explicit params.combine wins over both.
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc) {
+  static const int env = [] {
+    const char* e = std::getenv("GLM5RT_MLA_COMBINE");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 && v <= 3 ? v : 0;
+  }();
+  int mode = p.combine >= 1 && p.combine <= 3 ? p.combine : env;
+  if (mode == 0) mode = nsplit * hc <= kMlaFusedMaxPartials ? 3 : 2;
+  const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
+  // Too many partials for one CTA (its loads are sized at compile time) or not enough counters: chunked.
+  if (mode == 3 && (groups > kMlaCombineCounters || nsplit * hc > kMlaFusedMaxPartials)) mode = 2;
+  return mode;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -184,11 +280,18 @@ int sparse_mla_num_splits(const SparseMlaParams& p) {
   return plan_splits(p);
 }
 
+int sparse_mla_combine_kind(const SparseMlaParams& p) {
+  const int s = sparse_mla_num_splits(p);
+  if (s <= 1) return 0;
+  return combine_mode(p, s, heads_per_cta(p));
+}
+
 size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
   const int s = sparse_mla_num_splits(p);
   if (s <= 1) return 0;
   const size_t rows = static_cast<size_t>(s) * p.num_tokens * p.num_heads;
-  return rows * kMlaLatentDim * sizeof(float) + rows * sizeof(float);
+  // [fused-combine counters, zero between calls][partial outputs][partial LSEs]
+  return kMlaCombineCounterBytes + rows * kMlaLatentDim * sizeof(float) + rows * sizeof(float);
 }
 
 cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
@@ -198,7 +301,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4)
+      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -230,11 +333,14 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.num_pools = p.num_pools;
   a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
-  if (nsplit > 1) {
-    a.part_o = static_cast<float*>(workspace);
-    a.part_lse = a.part_o + rows * kMlaLatentDim;
-  }
   const int hc = heads_per_cta(p);
+  const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc) : 0;
+  a.counters = nullptr;
+  if (nsplit > 1) {
+    a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
+    a.part_lse = a.part_o + rows * kMlaLatentDim;
+    if (combine == 3) a.counters = static_cast<int*>(workspace);
+  }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p);
@@ -247,7 +353,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
               : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
   } else
     err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
-  if (err != cudaSuccess || nsplit == 1) return err;
+  if (err != cudaSuccess || nsplit == 1 || combine == 3) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the
@@ -257,7 +363,9 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return cudaErrorInvalidDevice;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(out_rows));
+  const bool chunked = combine == 2;
+  if (chunked && out_rows * 4 > 0x7fffffff) return cudaErrorInvalidValue;
+  cfg.gridDim = dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows));
   cfg.blockDim = dim3(kMaxSplits);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = stream;
@@ -268,12 +376,22 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   cfg.numAttrs = major >= 9 ? 1 : 0;
   const float* part_o = a.part_o;
   const float* part_lse = a.part_lse;
-  err = cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  auto kernel = sparse_mla_combine;
+  if (chunked) {
+    const int per = (nsplit + 3) / 4;
+    kernel = per <= 1   ? sparse_mla_combine_chunked<1>
+             : per <= 2 ? sparse_mla_combine_chunked<2>
+             : per <= 4 ? sparse_mla_combine_chunked<4>
+             : per <= 8 ? sparse_mla_combine_chunked<8>
+             : per <= 16 ? sparse_mla_combine_chunked<16>
+                         : sparse_mla_combine_chunked<32>;
+  }
+  err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
   if (err != cudaSuccess && cfg.numAttrs > 0) {
     // A driver or virtualisation layer that refuses the attribute: clear the error, launch plainly.
     (void)cudaGetLastError();
     cfg.numAttrs = 0;
-    err = cudaLaunchKernelEx(&cfg, sparse_mla_combine, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+    err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
   }
   return err;
 }

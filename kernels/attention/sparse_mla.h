@@ -16,8 +16,9 @@
 //
 // Heads H in {8, 16, 32, 64, 128} run natively: the 32-token K tile sits on the MMA M side and the heads
 // on N (n8 tiles), so H = 8 wastes no MMA work on padding; the output is built as O^T = V^T P^T.
-// Small T (decode) splits each row's top-k across CTAs (flash-decoding) and a combine kernel merges the
-// partial results with their LSEs; the caller provides the workspace for the partials.
+// Small T (decode) splits each row's top-k across CTAs (flash-decoding) and a combine step merges the
+// partial results with their LSEs (a second kernel, or the last CTA of each row group: see
+// SparseMlaParams::combine); the caller provides the workspace for the partials and counters.
 // The launchers never synchronise the host and allocate nothing, so they can be captured in a CUDA graph.
 #pragma once
 
@@ -82,13 +83,37 @@ struct SparseMlaParams {
   const int32_t* row_pool = nullptr;
   int num_pools = 0;
   int pool_layer = 0;
+  // Appended in round 4: how the split partials are merged (nsplit > 1 only; same results whichever runs).
+  // 0 = automatic: the fused merge where each row group's partials are small (splits * heads per CTA
+  // <= kMlaFusedMaxPartials and T * H / heads_per_cta <= kMlaCombineCounters), else the chunked kernel;
+  // the environment variable GLM5RT_MLA_COMBINE=1 (or 2 / 3) overrides the automatic choice.
+  // 1 = round 3's combine kernel (one 128-thread block per (t, h) row, a PDL launch after the main kernel);
+  // 2 = chunked combine kernel (a block per (t, h) row and 128-dim quarter, every split's partial loaded
+  //     at once: one L2 round trip instead of nsplit / 8);
+  // 3 = fused: the last CTA of each (t, head group) to finish (a per-group atomic counter in the
+  //     workspace, reset by that CTA) merges the other splits' partials from L2 itself; no second launch.
+  //     Needs splits * heads_per_cta <= kMlaFusedMaxPartials and T * H / heads_per_cta <=
+  //     kMlaCombineCounters; elsewhere the launcher runs 2 instead.
+  int combine = 0;
 };
+
+// The first kMlaCombineCounterBytes of a workspace (when sparse_mla_workspace_size > 0) hold the fused
+// combine's per-row-group counters: they must be ZERO before the first call that uses the workspace
+// (cudaMemset once after allocating it); every call leaves them zero again (graph-safe, no clearing node).
+// The rest of the workspace (the partials) needs no initialisation.
+inline constexpr int kMlaCombineCounters = 4096;
+inline constexpr size_t kMlaCombineCounterBytes = kMlaCombineCounters * sizeof(int32_t);
+inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: partial rows one CTA merges
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
 // with the same parameters (and the same current device) as sparse_mla_forward.
 int sparse_mla_num_splits(const SparseMlaParams& p);
 size_t sparse_mla_workspace_size(const SparseMlaParams& p);
+// The merge sparse_mla_forward will run for these parameters: 0 = none (one split), else the
+// SparseMlaParams::combine value it resolves to (1, 2 or 3) after the automatic choice, the environment
+// override and the fused path's limits.
+int sparse_mla_combine_kind(const SparseMlaParams& p);
 
 // Validates the parameters (cudaErrorInvalidValue with nothing launched when they are wrong, including a
 // workspace smaller than sparse_mla_workspace_size) and enqueues the kernels on `stream`.

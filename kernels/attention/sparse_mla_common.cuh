@@ -35,6 +35,7 @@ struct KernelArgs {
   const int32_t* row_pool;
   int num_pools;
   int pool_layer;
+  int* counters;  // fused combine (SparseMlaParams::combine = 3): [T * H / HC] arrival counters, else nullptr
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -301,6 +302,112 @@ __device__ __forceinline__ void stage_outputs(const float (&acc)[MT][NT][4], con
   }
 }
 
+// A 16-byte L2 load (ld.global.cg) the compiler keeps where it is written: the combines issue every partial
+// load before the barriers that compute the weights, and nvcc sinks ordinary read-only loads past
+// bar.sync to their first use (measured in the PTX: one load, then its FMAs, then the next load).
+__device__ __forceinline__ float4 ld_cg_pinned(const float* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Fused combine (SparseMlaParams::combine = 3), after this CTA wrote its split's partial: the CTA that
+// finishes last among the nsplit CTAs of (t, head group hg) merges all their partials (L2-resident, read
+// with ld.cg) into out / lse. The arrival counter is reset by that CTA, so the next call (or graph replay)
+// finds it zero. Partials are small here by the plan (nsplit * HC <= kMlaFusedMaxPartials, enforced by the
+// launcher): its loads go out in batches of 16 per thread. Scratch = the free staging area (>= HC * kStgStride
+// floats).
+template <int HC, int NTHREADS>
+__device__ __forceinline__ void fused_combine(const KernelArgs& a, float* scratch, int t, int hg, int tid) {
+  __shared__ int s_last;
+  __threadfence();  // release: this thread's partial stores before the counter increment below
+  __syncthreads();
+  const int groups = a.num_heads / HC;
+  if (tid == 0) {
+    int* ctr = a.counters + static_cast<int64_t>(t) * groups + hg;
+    const int prev = atomicAdd(ctr, 1);
+    const int last = prev == a.nsplit - 1;
+    if (last) atomicExch(ctr, 0);  // every other CTA of the group has already counted itself
+    s_last = last;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // acquire: the other CTAs' partials (they fenced before counting)
+  const int64_t rows = static_cast<int64_t>(a.num_tokens) * a.num_heads;
+  const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;
+  const int ns = a.nsplit;
+  // This thread's (head, 4-dim) items (kItems of them, up to kMaxNs splits each: compile-time bounds from
+  // nsplit * HC <= kMlaFusedMaxPartials) in batches of at most 16 loads in flight: the first batch is
+  // issued under the LSE loads and the weights (8-head CTAs of 192 threads with 4 splits: 6 items x 4 loads,
+  // two batches; with 2 splits: one); 16 float4 = 64 registers, so that the 16-head kernels'
+  // 168-register budget (two CTAs per SM) holds without spills on sm_120.
+  constexpr int kMaxNs = kMlaFusedMaxPartials / HC;
+  constexpr int kItems = (HC * 128 + NTHREADS - 1) / NTHREADS;
+  constexpr int kBatchItems = 16 / kMaxNs < kItems ? 16 / kMaxNs : kItems;
+  constexpr int kBatches = (kItems + kBatchItems - 1) / kBatchItems;
+  float4 x[kBatchItems][kMaxNs];
+  auto load_batch = [&](int b) {
+#pragma unroll
+    for (int j = 0; j < kBatchItems; ++j) {
+      const int c = tid + (b * kBatchItems + j) * NTHREADS;
+      const int h = c >> 7, d = (c & 127) * 4;
+#pragma unroll
+      for (int s = 0; s < kMaxNs; ++s)
+        x[j][s] = c < HC * 128 && s < ns ? ld_cg_pinned(a.part_o + (s * rows + row0 + h) * kMlaLatentDim + d)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  load_batch(0);
+  float* w_s = scratch;               // [HC][ns] weights
+  float* fin_s = scratch + HC * ns;   // [HC] 1 / sum of weights (0 for an empty row)
+  for (int c = tid; c < HC * ns; c += NTHREADS) {
+    const int h = c / ns, s = c - h * ns;
+    w_s[c] = __ldcg(a.part_lse + s * rows + row0 + h);
+  }
+  __syncthreads();
+  if (tid < HC) {
+    float m = -__builtin_huge_valf();
+    for (int s = 0; s < ns; ++s) m = fmaxf(m, w_s[tid * ns + s]);
+    const float mu = m == -__builtin_huge_valf() ? 0.f : m;
+    float sum = 0.f;
+    for (int s = 0; s < ns; ++s) {
+      const float ls = w_s[tid * ns + s];
+      const float w = ls == -__builtin_huge_valf() ? 0.f : exp2f(ls - mu);
+      w_s[tid * ns + s] = w;
+      sum += w;
+    }
+    fin_s[tid] = sum > 0.f ? 1.f / sum : 0.f;
+    a.lse[row0 + tid] = sum > 0.f ? (m + log2f(sum)) * kLn2 : -__builtin_huge_valf();
+  }
+  __syncthreads();
+#pragma unroll
+  for (int b = 0; b < kBatches; ++b) {
+    if (b > 0) load_batch(b);
+#pragma unroll
+    for (int j = 0; j < kBatchItems; ++j) {
+      const int c = tid + (b * kBatchItems + j) * NTHREADS;
+      if (c >= HC * 128) break;
+      const int h = c >> 7, d = (c & 127) * 4;
+      const float inv = fin_s[h];
+      float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int s = 0; s < kMaxNs; ++s) {
+        const float w = s < ns ? w_s[h * ns + s] : 0.f;
+        o.x += w * x[j][s].x;
+        o.y += w * x[j][s].y;
+        o.z += w * x[j][s].z;
+        o.w += w * x[j][s].w;
+      }
+      uint2 packed;
+      packed.x = mma::pack_bf16x2(o.x * inv, o.y * inv);
+      packed.y = mma::pack_bf16x2(o.z * inv, o.w * inv);
+      *reinterpret_cast<uint2*>(a.out + (row0 + h) * kMlaLatentDim + d) = packed;
+    }
+  }
+}
+
 // Epilogue, part 2 (after a barrier that makes the staging complete): the HC heads of group hg of token t
 // -> out (bf16) and lse (natural log), or for nsplit > 1 -> the split's fp32 partial and log2 LSE.
 template <int HC, int NTHREADS>
@@ -328,6 +435,10 @@ __device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* 
           *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
     }
     if (tid < HC) a.part_lse[prow0 + tid] = lse_s[tid];
+    // Fused merge: only where it can run (nsplit >= 2, so HC <= 16); the 32-head kernels never compile it
+    // (their register budget, e.g. variant 3's 128, stays as it was).
+    if constexpr (kMlaFusedMaxPartials / HC >= 2)
+      if (a.counters != nullptr) fused_combine<HC, NTHREADS>(a, const_cast<float*>(stg), t, hg, tid);
   }
 }
 

@@ -56,6 +56,12 @@ struct Dev {
     MP_CUDA_REQUIRE(cudaMemcpy(static_cast<char*>(p) + at, h, bytes, cudaMemcpyHostToDevice));
   }
   void poison() { MP_CUDA_REQUIRE(cudaMemset(p, 0xFF, n)); }  // NaN bytes for floats and bf16
+  // A sparse MLA workspace: the fused combine's counters (zeroed once at allocation, left zero by every
+  // call) stay untouched, the partials are poisoned.
+  void poison_mla_workspace() {
+    if (n > gk::kMlaCombineCounterBytes)
+      MP_CUDA_REQUIRE(cudaMemset(static_cast<char*>(p) + gk::kMlaCombineCounterBytes, 0xFF, n - gk::kMlaCombineCounterBytes));
+  }
   template <typename T>
   std::vector<T> get(size_t count) const {
     std::vector<T> v(count);
@@ -109,6 +115,7 @@ struct MlaCase {
   int T = 8, H = 64, topk = 512;
   gk::MlaCacheFormat fmt = gk::MlaCacheFormat::kBf16;
   int variant = 0, splits = 0;
+  int combine = 0;  // SparseMlaParams::combine
 };
 
 // Rows are assigned to pools 0..2 at random; one extra row (when T >= 4) names pool 3, outside the table,
@@ -179,10 +186,12 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   base.softmax_scale = 0.0417f;
   base.num_splits = c.splits;
   base.kernel_variant = c.variant;
+  base.combine = c.combine;
   base.cache = table[0].base;  // for the workspace size only (the plan does not depend on the pool)
   base.num_slots = pool_slots[0];
   const size_t ws_bytes = gk::sparse_mla_workspace_size(base);
   Dev d_ws(ws_bytes);
+  MP_CUDA_REQUIRE(cudaMemset(d_ws.p, 0, d_ws.n));  // the fused combine's counters start at zero
 
   // Multi-pool run.
   gk::SparseMlaParams mp = base;
@@ -195,7 +204,7 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   REQUIRE(gk::sparse_mla_workspace_size(mp) == ws_bytes);
   d_out.poison();
   d_lse.poison();
-  d_ws.poison();
+  d_ws.poison_mla_workspace();
   MP_CUDA_REQUIRE(gk::sparse_mla_forward(mp, d_ws.p, ws_bytes, nullptr));
   MP_CUDA_REQUIRE(cudaDeviceSynchronize());
   const auto out = d_out.get<uint16_t>(n_out);
@@ -209,7 +218,7 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
     sp.num_slots = pool_slots[p];
     d_out.poison();
     d_lse.poison();
-    d_ws.poison();
+    d_ws.poison_mla_workspace();
     MP_CUDA_REQUIRE(gk::sparse_mla_forward(sp, d_ws.p, ws_bytes, nullptr));
     MP_CUDA_REQUIRE(cudaDeviceSynchronize());
     const auto ro = d_out.get<uint16_t>(n_out);
@@ -243,7 +252,9 @@ TEST_CASE("multi-pool sparse MLA equals each pool run alone (bf16 and FP8 record
       // Decode batch (the backend's case), heads of GLM-5 (64) and a small count; forced splits.
       check_mla_multi_pool(MlaCase{32, 64, 2048, fmt, variant, 0}, rng);
       check_mla_multi_pool(MlaCase{5, 16, 300, fmt, variant, 0}, rng);
-      check_mla_multi_pool(MlaCase{3, 8, 200, fmt, variant, 4}, rng);
+      // 8 heads x 4 splits: the fused combine by default; also with round 3's combine kernel and the
+      // chunked one.
+      for (int combine : {0, 1, 2}) check_mla_multi_pool(MlaCase{3, 8, 200, fmt, variant, 4, combine}, rng);
     }
   // Prefill-like row count, automatic plan.
   check_mla_multi_pool(MlaCase{130, 16, 256, gk::MlaCacheFormat::kBf16, 0, 0}, rng);

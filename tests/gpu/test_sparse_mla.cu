@@ -237,6 +237,9 @@ std::string describe(const Problem& pb) {
 }
 
 constexpr int kVariants[] = {1, 2, 3, 5, 0};
+// SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
+// allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases).
+constexpr int kCombines[] = {1, 2, 3};
 
 // Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
 void run_and_check(const Problem& pb) {
@@ -273,19 +276,28 @@ void run_and_check(const Problem& pb) {
     ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
   }
   DevBuf ws(ws_max);
+  // The fused combine's counters must be zero before the first call; every call leaves them zero (checked
+  // below: they are never cleared again, only the partials are poisoned).
+  if (ws_max) CUDA_REQUIRE(cudaMemset(ws.p, 0, glm5rt::kernels::kMlaCombineCounterBytes));
 
   // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, warp-specialized) and
-  // the automatic choice (0) on the same inputs and reference, twice each.
-  for (int run = 0; run < 2 * static_cast<int>(std::size(kVariants)); ++run) {
-    p.kernel_variant = kVariants[run / 2];
-    const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant);
+  // the automatic choice (0) on the same inputs and reference, once with each combine (round 3's kernel,
+  // the chunked kernel, the fused last-CTA merge; the automatic combine for the automatic variant).
+  for (int run = 0; run < static_cast<int>(std::size(kVariants) * std::size(kCombines)); ++run) {
+    p.kernel_variant = kVariants[run / std::size(kCombines)];
+    p.combine = kCombines[run % std::size(kCombines)];
+    if (p.kernel_variant == 0 && p.combine == 2) p.combine = 0;
+    const std::string variant_desc = std::string("kernel variant ") + std::to_string(p.kernel_variant) +
+                                     " combine " + std::to_string(p.combine);
     INFO(variant_desc);
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
     const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
     CHECK((nsplit > 1) == (ws_bytes > 0));
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
-    if (ws_bytes) CUDA_REQUIRE(cudaMemset(ws.p, 0xff, ws_bytes));
+    if (ws_bytes)
+      CUDA_REQUIRE(cudaMemset(static_cast<uint8_t*>(ws.p) + glm5rt::kernels::kMlaCombineCounterBytes, 0xff,
+                              ws_bytes - glm5rt::kernels::kMlaCombineCounterBytes));
     CUDA_REQUIRE(glm5rt::kernels::sparse_mla_forward(p, ws.p, ws_bytes, nullptr));
     CUDA_REQUIRE(cudaDeviceSynchronize());
     std::vector<uint16_t> ob(static_cast<size_t>(pb.T) * pb.H * 512);
@@ -339,10 +351,18 @@ void run_and_check(const Problem& pb) {
       }
     }
     const double global = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
-    MESSAGE(describe(pb), " kernel ", p.kernel_variant, " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
+    MESSAGE(describe(pb), " kernel ", p.kernel_variant, " combine ", p.combine, " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
             ", worst lse err ", worst_lse, ", bad rows ", bad);
     CHECK(bad == 0);
     CHECK(global <= 1e-2);
+  }
+  // The fused combine's counters are back to zero after every call (the next call depends on it).
+  if (ws_max) {
+    std::vector<int32_t> ctr(glm5rt::kernels::kMlaCombineCounters);
+    CUDA_REQUIRE(cudaMemcpy(ctr.data(), ws.p, glm5rt::kernels::kMlaCombineCounterBytes, cudaMemcpyDeviceToHost));
+    size_t nonzero = 0;
+    for (int32_t c : ctr) nonzero += c != 0;
+    CHECK_MESSAGE(nonzero == 0, nonzero, " fused-combine counters left non-zero");
   }
 }
 
@@ -399,6 +419,31 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
     pb.use_lengths = true;
     pb.kinds = {RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad};
     run_and_check(pb);
+  }
+}
+
+TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the combine kernels") {
+  struct Shape {
+    int T, H, splits, hc, topk;
+  };
+  // H = 8 with 2-4 splits (the T = 128 decode shape's plan: 2), 16 heads per CTA with 2, 8-head CTAs of
+  // H = 64 with 3; a T = 130 launch as at the decode shape (counters of many row groups at once).
+  for (const Shape& sh : {Shape{5, 8, 2, 0, 700}, Shape{4, 8, 3, 0, 300}, Shape{3, 8, 4, 0, 2048},
+                          Shape{4, 16, 2, 0, 500}, Shape{3, 64, 3, 8, 400}, Shape{130, 8, 2, 0, 96}}) {
+    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      Problem pb;
+      pb.T = sh.T;
+      pb.H = sh.H;
+      pb.topk = sh.topk;
+      pb.fmt = fmt;
+      pb.splits = sh.splits;
+      pb.heads_per_cta = sh.hc;
+      pb.num_slots = std::max(6000, 2 * sh.topk + 77);
+      pb.scale = 0.2f;
+      pb.use_lengths = true;
+      pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty};
+      run_and_check(pb);
+    }
   }
 }
 
@@ -476,6 +521,15 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 0;
   p.kernel_variant = 6;  // no such kernel (round 3 measured two variants 6 and removed both)
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 0;
+  p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
+  REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) <= (1u << 20));
+  p.combine = 4;  // no such combine
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.combine = -1;
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.combine = 0;
+  p.num_splits = 8;
   p.kernel_variant = 4;  // removed in round 3
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;

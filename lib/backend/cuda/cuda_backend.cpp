@@ -554,7 +554,12 @@ void CudaBackend::ensure_fast_workspace(const glm5k::RecordFormat& fmt) {
   if (mla <= mla_ws_.bytes() && topk <= topk_ws_.bytes()) return;
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   clear_graphs();
-  if (mla > mla_ws_.bytes()) mla_ws_.allocate(mla, "the sparse MLA split workspace");
+  if (mla > mla_ws_.bytes()) {
+    mla_ws_.allocate(mla, "the sparse MLA split workspace");
+    // Zeroed once: the fused combine's counters (its first kMlaCombineCounterBytes) must start at zero, and
+    // every sparse_mla_forward call leaves them zero.
+    check(cudaMemsetAsync(mla_ws_.get(), 0, mla_ws_.bytes(), stream_), "clearing the sparse MLA workspace");
+  }
   if (topk > topk_ws_.bytes()) {
     topk_ws_.allocate(topk, "the indexer top-k workspace");
     // Zeroed once: the indexer's kernels leave it zero after every call (no clearing node per call).
