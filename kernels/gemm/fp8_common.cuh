@@ -139,8 +139,10 @@ __device__ __forceinline__ uint32_t swiglu_quantize_group_warp(const __nv_bfloat
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const float2 gf = __bfloat1622float2(gp[i]), uf = __bfloat1622float2(up[i]);
-    h[2 * i] = gf.x / (1.0f + expf(-gf.x)) * uf.x;
-    h[2 * i + 1] = gf.y / (1.0f + expf(-gf.y)) * uf.y;
+    // Explicitly rounded operations: no FMA contraction that could differ between the two kernels that
+    // inline this (the fused prologue's result must have the SwiGLU kernel's bits).
+    h[2 * i] = __fmul_rn(__fdiv_rn(gf.x, __fadd_rn(1.0f, expf(-gf.x))), uf.x);
+    h[2 * i + 1] = __fmul_rn(__fdiv_rn(gf.y, __fadd_rn(1.0f, expf(-gf.y))), uf.y);
   }
   float amax = fmaxf(fmaxf(fabsf(h[0]), fabsf(h[1])), fmaxf(fabsf(h[2]), fabsf(h[3])));
   amax = warp_max(amax);

@@ -81,7 +81,19 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int g = 0, row_begin = 0, rows = p.max_rows;
   if (p.group_offsets) {
-    if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
+    const int active = *p.num_active;
+    if (static_cast<int>(blockIdx.y) >= active) {
+      if constexpr (COMBINE) {
+        // No active group at all (every id dropped and no shared expert): no warp would arrive at the
+        // counters, so the first row of blocks writes the combine (all zeros, as moe_combine would).
+        if (active == 0 && blockIdx.y == 0) {
+          if (early) pdl_wait_and_release();
+          const int col0 = blockIdx.x * kDecodeRows + warp * 16;
+          if (col0 < p.n) decode_fused_combine(p, col0, lane);
+        }
+      }
+      return;
+    }
     g = p.active_groups[blockIdx.y];
     row_begin = p.group_offsets[g];
     rows = p.group_offsets[g + 1] - row_begin;

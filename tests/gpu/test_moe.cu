@@ -294,6 +294,31 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   CHECK(eager_differ == 0);
   CHECK(graph_differ == 0);
   CHECK(n_new + fused_kernels == n_old);
+  {  // Edge: the caller's routing drops every id and there is no shared expert, so no group is active and
+     // no warp of the down GEMM arrives at the fused combine's counters: the output must still be written
+     // (zeros, as the separate combine writes), by both forms.
+    const size_t tk = static_cast<size_t>(p0.tokens) * p0.top_k;
+    DeviceBuffer<int> none_ids(tk);
+    DeviceBuffer<float> none_w(tk);
+    none_ids.upload(std::vector<int>(tk, -1));
+    none_w.upload(std::vector<float>(tk, 1.0f));
+    size_t nonzero = 0;
+    for (const k::MoeParams* base : {&p_old, &p_new}) {
+      k::MoeParams pe = *base;
+      pe.with_shared = false;
+      pe.topk_ids_in = none_ids.ptr;
+      pe.topk_weights_in = none_w.ptr;
+      pe.topk_ids_out = nullptr;
+      pe.topk_weights_out = nullptr;
+      dout.poison();
+      ws.poison();
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(k::moe_forward(pe, ws.ptr, ws_bytes, st));
+      CUDA_OK(cudaStreamSynchronize(st));
+      for (uint16_t v : dout.download()) nonzero += v != 0;
+    }
+    CHECK(nonzero == 0);
+  }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(g_old));
   CUDA_OK(cudaGraphDestroy(g_new));
