@@ -183,7 +183,7 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   }
   if (p.combine_counters &&
       (!p.group_offsets || !p.combine_out || !p.combine_slot_row || !p.combine_weights || p.combine_tokens < 1 ||
-       p.combine_top_k < 1 || p.part_rows % 16 != 0))
+       p.combine_top_k < 1 || p.part_rows % 16 != 0 || (reinterpret_cast<uintptr_t>(p.combine_out) & 3u) != 0))
     return cudaErrorInvalidValue;
   // The fused SwiGLU prologue: only with the fused combine (the instantiation that exists), identity row
   // map, whole 64-row blocks (block barriers), 1..8 rows per pass, 8-byte aligned bf16 rows of 2k values.

@@ -106,7 +106,7 @@ struct Fp8GemmParams {
   // The counters [ceil(n / 16)] must be zero when the kernel starts (the MoE front kernel zeroes them);
   // the last warp resets its counter to zero too.
   int* combine_counters = nullptr;     // null: no fused combine
-  __nv_bfloat16* combine_out = nullptr;  // [combine_tokens, n], row stride n
+  __nv_bfloat16* combine_out = nullptr;  // [combine_tokens, n], row stride n, 4-byte aligned
   int combine_tokens = 0;
   int combine_top_k = 0;
   const int* combine_slot_row = nullptr;      // [tokens, top_k]: C row of (t, k), < 0 if dropped

@@ -30,33 +30,42 @@ constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeA
 // fmaf(w, y, acc) over k in order from 0, then + the shared row, rounded to bf16 once.
 __device__ __forceinline__ void decode_fused_combine(const Fp8GemmParams& p, int col0, int lane) {
   const int shared_row0 = p.combine_shared_row_begin ? __ldcg(p.combine_shared_row_begin) : -1;
-  const unsigned short* y = reinterpret_cast<const unsigned short*>(p.c);
-  unsigned short* out = reinterpret_cast<unsigned short*>(p.combine_out);
+  // Pairs of adjacent columns (n and ldc are even): 8 items per token, so at T = 8 two per lane.
+  const uint32_t* y = reinterpret_cast<const uint32_t*>(p.c);
+  uint32_t* out = reinterpret_cast<uint32_t*>(p.combine_out);
+  const int ldc2 = p.ldc / 2, n2 = p.n / 2;
   constexpr int kChunk = 8;  // (t, k) entries whose loads are in flight together (L2 latency, not work)
-  for (int item = lane; item < p.combine_tokens * 16; item += 32) {
-    const int t = item / 16, col = col0 + item % 16;
-    if (col >= p.n) continue;
+  for (int item = lane; item < p.combine_tokens * 8; item += 32) {
+    const int t = item / 8, col2 = col0 / 2 + item % 8;
+    if (col2 >= n2) continue;
     const int* slots = p.combine_slot_row + static_cast<size_t>(t) * p.combine_top_k;
     const float* wts = p.combine_weights + static_cast<size_t>(t) * p.combine_top_k;
-    const unsigned short sv = shared_row0 >= 0 ? __ldcg(y + static_cast<size_t>(shared_row0 + t) * p.ldc + col) : 0;
-    float acc = 0.f;
+    const uint32_t sv = shared_row0 >= 0 ? __ldcg(y + static_cast<size_t>(shared_row0 + t) * ldc2 + col2) : 0u;
+    float acc0 = 0.f, acc1 = 0.f;
     for (int k0 = 0; k0 < p.combine_top_k; k0 += kChunk) {
       int row[kChunk];
       float w[kChunk];
-      unsigned short v[kChunk];
+      uint32_t v[kChunk];
 #pragma unroll
       for (int j = 0; j < kChunk; ++j) {
         row[j] = k0 + j < p.combine_top_k ? __ldcg(slots + k0 + j) : -1;
         w[j] = k0 + j < p.combine_top_k ? __ldcg(wts + k0 + j) : 0.f;
       }
 #pragma unroll
-      for (int j = 0; j < kChunk; ++j) v[j] = row[j] >= 0 ? __ldcg(y + static_cast<size_t>(row[j]) * p.ldc + col) : 0;
+      for (int j = 0; j < kChunk; ++j) v[j] = row[j] >= 0 ? __ldcg(y + static_cast<size_t>(row[j]) * ldc2 + col2) : 0u;
 #pragma unroll
       for (int j = 0; j < kChunk; ++j)  // k order; dropped slots skipped, as in moe_combine
-        if (row[j] >= 0) acc = fmaf(w[j], __uint_as_float(static_cast<uint32_t>(v[j]) << 16), acc);
+        if (row[j] >= 0) {
+          acc0 = fmaf(w[j], __uint_as_float(v[j] << 16), acc0);
+          acc1 = fmaf(w[j], __uint_as_float(v[j] & 0xffff0000u), acc1);
+        }
     }
-    if (shared_row0 >= 0) acc += __uint_as_float(static_cast<uint32_t>(sv) << 16);
-    out[static_cast<size_t>(t) * p.n + col] = __bfloat16_as_ushort(__float2bfloat16_rn(acc));
+    if (shared_row0 >= 0) {
+      acc0 += __uint_as_float(sv << 16);
+      acc1 += __uint_as_float(sv & 0xffff0000u);
+    }
+    const __nv_bfloat162 o = __floats2bfloat162_rn(acc0, acc1);
+    out[static_cast<size_t>(t) * n2 + col2] = *reinterpret_cast<const uint32_t*>(&o);
   }
 }
 
