@@ -1,5 +1,7 @@
 // Benchmark of the lightning-indexer kernels (scores + top-k, k = 2048) on an H200 or any CUDA GPU.
-// Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick]
+// Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick] [--b1]
+// --b1: batch-1 decode only, contexts 1K, 8K, 32K, 128K, both key formats (round 4's old-vs-new check:
+// total_r3_us / total_r4_us = launch_indexer with the round-3 / round-4 paths forced, same process).
 // Cases: decode batch 1 and 32 at context 1K..200K, prefill 4K x 4K causal, FP8 and bf16 keys. Each case
 // replays a CUDA graph of several calls over rotating inputs (different pages and queries, more bytes
 // than the L2 holds), so launch overhead and cache reuse stay out; the median of the replays is reported.
@@ -69,6 +71,7 @@ struct Case {
 struct Result {
   Case c;
   int rows = 0, rotations = 0;
+  double total_r3_us = 0, total_r4_us = 0, total_reg4_us = 0, topk_reg4_us = 0, scores_r3_us = 0;
   double total_us = 0, total_fused_us = 0, total_unfused_us = 0, total_reg_us = 0, total_r1_us = 0, topk_reg_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
 };
 
@@ -185,8 +188,10 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   CHECK_CUDA(cudaStreamSynchronize(stream));
   CHECK_CUDA(cudaGetLastError());
 
+  int early_pages = -1;  // ScoreParams::early_pages of params(): -1 default, 0 round 3, 1 round 4
   auto params = [&](int r) {
     ki::ScoreParams p;
+    p.early_pages = early_pages;
     p.rows.num_rows = T;
     p.rows.row_seq = row_seq;
     p.rows.row_len = row_len;
@@ -221,6 +226,19 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   res.total_us = time_graph_us(stream, rot, [&](int r) {
     CHECK_CUDA(ki::launch_indexer(params(r), k, out, nullptr, ws, ws_bytes, stream));
   });
+  // Round 3's and round 4's choices forced, whatever the default: the scores prologue (early_pages) and,
+  // where the register select runs, its first histogram (row_kernel 1: one copy, 2: three copies).
+  const bool reg_case = c.context > k && c.context <= ki::kRegSelectMaxRowLen;
+  early_pages = 0;
+  res.total_r3_us = time_graph_us(stream, rot, [&](int r) {
+    CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, -1, reg_case ? 1 : -1, stream));
+  });
+  res.scores_r3_us = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_scores(params(r), stream)); });
+  early_pages = 1;
+  res.total_r4_us = time_graph_us(stream, rot, [&](int r) {
+    CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, -1, reg_case ? 2 : -1, stream));
+  });
+  early_pages = -1;
   // Where the fused kernel can run, the same call with it forced and with it refused (scores kernel +
   // top-k kernel), measured in the same run whatever launch_indexer chose.
   ki::ScoreParams p0 = params(0);
@@ -235,8 +253,20 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   // Rows short enough for the register select (round 3): scores + register select (PDL) against scores +
   // the round-1 row kernel, and the register select alone, whatever the planner chose.
   if (c.context <= ki::kRegSelectMaxRowLen) {
+    early_pages = 0;  // +reg: round 3 exactly
     res.total_reg_us = time_graph_us(stream, rot, [&](int r) {
       CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 1, stream));
+    });
+    early_pages = 1;  // +reg4: round 4
+    res.total_reg4_us = time_graph_us(stream, rot, [&](int r) {
+      CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 2, stream));
+    });
+    early_pages = -1;
+    res.topk_reg4_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 0;
+      tp.row_kernel = 2;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
     });
     res.total_r1_us = time_graph_us(stream, rot, [&](int r) {
       CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 0, stream));
@@ -298,15 +328,16 @@ std::string json_escape(const std::string& s) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT.json [--commit SHA] [--command TEXT] [--quick]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s OUT.json [--commit SHA] [--command TEXT] [--quick] [--b1]\n", argv[0]);
     return 2;
   }
   std::string out_path = argv[1], commit = "unknown", command = "bench_indexer";
-  bool quick = false;
+  bool quick = false, b1 = false;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--command") && i + 1 < argc) command = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--b1")) b1 = true;
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -317,12 +348,16 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, copy bandwidth %.0f GB/s (read + write)\n", prop.name, prop.multiProcessorCount, bw);
 
   std::vector<Case> cases;
-  const std::vector<int> contexts = quick ? std::vector<int>{8192} : std::vector<int>{1024, 8192, 32768, 131072, 202752};
+  const std::vector<int> contexts = quick ? std::vector<int>{8192}
+                                    : b1  ? std::vector<int>{1024, 8192, 32768, 131072}
+                                          : std::vector<int>{1024, 8192, 32768, 131072, 202752};
   for (ki::KeyFormat fmt : {ki::KeyFormat::kFp8, ki::KeyFormat::kBf16}) {
     const char* f = fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16";
-    for (int batch : {1, 32})
+    for (int batch : {1, 32}) {
+      if (b1 && batch != 1) continue;
       for (int ctx : contexts) cases.push_back({std::string("decode_") + f + "_b" + std::to_string(batch) + "_ctx" + std::to_string(ctx), fmt, batch, ctx, 0});
-    cases.push_back({std::string("prefill_") + f + "_4096x4096", fmt, 0, 4096, 4096});
+    }
+    if (!b1) cases.push_back({std::string("prefill_") + f + "_4096x4096", fmt, 0, 4096, 4096});
   }
   std::vector<Result> results;
   for (const Case& c : cases) {
@@ -330,8 +365,16 @@ int main(int argc, char** argv) {
     const Result& r = results.back();
     std::printf("%-28s total %9.2f us (fused %7.2f unfused %7.2f; +reg %7.2f +r1 %7.2f)  scores %9.2f  topk %9.2f (row %9.2f reg %7.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
                 r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_reg_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
+    std::printf("%-28s round 3 %8.2f us  round 4 %8.2f us  (scores r3 %7.2f r4 %7.2f; +reg r3 %7.2f r4 %7.2f; reg alone r3 %7.2f r4 %7.2f)\n",
+                "", r.total_r3_us, r.total_r4_us, r.scores_r3_us, r.scores_us, r.total_reg_us, r.total_reg4_us, r.topk_reg_us, r.topk_reg4_us);
     std::fflush(stdout);
   }
+  // Summary last (the device call's output tail): round 3 against round 4, same process, per case.
+  std::printf("\nsummary (us; total = scores + top-k, one call; scores alone r3 / default; register select alone r3 / r4)\n");
+  std::printf("  %-28s %8s %8s %8s | %8s %8s | %8s %8s\n", "case", "total r3", "total r4", "default", "scores3", "scores", "reg r3", "reg r4");
+  for (const Result& r : results)
+    std::printf("  %-28s %8.2f %8.2f %8.2f | %8.2f %8.2f | %8.2f %8.2f\n", r.c.name.c_str(), r.total_r3_us, r.total_r4_us, r.total_us,
+                r.scores_r3_us, r.scores_us, r.topk_reg_us, r.topk_reg4_us);
 
   char date[64];
   const std::time_t now = std::time(nullptr);
@@ -349,11 +392,11 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     std::fprintf(f,
                  "    {\"name\": \"%s\", \"format\": \"%s\", \"kind\": \"%s\", \"batch\": %d, \"rows\": %d, \"context\": %d, "
-                 "\"rotations\": %d, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
+                 "\"rotations\": %d, \"total_r3_us\": %.3f, \"total_r4_us\": %.3f, \"total_reg4_us\": %.3f, \"topk_reg4_us\": %.3f, \"scores_r3_us\": %.3f, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
                  "\"topk_split_us\": %.3f, \"bytes\": %.0f, "
                  "\"floor_us\": %.3f, \"ratio_to_floor\": %.3f, \"score_tflops\": %.2f}%s\n",
                  r.c.name.c_str(), r.c.fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16", r.c.prefill_rows ? "prefill" : "decode",
-                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
+                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_r3_us, r.total_r4_us, r.total_reg4_us, r.topk_reg4_us, r.scores_r3_us, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
                  r.total_us / r.floor_us, r.flops / (r.scores_us * 1e-6) / 1e12, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");

@@ -13,7 +13,26 @@
 #include "kernels/indexer/indexer_internal.hpp"
 #include "kernels/indexer/indexer_params.hpp"
 
+#include <cstdlib>
+
 namespace glm5rt::kernels::indexer {
+
+namespace detail {
+
+// The one-line flip back to round 3: return false here (or set GLM5RT_INDEXER_ROUND4=0).
+bool round4_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_INDEXER_ROUND4");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
+bool reg_select_copies(const TopkParams& p) { return p.row_kernel == 2 || (p.row_kernel == -1 && round4_default()); }
+
+bool scores_early_pages(const ScoreParams& p) { return p.early_pages == 1 || (p.early_pages == -1 && round4_default()); }
+
+}  // namespace detail
 
 cudaError_t launch_indexer_ex(const ScoreParams& sp, int k, int32_t* out_slots, float* out_scores, void* topk_workspace,
                               size_t topk_workspace_bytes, int fused, int row_kernel, cudaStream_t stream) {

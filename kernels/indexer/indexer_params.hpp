@@ -72,6 +72,10 @@ struct ScoreParams {
   const KeyPool* seq_pools = nullptr;
   int num_pools = 0;
   int pool_layer = 0;
+  // Appended (round 4): decode scores load the first chunk's page ids before staging q (single key pool
+  // only). -1: the default (on unless the environment sets GLM5RT_INDEXER_ROUND4=0), 0: off (round 3),
+  // 1: on. Results are identical either way; only the order of the loads changes.
+  int early_pages = -1;
 };
 
 struct TopkParams {
@@ -88,7 +92,9 @@ struct TopkParams {
   size_t workspace_bytes = 0;
   int split = -1;
   // Which one-block-per-row kernel: -1 choose, 0 the radix kernel that streams the row from L2 (any
-  // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3).
+  // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3),
+  // 2 the register select with three lane-private copies of its first histogram (round 4). Where -1
+  // chooses the register select it takes 2, or 1 when the environment sets GLM5RT_INDEXER_ROUND4=0.
   int row_kernel = -1;
 };
 

@@ -207,31 +207,112 @@ __global__ void __launch_bounds__(kWarps * 32)
   const RowLayout& rows = p.rows;
   const int row0 = blockIdx.y * kRows;
   const float inv_sqrt_d = 0.08838834764831845f;  // 128^-0.5
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int page_size = rows.page_size;
 
-  if (threadIdx.x < kRows) {
-    const int row = row0 + threadIdx.x;
-    row_len_s[threadIdx.x] = row < rows.num_rows ? rows.row_len[row] : 0;
-    const int seq = row < rows.num_rows ? rows.row_seq[row] : -1;
-    row_seq_s[threadIdx.x] = seq;
-    row_cache_s[threadIdx.x] = key_pool_of(p, seq);
-  }
-  for (int idx = threadIdx.x; idx < kRows * kHeads * kChunks; idx += blockDim.x) {
+  // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
+  // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
+  int next_page[kSub][2][2];
+  bool have_next_page = false;
+  constexpr bool kPrefetch = kRows == 1 && kMode != kFused;  // fused blocks own exactly one chunk
+
+  constexpr int kQChunks = kRows * kHeads * kChunks, kThreads = kWarps * 32;
+  auto q_src = [&](int idx) -> uint4 {
+    const int row = row0 + idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
+    if (row >= rows.num_rows) return make_uint4(0, 0, 0, 0);
+    return __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.q) + static_cast<int64_t>(row) * kRowQBytes +
+                                                h * Fmt::kHeadBytes + j * 16));
+  };
+  auto q_dst = [&](int idx) -> uint4* {
     const int r = idx / (kHeads * kChunks), h = (idx / kChunks) % kHeads, j = idx % kChunks;
-    const int row = row0 + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (row < rows.num_rows)
-      v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.q) +
-                                               static_cast<int64_t>(row) * kRowQBytes + h * Fmt::kHeadBytes + j * 16));
-    *reinterpret_cast<uint4*>(q_smem + r * kRowQBytes + q_chunk_offset<F>(h, j)) = v;
-  }
-  for (int idx = threadIdx.x; idx < kRows * kHeads; idx += blockDim.x) {
-    const int r = idx / kHeads, h = idx % kHeads, row = row0 + r;
-    float w = 0.f;
-    if (row < rows.num_rows) {
-      w = p.weights[static_cast<int64_t>(row) * kHeads + h] * inv_sqrt_d;
-      if constexpr (F == KeyFormat::kFp8) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
+    return reinterpret_cast<uint4*>(q_smem + r * kRowQBytes + q_chunk_offset<F>(h, j));
+  };
+  auto stage_rows = [&] {
+    if (threadIdx.x < kRows) {
+      const int row = row0 + threadIdx.x;
+      row_len_s[threadIdx.x] = row < rows.num_rows ? rows.row_len[row] : 0;
+      const int seq = row < rows.num_rows ? rows.row_seq[row] : -1;
+      row_seq_s[threadIdx.x] = seq;
+      row_cache_s[threadIdx.x] = key_pool_of(p, seq);
     }
-    w_smem[r][h] = w;
+  };
+  if (p.early_pages == 1) {
+    // Round 4. Warps issue in order, so a load whose address waits on another load (page id <- row_seq)
+    // or a store that waits on its data stalls every later instruction of the warp. Hence: first every
+    // independent load (all of this thread's q chunks, its weight and q scale), then the dependent chain
+    // of decode blocks with one key pool (row length and sequence -> the first chunk's page ids, which
+    // round 3 read only after staging and two barriers), then the row bookkeeping, then the stores.
+    // The chain per block becomes row_seq -> page id -> key (three latencies) with q, w beside it; round 3
+    // had q, q (FP8; four q loads for bf16, each waiting for the one before), w, barriers, page id, key.
+    constexpr int kQIters = (kQChunks + kThreads - 1) / kThreads;
+    constexpr int kWIters = (kRows * kHeads + kThreads - 1) / kThreads;
+    uint4 qv[kQIters];
+    float wv[kWIters], sv[kWIters];
+    int my_len = 0, my_seq = -1;  // threads < kRows: their row's length and sequence (stored below)
+    if (threadIdx.x < kRows && row0 + static_cast<int>(threadIdx.x) < rows.num_rows) {
+      my_len = __ldg(rows.row_len + row0 + threadIdx.x);
+      my_seq = __ldg(rows.row_seq + row0 + threadIdx.x);
+    }
+#pragma unroll
+    for (int i = 0; i < kQIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      qv[i] = idx < kQChunks ? q_src(idx) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kWIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads, row = row0 + idx / kHeads, h = idx % kHeads;
+      const bool ok = idx < kRows * kHeads && row < rows.num_rows;
+      wv[i] = ok ? __ldg(p.weights + static_cast<int64_t>(row) * kHeads + h) : 0.f;
+      sv[i] = (ok && F == KeyFormat::kFp8) ? __ldg(p.q_scale + static_cast<int64_t>(row) * kHeads + h) : 1.f;
+    }
+    if constexpr (kPrefetch && kMode == kPlain) {  // the split path's histogram scores (32K+) keep round 3's order
+      if (p.seq_pools == nullptr && row0 < rows.num_rows) {
+        const int len = __ldg(rows.row_len + row0);
+        const int32_t* table = rows.block_tables + static_cast<int64_t>(__ldg(rows.row_seq + row0)) * rows.block_table_stride;
+        const int key0 = blockIdx.x * kKeysPerChunk + warp * 32 * kSub;
+#pragma unroll
+        for (int st = 0; st < kSub; ++st)
+#pragma unroll
+          for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int key = key0 + st * 32 + m * 16 + half * 8 + g;
+              next_page[st][m][half] = key < len ? __ldg(table + key / page_size) : 0;
+            }
+        have_next_page = true;
+      }
+    }
+    if (threadIdx.x < kRows) {  // stage_rows() with the loads issued above
+      row_len_s[threadIdx.x] = my_len;
+      row_seq_s[threadIdx.x] = my_seq;
+      row_cache_s[threadIdx.x] = key_pool_of(p, my_seq);
+    }
+#pragma unroll
+    for (int i = 0; i < kQIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      if (idx < kQChunks) *q_dst(idx) = qv[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kWIters; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      if (idx < kRows * kHeads) {
+        float w = wv[i] * inv_sqrt_d;  // the same operations in the same order as below: identical scores
+        if constexpr (F == KeyFormat::kFp8) w *= sv[i];
+        w_smem[idx / kHeads][idx % kHeads] = w;
+      }
+    }
+  } else {  // round 3's order
+    stage_rows();
+    for (int idx = threadIdx.x; idx < kQChunks; idx += blockDim.x) *q_dst(idx) = q_src(idx);
+    for (int idx = threadIdx.x; idx < kRows * kHeads; idx += blockDim.x) {
+      const int r = idx / kHeads, h = idx % kHeads, row = row0 + r;
+      float w = 0.f;
+      if (row < rows.num_rows) {
+        w = p.weights[static_cast<int64_t>(row) * kHeads + h] * inv_sqrt_d;
+        if constexpr (F == KeyFormat::kFp8) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
+      }
+      w_smem[r][h] = w;
+    }
   }
   __syncthreads();
   // Keys are loaded once per sequence for all rows of the group: bound = longest such row.
@@ -245,14 +326,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   int group_max_len = 0;
   for (int r = 0; r < kRows; ++r) group_max_len = max(group_max_len, row_len_s[r]);
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int page_size = rows.page_size;
-
-  // Decode blocks walk many chunks of one row: the page ids of the next chunk are fetched while the
-  // current chunk's keys are in flight, so each chunk waits on one memory latency, not two.
-  int next_page[kSub][2][2];
-  bool have_next_page = false;
-  constexpr bool kPrefetch = kRows == 1 && kMode != kFused;  // fused blocks own exactly one chunk
   for (int chunk = blockIdx.x; chunk < num_chunks; chunk += gridDim.x) {
     if (chunk * kKeysPerChunk >= group_max_len) break;  // chunks only grow: nothing left for this block
     const int warp_key0 = chunk * kKeysPerChunk + warp * 32 * kSub;
@@ -412,7 +485,9 @@ cudaError_t launch_scores(const ScoreParams& p, cudaStream_t stream, const TailA
     grid_x = min(num_chunks, max(1, (target + grid_y - 1) / grid_y));
   }
   if (grid_y > 65535) return cudaErrorInvalidValue;
-  indexer_scores_kernel<F, kWarps, kRows, kSub, kMode><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(p, num_chunks, tx);
+  ScoreParams pk = p;
+  pk.early_pages = detail::scores_early_pages(p) ? 1 : 0;
+  indexer_scores_kernel<F, kWarps, kRows, kSub, kMode><<<dim3(grid_x, grid_y), kWarps * 32, 0, stream>>>(pk, num_chunks, tx);
   return cudaGetLastError();
 }
 
@@ -425,11 +500,13 @@ cudaError_t launch_fused(const ScoreParams& p, const TailArgs& tx, cudaStream_t 
   const int num_chunks = (p.rows.max_row_len + kKeys - 1) / kKeys;
   const size_t dyn = p.rows.max_row_len > tx.k ? static_cast<size_t>(indexer_score_stride(p.rows.max_row_len)) * 4 : 0;
   auto kernel = indexer_scores_kernel<F, kWarps, 1, 1, kFused>;
+  ScoreParams pk = p;
+  pk.early_pages = detail::scores_early_pages(p) ? 1 : 0;
   if (dyn > 0) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn));
     if (err != cudaSuccess) return err;
   }
-  kernel<<<dim3(max(num_chunks, 1), p.rows.num_rows), kWarps * 32, dyn, stream>>>(p, num_chunks, tx);
+  kernel<<<dim3(max(num_chunks, 1), p.rows.num_rows), kWarps * 32, dyn, stream>>>(pk, num_chunks, tx);
   return cudaGetLastError();
 }
 
@@ -441,7 +518,8 @@ namespace detail {
 
 cudaError_t check_scores(const ScoreParams& p) {
   const RowLayout& rows = p.rows;
-  if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0) return cudaErrorInvalidValue;
+  if (rows.num_rows < 0 || rows.max_row_len < 0 || rows.page_size <= 0 || p.early_pages < -1 || p.early_pages > 1)
+    return cudaErrorInvalidValue;
   if (rows.num_rows == 0 || rows.max_row_len == 0) return cudaSuccess;
   const bool multi = p.seq_pools != nullptr;  // per-sequence pools: key_cache unused, the table checked on the device
   if (multi && (p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;

@@ -389,9 +389,9 @@ namespace detail {
 cudaError_t check_topk(const TopkParams& p) {
   const RowLayout& rows = p.rows;
   if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1 ||
-      p.row_kernel < -1 || p.row_kernel > 1)
+      p.row_kernel < -1 || p.row_kernel > 2)
     return cudaErrorInvalidValue;
-  if (p.row_kernel == 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
+  if (p.row_kernel >= 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   if (rows.num_rows == 0) return cudaSuccess;
   if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.scores || !p.out_slots) return cudaErrorInvalidValue;
   if ((reinterpret_cast<uintptr_t>(p.scores) & 15u) != 0 || p.score_stride % 4 != 0 || p.score_stride < rows.max_row_len)
@@ -415,7 +415,7 @@ bool use_split(const TopkParams& p) {
 // row needs a selection (max_row_len <= k) the round-1 kernel's short-row path is faster (1.40 against
 // 2.06 us at 1K), so it stays there.
 bool use_reg_select(const TopkParams& p) {
-  return p.row_kernel == 1 || (p.row_kernel == -1 && p.rows.max_row_len > p.k && p.rows.max_row_len <= kRegSelectMaxRowLen);
+  return p.row_kernel >= 1 || (p.row_kernel == -1 && p.rows.max_row_len > p.k && p.rows.max_row_len <= kRegSelectMaxRowLen);
 }
 
 cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores) {

@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -140,7 +142,8 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
     for (int pos : ref) want.insert(tables.slot(t, pos));
     int padding = 0;
     bool scores_ok = true;
-    std::set<int32_t> ref_slots(want.begin(), want.end());
+    std::map<int32_t, int> pos_of_slot;  // the reference positions by slot (a linear search per entry was O(k^2))
+    for (int pos2 : ref) pos_of_slot.emplace(tables.slot(t, pos2), pos2);
     for (int i = 0; i < k; ++i) {
       const int32_t s = out[static_cast<size_t>(t) * k + i];
       const float sc = out_scores[static_cast<size_t>(t) * k + i];
@@ -151,15 +154,13 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
       }
       got.insert(s);
       // the score returned must be the row's score at that slot's position
-      const int pos = [&] {
-        for (int pos2 : ref)
-          if (tables.slot(t, pos2) == s) return pos2;
-        return -1;
-      }();
+      const auto found = pos_of_slot.find(s);
+      const int pos = found == pos_of_slot.end() ? -1 : found->second;
       scores_ok &= pos >= 0 && !std::isnan(sc) && ki::detail::order_key(sc) == ki::detail::order_key(rows_scores[t][pos]);
     }
     INFO("row " << t << " len " << lens[t] << " k " << k << " page size " << page_size
-                << (split == 1 ? " (split path)" : row_kernel == 1 ? " (register select)" : " (one block per row)"));
+                << (split == 1 ? " (split path)" : row_kernel == 1 ? " (register select)"
+                                   : row_kernel == 2 ? " (register select, histogram copies)" : " (one block per row)"));
     CHECK(padding == std::max(0, k - lens[t]));
     CHECK(got == want);
     CHECK(scores_ok);
@@ -172,9 +173,11 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
   check_topk_rows_path(rows_scores, k, rng, 1);
 }
 
-// The register select (one block per row, rows of at most 16384 keys in registers).
+// The register select (one block per row, rows of at most 16384 keys in registers): round 3's (one first
+// histogram, row_kernel 1) and round 4's (three lane-private copies of it, row_kernel 2).
 void check_topk_rows_reg(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int page_size = 64) {
   check_topk_rows_path(rows_scores, k, rng, 0, 1, page_size);
+  check_topk_rows_path(rows_scores, k, rng, 0, 2, page_size);
 }
 
 }  // namespace
@@ -242,6 +245,52 @@ TEST_CASE("indexer register select equals the CPU reference exactly (rows up to 
     for (auto& v : ties) v = static_cast<float>(small(rng));
     rows.push_back(ties);
     for (int page_size : {1, 16, 48, 64, 100}) check_topk_rows_reg(rows, 2048, rng, page_size);
+  }
+  SUBCASE("rows of at most 8K keys (round 4's kernels: histogram copies, sign split): edges of the split") {
+    // Launches whose longest row is <= 8192 run round 4's kernels for row_kernel 2 (longer ones run round
+    // 3's), so every shape here stays within 8K. The sign split puts the k-th key among the keys >= 0 when
+    // at least k exist: rows with k - 1, k, k + 1 of them, distinct and tied, both zeros, one sign only.
+    const int k = 2048;
+    std::vector<std::vector<float>> rows;
+    for (int n : {3000, 8192}) {
+      for (int m : {0, 1, k - 1, k, k + 1, n - 1, n}) {
+        std::vector<float> r(n), t(n);
+        for (int i = 0; i < n; ++i) {
+          r[i] = i < m ? std::fabs(normal(rng)) : -std::fabs(normal(rng)) - 1e-3f;
+          t[i] = i < m ? ((small(rng) & 1) ? 0.f : 1.f) : ((small(rng) & 1) ? -1.f : -2.f);
+        }
+        std::shuffle(r.begin(), r.end(), rng);
+        std::shuffle(t.begin(), t.end(), rng);
+        rows.push_back(r);
+        rows.push_back(t);
+      }
+      std::vector<float> z(n);
+      for (auto& v : z) v = (small(rng) & 1) ? 0.f : -0.f;
+      rows.push_back(z);
+      std::vector<float> zm(n);
+      for (auto& v : zm) v = (small(rng) & 3) ? ((small(rng) & 1) ? 0.f : -0.f) : -1e-30f;
+      rows.push_back(zm);
+      rows.push_back(std::vector<float>(n, -3.f));
+      std::vector<float> one_top(n, -0.5f);
+      one_top[n / 2] = 2.f;
+      rows.push_back(one_top);
+      std::vector<float> extremes = random_row(n);
+      extremes[1] = 3e38f;
+      extremes[2] = -3e38f;
+      extremes[3] = 1e-40f;
+      extremes[4] = -1e-40f;
+      rows.push_back(extremes);
+      for (auto& v : one_top) v = 1.f + 1e-7f * static_cast<float>(small(rng));  // a few ulps apart, one sign
+      rows.push_back(one_top);
+    }
+    for (int n : {1, 700, 2048, 2049}) rows.push_back(random_row(n));
+    check_topk_rows_reg(rows, k, rng);
+    std::vector<std::vector<float>> rows4;  // the same shapes in a launch of the 4K-wide kernel
+    for (const auto& r : rows)
+      if (r.size() <= 4096) rows4.push_back(r);
+    check_topk_rows_reg(rows4, k, rng);
+    for (int page_size : {1, 16, 100}) check_topk_rows_reg(rows, k, rng, page_size);
+    for (int kk : {1, 100, 4096}) check_topk_rows_reg(rows, kk, rng);
   }
   SUBCASE("other k: 1, 100, 4096") {
     std::vector<std::vector<float>> rows;
@@ -335,7 +384,9 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   p.rows.max_row_len = ki::kRegSelectMaxRowLen + 1;
   p.score_stride = ki::kRegSelectMaxRowLen + 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
-  p.row_kernel = 2;
+  p.row_kernel = 2;  // round 4's register select: same limit
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.row_kernel = 3;
   p.rows.max_row_len = 4;
   p.score_stride = 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
@@ -343,6 +394,8 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   sp.rows.num_rows = 1;
   sp.rows.max_row_len = 8;
   CHECK(ki::launch_indexer_scores(sp, nullptr) == cudaErrorInvalidValue);  // null pointers
+  sp.early_pages = 2;
+  CHECK(ki::launch_indexer_scores(sp, nullptr) == cudaErrorInvalidValue);
 }
 
 namespace {
@@ -353,6 +406,7 @@ struct DeviceProblem {
   DeviceBuffer<int32_t> seqs, lens, tables;
   int64_t stride;
   DeviceBuffer<float> scores;
+  int early_pages = -1;  // ScoreParams::early_pages of every call
   explicit DeviceProblem(const Problem& p)
       : cache(p.cache), q(p.q), q_scale(p.q_scale), w(p.w), seqs(p.row_seq), lens(p.row_len), tables(p.block_tables),
         stride(ki::indexer_score_stride(p.max_row_len())), scores(static_cast<size_t>(p.rows()) * stride) {
@@ -374,16 +428,29 @@ struct DeviceProblem {
     sp.key_cache = cache.ptr;
     sp.scores = scores.ptr;
     sp.score_stride = stride;
+    sp.early_pages = early_pages;
     return sp;
   }
 };
 
-// GPU scores vs the double reference on the same quantized values. Returns the relative L2 error.
+// GPU scores vs the double reference on the same quantized values, with the round-3 prologue
+// (early_pages 0) and round 4's (1): both must also give bit-identical scores. Returns the relative L2 error.
 double check_scores(const Problem& p, double max_rel_l2) {
   DeviceProblem d(p);
+  d.early_pages = 0;
+  CUDA_OK(ki::launch_indexer_scores(d.params(p), nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto scores_r3 = d.scores.download();
+  d.scores.fill_bytes(0xFF);
+  d.early_pages = 1;
   CUDA_OK(ki::launch_indexer_scores(d.params(p), nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto scores = d.scores.download();
+  bool identical = true;
+  for (int t = 0; t < p.rows(); ++t)
+    for (int j = 0; j < p.row_len[t]; ++j)
+      identical &= std::memcmp(&scores[static_cast<size_t>(t) * d.stride + j], &scores_r3[static_cast<size_t>(t) * d.stride + j], 4) == 0;
+  CHECK_MESSAGE(identical, "scores with early_pages 1 differ from early_pages 0");
   double err2 = 0, ref2 = 0;
   bool finite = true;
   for (int t = 0; t < p.rows(); ++t)
@@ -570,6 +637,10 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       const auto fused = run_pipeline(p, d, k, 1, true, 3, fmt == KeyFormat::kBf16 ? "bf16 fused" : "fp8 fused");
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "unfused, one block per row");
       CHECK_MESSAGE(same_sets(fused, rows, p.rows(), k), "fused and unfused top-k differ");
+      d.early_pages = 0;  // round 3's scores prologue
+      const auto fused_r3 = run_pipeline(p, d, k, 1, true, 2, "fused, early_pages 0");
+      d.early_pages = -1;
+      CHECK_MESSAGE(same_sets(fused, fused_r3, p.rows(), k), "fused top-k differs between early_pages 0 and default");
       for (int t : {4, 5}) check_recall(p, fused, k, t, fmt);
     }
   }
@@ -598,21 +669,36 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       const Problem p = make_problem(fmt, {1, 700, 2048, 2049, 8192, 16384}, {0, 1, 2, 3, 4, 5, 4},
                                      {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
       DeviceProblem d(p);
+      // Round 3 (early_pages 0, row_kernel 1) and round 4 (early_pages 1, row_kernel 2), same problem.
+      d.early_pages = 0;
       const auto reg = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select" : "fp8 register select", 1);
+      d.early_pages = 1;
+      const auto reg4 = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select r4" : "fp8 register select r4", 2);
+      d.early_pages = -1;
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "round-1 row kernel", 0);
       CHECK_MESSAGE(same_sets(reg, rows, p.rows(), k), "register select and round-1 row kernel differ");
+      CHECK_MESSAGE(same_sets(reg4, rows, p.rows(), k), "round-4 register select and round-1 row kernel differ");
       for (int t : {4, 5}) check_recall(p, reg, k, t, fmt);
+      for (int t : {4, 5}) check_recall(p, reg4, k, t, fmt);
       const Problem b1 = make_problem(fmt, {8192}, {0}, {8192}, rng);
       DeviceProblem d1(b1);
-      run_pipeline(b1, d1, k, 0, false, 2, "register select b1 8K", 1);
+      for (int rk : {1, 2}) {
+        d1.early_pages = rk == 2 ? 1 : 0;
+        run_pipeline(b1, d1, k, 0, false, 2, rk == 2 ? "register select b1 8K r4" : "register select b1 8K", rk);
+        // and what launch_indexer picks by itself (the round-4 default unless GLM5RT_INDEXER_ROUND4=0)
+        run_pipeline(b1, d1, k, -1, true, 2, "b1 8K, automatic path");
+      }
       Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
       std::fill(zero.cache.begin(), zero.cache.end(), 0);  // every score is 0: positions 0..k-1 win
       DeviceProblem dz(zero);
-      const auto slots = run_pipeline(zero, dz, k, 0, true, 2, "register select, all-equal scores", 1);
-      for (int t = 0; t < 2; ++t) {
-        std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
-        for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
-        CHECK_MESSAGE(got == want, "all-equal row " << t << ": not positions 0..k-1");
+      for (int rk : {1, 2}) {
+        dz.early_pages = rk == 2 ? 1 : 0;
+        const auto slots = run_pipeline(zero, dz, k, 0, true, 2, rk == 2 ? "register select r4, all-equal scores" : "register select, all-equal scores", rk);
+        for (int t = 0; t < 2; ++t) {
+          std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
+          for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
+          CHECK_MESSAGE(got == want, "all-equal row " << t << " (row_kernel " << rk << "): not positions 0..k-1");
+        }
       }
     }
   }
