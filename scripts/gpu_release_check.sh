@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH=$PWD/$P/lib
     --prefill 4096 --steps 10 --stages --variants fast:auto,fast:auto:perseq --commit "$COMMIT" \
     --json "$OUT/forward-h200.json" 2>&1 | grep -v "^\s*$" | tail -40
   stamp "moe bench"
-  timeout 60 "$P/bin/glm5rt_bench_moe" --json "$OUT/moe-h200-t1-t8.json" --commit "$COMMIT" --tokens 1,8 2>&1 | tail -16
+  timeout 60 "$P/bin/glm5rt_bench_moe" --json "$OUT/moe-h200-t1-t8.json" --commit "$COMMIT" --tokens 1,8 2>&1 | tail -24
   stamp "sampling bench"
   timeout 40 "$P/bin/bench_sampling" --iters 20 --kernels 12 --commit "$COMMIT" --json "$OUT/sampling-h200.json" 2>&1 | tail -30
   stamp "end"

@@ -261,6 +261,7 @@ struct MoeResult {
   bool pdl = true;
   bool shared_stream = false;
   bool early_down = true;
+  int decode_fusion = 1;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
@@ -417,6 +418,7 @@ int main(int argc, char** argv) {
     int decode_kernel = 0;
     bool shared_stream = false;  // the shared expert on a second stream (MoeParams::shared_stream)
     bool early_down = glm5rt::kernels::MoeParams{}.early_down;  // the library default unless a row says
+    int decode_fusion = glm5rt::kernels::MoeParams{}.decode_fusion;  // likewise (the combine in the down GEMM)
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -441,6 +443,19 @@ int main(int argc, char** argv) {
     if (T <= 64) configs.push_back({T, 0, 0, 0, true, "early-down", 0, 0, 0, false, true});
     // The separate route / permute / quantise kernels instead of the fused small-batch front.
     if (T <= 32) configs.push_back({T, 0, 0, 0, true, "sep-front", 0, 1});
+    // Every decode-fusion level explicitly (MoeParams::decode_fusion): "unfused" 0 = the previous default
+    // (separate SwiGLU and combine kernels), "fuse-comb" 1 = the combine inside the down GEMM,
+    // "fuse-swig" 2 = also SwiGLU in the down GEMM's prologue (up to 2 tokens; at T=8 the same as 1). The
+    // "default" row is whichever the library default is; all three rows are here so that the comparison
+    // survives flipping it.
+    if (T <= 32) {
+      const char* names[3] = {"unfused", "fuse-comb", "fuse-swig"};
+      for (int level = 0; level < 3; ++level) {
+        Config c{T, 0, 0, 0, true, names[level]};
+        c.decode_fusion = level;
+        configs.push_back(c);
+      }
+    }
     if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
     if (T == 512) {
       configs.push_back({T, 1, 0, 0, true, "decode"});
@@ -466,6 +481,7 @@ int main(int argc, char** argv) {
     r.decode_kernel = cfg.decode_kernel;
     r.shared_stream = cfg.shared_stream;
     r.early_down = cfg.early_down;
+    r.decode_fusion = cfg.decode_fusion;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -502,6 +518,7 @@ int main(int argc, char** argv) {
     p.front_path = cfg.front;
     p.decode_kernel = cfg.decode_kernel;
     p.early_down = cfg.early_down;
+    p.decode_fusion = cfg.decode_fusion;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];
@@ -589,13 +606,13 @@ int main(int argc, char** argv) {
                      "\"weight_gbps\": %.1f, \"tflops\": %.2f, \"gemm_only_gbps\": %.1f, \"gemm_only_tflops\": %.2f, "
                      "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f, \"rate_ratio_vs_cublaslt_bf16\": %.3f, "
                      "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d, \"decode_depth\": %d, "
-                     "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s}%s\n",
+                     "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
                      r.tflops, r.gemm_gbps, r.gemm_tflops, r.gbps / copy_gbps,
                      dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
                      r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, r.depth, r.decode_kernel, r.front,
-                     r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", i + 1 < results.size() ? "," : "");
+                     r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion, i + 1 < results.size() ? "," : "");
       }
       std::fprintf(f, "  ]\n}\n");
       std::fclose(f);

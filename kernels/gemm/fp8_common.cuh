@@ -124,4 +124,33 @@ __device__ __forceinline__ void quantize_group_warp(const __nv_bfloat16* src, ui
   if (lane == 0) *scale = s;
 }
 
+// SwiGLU + quantisation of one 128-wide group of the MoE intermediate, one warp: g / u = the group's 128
+// bf16 gate / up values, lane l owns elements 4l .. 4l+3; returns the lane's 4 e4m3 bytes packed and the
+// group's scale in *s. h = silu(g) * u = g / (1 + exp(-g)) * u in float32. The one definition used by the
+// SwiGLU kernel (moe_swiglu_quantize) and by the down GEMM's fused prologue, so both give the same bits.
+__device__ __forceinline__ uint32_t swiglu_quantize_group_warp(const __nv_bfloat16* g, const __nv_bfloat16* u,
+                                                               float* s) {
+  const int lane = threadIdx.x % 32;
+  const uint2 graw = *reinterpret_cast<const uint2*>(g + lane * 4);
+  const uint2 uraw = *reinterpret_cast<const uint2*>(u + lane * 4);
+  const __nv_bfloat162* gp = reinterpret_cast<const __nv_bfloat162*>(&graw);
+  const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&uraw);
+  float h[4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 gf = __bfloat1622float2(gp[i]), uf = __bfloat1622float2(up[i]);
+    // Explicitly rounded operations: no FMA contraction that could differ between the two kernels that
+    // inline this (the fused prologue's result must have the SwiGLU kernel's bits).
+    h[2 * i] = __fmul_rn(__fdiv_rn(gf.x, __fadd_rn(1.0f, expf(-gf.x))), uf.x);
+    h[2 * i + 1] = __fmul_rn(__fdiv_rn(gf.y, __fadd_rn(1.0f, expf(-gf.y))), uf.y);
+  }
+  float amax = fmaxf(fmaxf(fabsf(h[0]), fabsf(h[1])), fmaxf(fabsf(h[2]), fabsf(h[3])));
+  amax = warp_max(amax);
+  *s = fp8_group_scale(amax);
+  uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(fp8_encode(h[i] / *s)) << (8 * i);
+  return packed;
+}
+
 }  // namespace glm5rt::kernels::detail

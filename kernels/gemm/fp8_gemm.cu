@@ -81,21 +81,43 @@ cudaError_t decode_fits_one_wave(const Fp8GemmParams& p, bool& fits) {
   return cudaSuccess;
 }
 
+// The cp.async decode kernel's form for p: plain, with the fused combine, or with the fused SwiGLU
+// prologue and the combine (separate instantiations, so that the plain kernel's code is unchanged), and
+// its dynamic shared memory.
+template <int DEPTH>
+void (*decode_async_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams) {
+  if (p.swiglu_gate_up) return detail::fp8_gemm_decode_async_kernel<DEPTH, true, true>;
+  if (p.combine_counters) return detail::fp8_gemm_decode_async_kernel<DEPTH, true>;
+  return detail::fp8_gemm_decode_async_kernel<DEPTH>;
+}
+template <int DEPTH>
+size_t decode_async_smem(const Fp8GemmParams& p) {
+  return detail::decode_async_smem_bytes<DEPTH>() +
+         (p.swiglu_gate_up ? detail::decode_swiglu_smem_bytes(p.swiglu_rows, p.k) : 0);
+}
+// Above 48 KB of dynamic shared memory a kernel must opt in (before launches and occupancy queries).
+cudaError_t allow_smem(void (*kernel)(Fp8GemmParams), size_t smem) {
+  if (smem <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+}
+
 template <int DEPTH>
 cudaError_t launch_decode_async(const Fp8GemmParams& p, cudaStream_t stream) {
   const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
-  return detail::launch(detail::fp8_gemm_decode_async_kernel<DEPTH>, grid, dim3(detail::kDecodeThreads),
-                        detail::decode_async_smem_bytes<DEPTH>(), stream, p.pdl, p);
+  auto kernel = decode_async_kernel_for<DEPTH>(p);
+  const size_t smem = decode_async_smem<DEPTH>(p);
+  if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+  return detail::launch(kernel, grid, dim3(detail::kDecodeThreads), smem, stream, p.pdl, p);
 }
 
 // Whether the cp.async decode grid with a DEPTH-deep ring fits in one wave of resident blocks.
 template <int DEPTH>
 cudaError_t decode_async_fits(const Fp8GemmParams& p, bool& fits) {
   long long slots = 0;
-  if (cudaError_t e = resident_blocks(detail::fp8_gemm_decode_async_kernel<DEPTH>, detail::kDecodeThreads,
-                                      detail::decode_async_smem_bytes<DEPTH>(), slots);
-      e != cudaSuccess)
-    return e;
+  auto kernel = decode_async_kernel_for<DEPTH>(p);
+  const size_t smem = decode_async_smem<DEPTH>(p);
+  if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
+  if (cudaError_t e = resident_blocks(kernel, detail::kDecodeThreads, smem, slots); e != cudaSuccess) return e;
   fits = decode_blocks(p) + p.concurrent_blocks <= slots;
   return cudaSuccess;
 }
@@ -159,6 +181,17 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   } else if (p.num_groups != 1) {
     return cudaErrorInvalidValue;
   }
+  if (p.combine_counters &&
+      (!p.group_offsets || !p.combine_out || !p.combine_slot_row || !p.combine_weights || p.combine_tokens < 1 ||
+       p.combine_top_k < 1 || p.part_rows % 16 != 0 || (reinterpret_cast<uintptr_t>(p.combine_out) & 3u) != 0))
+    return cudaErrorInvalidValue;
+  // The fused SwiGLU prologue: only with the fused combine (the instantiation that exists), identity row
+  // map, whole 64-row blocks (block barriers), 1..8 rows per pass, 8-byte aligned bf16 rows of 2k values.
+  if (p.swiglu_gate_up &&
+      (!p.combine_counters || p.a_row_map || p.n % detail::kDecodeRows != 0 ||
+       p.part_rows % detail::kDecodeRows != 0 || p.swiglu_rows < 1 || p.swiglu_rows > 8 || p.swiglu_ld < 2 * p.k ||
+       p.swiglu_ld % 4 != 0 || (reinterpret_cast<uintptr_t>(p.swiglu_gate_up) & 7u) != 0))
+    return cudaErrorInvalidValue;
   int cc = 0;
   if (cudaError_t e = device_cc(cc); e != cudaSuccess) return e;
   if (cc < 89) return cudaErrorNotSupported;
@@ -177,7 +210,10 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
     if (p.decode_depth != 0 && p.decode_depth != 2 && p.decode_depth != 3) return cudaErrorInvalidValue;
     if (p.decode_kernel < 0 || p.decode_kernel > 2) return cudaErrorInvalidValue;
     // A forced register-ring depth (decode_depth) implies the register ring unless decode_kernel says 2.
-    if (expected <= 4 && (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0))) {
+    const bool async_ring = expected <= 4 && (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0));
+    // The fused combine exists only in the cp.async kernel.
+    if ((p.combine_counters || p.swiglu_gate_up) && !async_ring) return cudaErrorInvalidValue;
+    if (async_ring) {
       bool launched = false;
       if (cudaError_t e = try_decode_async(p, stream, launched); e != cudaSuccess || launched) return e;
       // Several waves at every depth (e.g. T=8 and T=64 in the MoE layer): the cp.async ring at depth 3
@@ -195,6 +231,7 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
     if (expected <= 10) return launch_decode<2>(p, stream);
     return launch_decode<4>(p, stream);
   }
+  if (p.combine_counters || p.swiglu_gate_up) return cudaErrorInvalidValue;  // decode path only
   const int bm = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
   if (p.prefill_mma < 0 || p.prefill_mma > 2) return cudaErrorInvalidValue;
   const bool f16 = p.prefill_mma == 2 || (p.prefill_mma == 0 && cc == 90);

@@ -94,6 +94,36 @@ struct Fp8GemmParams {
   // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
   // only: results do not depend on it. 0: none.
   int decode_l2_prefetch = 0;
+
+  // Optional fused epilogue (MoE decode): the weighted combine of the grouped rows back to token order,
+  // done by the GEMM itself instead of a separate kernel after it. Each warp owns 16 output columns; after
+  // writing its C values it counts itself in combine_counters[column / 16] (device atomics), and the
+  // warp that arrives last for those columns (the count reaches *num_active) sums, for every token t,
+  //   out[t, col] = sum_k w[t,k] * C[slot_row[t,k], col]  (+ C[*shared_row_begin + t, col])
+  // reading the bf16 C values the other warps stored, in k order with the same float32 operations as the
+  // separate combine (moe_combine): the same bits whichever warp arrives last. Grouped form only, and only
+  // on the cp.async decode kernel (fp8_gemm returns cudaErrorInvalidValue when another kernel would run).
+  // The counters [ceil(n / 16)] must be zero when the kernel starts (the MoE front kernel zeroes them);
+  // the last warp resets its counter to zero too.
+  int* combine_counters = nullptr;     // null: no fused combine
+  __nv_bfloat16* combine_out = nullptr;  // [combine_tokens, n], row stride n, 4-byte aligned
+  int combine_tokens = 0;
+  int combine_top_k = 0;
+  const int* combine_slot_row = nullptr;      // [tokens, top_k]: C row of (t, k), < 0 if dropped
+  const float* combine_weights = nullptr;     // [tokens, top_k]
+  const int* combine_shared_row_begin = nullptr;  // device; null: no shared-expert rows
+
+  // Optional fused prologue (MoE decode; cp.async decode kernel, together with the fused combine): A is
+  // not read from a / a_scale. Each block computes the A rows of its current pass itself, as e4m3 with
+  // per-128-group scales of h = silu(gate) * up from the bf16 rows of swiglu_gate_up ([rows, 2k]: gate
+  // | up, row stride swiglu_ld elements; row r of the output uses row r), with the SwiGLU kernel's code
+  // (detail::swiglu_quantize_group_warp), into shared memory: the same bits as moe_swiglu_quantize
+  // followed by the plain GEMM. A pass then covers swiglu_rows (1..8) rows of a group instead of 8
+  // (shared memory for that many rows; a group with more rows takes more passes). Needs a_row_map null
+  // and n, part_rows multiples of 64 (every warp of a block active: the prologue has block barriers).
+  const __nv_bfloat16* swiglu_gate_up = nullptr;  // null: A from a / a_scale
+  int swiglu_ld = 0;
+  int swiglu_rows = 0;
 };
 
 // Checks the parameters and launches on `stream`. No host synchronisation. Returns cudaErrorInvalidValue

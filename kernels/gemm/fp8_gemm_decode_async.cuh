@@ -24,7 +24,61 @@ constexpr int kDecodeAsyncStageBytes = 4 * 512;  // per warp and K block
 template <int DEPTH>
 constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeAsyncStageBytes; }
 
-template <int DEPTH>
+// The fused MoE combine (Fp8GemmParams::combine_*) for the 16 output columns [col0, col0 + 16) of one
+// warp, run by the warp that arrived last for them: every other warp's C values for these columns are
+// stored and fenced. The arithmetic is moe_combine's (combine_kernel in kernels/moe/moe_epilogues.cu):
+// fmaf(w, y, acc) over k in order from 0, then + the shared row, rounded to bf16 once.
+__device__ __forceinline__ void decode_fused_combine(const Fp8GemmParams& p, int col0, int lane) {
+  const int shared_row0 = p.combine_shared_row_begin ? __ldcg(p.combine_shared_row_begin) : -1;
+  // Pairs of adjacent columns (n and ldc are even): 8 items per token, so at T = 8 two per lane.
+  const uint32_t* y = reinterpret_cast<const uint32_t*>(p.c);
+  uint32_t* out = reinterpret_cast<uint32_t*>(p.combine_out);
+  const int ldc2 = p.ldc / 2, n2 = p.n / 2;
+  constexpr int kChunk = 8;  // (t, k) entries whose loads are in flight together (L2 latency, not work)
+  for (int item = lane; item < p.combine_tokens * 8; item += 32) {
+    const int t = item / 8, col2 = col0 / 2 + item % 8;
+    if (col2 >= n2) continue;
+    const int* slots = p.combine_slot_row + static_cast<size_t>(t) * p.combine_top_k;
+    const float* wts = p.combine_weights + static_cast<size_t>(t) * p.combine_top_k;
+    const uint32_t sv = shared_row0 >= 0 ? __ldcg(y + static_cast<size_t>(shared_row0 + t) * ldc2 + col2) : 0u;
+    float acc0 = 0.f, acc1 = 0.f;
+    for (int k0 = 0; k0 < p.combine_top_k; k0 += kChunk) {
+      int row[kChunk];
+      float w[kChunk];
+      uint32_t v[kChunk];
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) {
+        row[j] = k0 + j < p.combine_top_k ? __ldcg(slots + k0 + j) : -1;
+        w[j] = k0 + j < p.combine_top_k ? __ldcg(wts + k0 + j) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) v[j] = row[j] >= 0 ? __ldcg(y + static_cast<size_t>(row[j]) * ldc2 + col2) : 0u;
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j)  // k order; dropped slots skipped, as in moe_combine
+        if (row[j] >= 0) {
+          acc0 = fmaf(w[j], __uint_as_float(v[j] << 16), acc0);
+          acc1 = fmaf(w[j], __uint_as_float(v[j] & 0xffff0000u), acc1);
+        }
+    }
+    if (shared_row0 >= 0) {
+      acc0 += __uint_as_float(sv << 16);
+      acc1 += __uint_as_float(sv & 0xffff0000u);
+    }
+    const __nv_bfloat162 o = __floats2bfloat162_rn(acc0, acc1);
+    out[static_cast<size_t>(t) * n2 + col2] = *reinterpret_cast<const uint32_t*>(&o);
+  }
+}
+
+// Shared memory of the fused SwiGLU prologue (Fp8GemmParams::swiglu_*) after the ring: `rows` rows of
+// k e4m3 bytes at a stride of k + 64 (consecutive rows 64 bytes apart in the banks: the LDS.128 of a
+// quarter warp, 2 rows x 64 bytes, do not conflict), then rows x k/128 float scales.
+__host__ __device__ constexpr int decode_swiglu_row_stride(int k) { return k + 64; }
+inline size_t decode_swiglu_smem_bytes(int rows, int k) {
+  return static_cast<size_t>(rows) * decode_swiglu_row_stride(k) + sizeof(float) * rows * (k / kFp8Block);
+}
+
+// COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
+template <int DEPTH, bool COMBINE = false, bool SWIGLU = false>
 __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
 #if GLM5RT_HAS_FP8_MMA
   // With group_info_ready the group metadata and the weights were complete before the previous kernel
@@ -36,7 +90,19 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int g = 0, row_begin = 0, rows = p.max_rows;
   if (p.group_offsets) {
-    if (static_cast<int>(blockIdx.y) >= *p.num_active) return;
+    const int active = *p.num_active;
+    if (static_cast<int>(blockIdx.y) >= active) {
+      if constexpr (COMBINE) {
+        // No active group at all (every id dropped and no shared expert): no warp would arrive at the
+        // counters, so the first row of blocks writes the combine (all zeros, as moe_combine would).
+        if (active == 0 && blockIdx.y == 0) {
+          if (early) pdl_wait_and_release();
+          const int col0 = blockIdx.x * kDecodeRows + warp * 16;
+          if (col0 < p.n) decode_fused_combine(p, col0, lane);
+        }
+      }
+      return;
+    }
     g = p.active_groups[blockIdx.y];
     row_begin = p.group_offsets[g];
     rows = p.group_offsets[g + 1] - row_begin;
@@ -96,14 +162,40 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     pdl_wait_and_release();
   }
 
-  for (int tok0 = 0; tok0 < rows; tok0 += 8) {
-    const int tb = tok0 + gq;
-    const int b_src = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
-    int s_src[2];
+  // Rows of a group per pass: 8 (the mma's N), or with the SwiGLU prologue the rows it has room for.
+  const int step = SWIGLU ? p.swiglu_rows : 8;
+  uint8_t* const h_sm = decode_smem + kDecodeWarps * DEPTH * kDecodeAsyncStageBytes;
+  const int h_ld = decode_swiglu_row_stride(p.k);
+  float* const hs_sm = reinterpret_cast<float*>(h_sm + static_cast<size_t>(SWIGLU ? p.swiglu_rows : 0) * h_ld);
+  for (int tok0 = 0; tok0 < rows; tok0 += step) {
+    int b_src, s_src[2];
+    if constexpr (SWIGLU) {
+      // This pass's rows of A from the gate_up output (read after the PDL wait above): one warp per
+      // (row, 128-group), every warp of the block taking part (all are active: n and part_rows are
+      // multiples of 64), then a barrier. Indices below are rows of the pass (0 .. step-1), -1 outside.
+      const int nr = min(step, rows - tok0);
+      if (tok0 > 0) __syncthreads();  // every warp has finished reading the previous pass's rows
+      for (int item = warp; item < nr * kblocks; item += kDecodeWarps) {
+        const int r = item / kblocks, grp = item - r * kblocks;
+        const __nv_bfloat16* src =
+            p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
+        float sc = 0.f;
+        const uint32_t packed = swiglu_quantize_group_warp(src, src + p.k, &sc);
+        *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
+        if (lane == 0) hs_sm[r * kblocks + grp] = sc;
+      }
+      __syncthreads();
+      b_src = gq < nr ? gq : -1;
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int ts = tok0 + 2 * c + e;
-      s_src[e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
+      for (int e = 0; e < 2; ++e) s_src[e] = 2 * c + e < nr ? 2 * c + e : -1;
+    } else {
+      const int tb = tok0 + gq;
+      b_src = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int ts = tok0 + 2 * c + e;
+        s_src[e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
+      }
     }
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int kb = 0; kb < kblocks; ++kb) {
@@ -120,9 +212,15 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
       const float ws = __ldg(ws_row + kb);
       uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
       if (b_src >= 0) {
-        const uint8_t* b = a_base + static_cast<size_t>(b_src) * p.lda + kb * kFp8Block;
-        b0 = __ldg(reinterpret_cast<const uint4*>(b));
-        b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
+        if constexpr (SWIGLU) {
+          const uint8_t* b = h_sm + b_src * h_ld + kb * kFp8Block + c * 16;
+          b0 = *reinterpret_cast<const uint4*>(b);
+          b1 = *reinterpret_cast<const uint4*>(b + 64);
+        } else {
+          const uint8_t* b = a_base + static_cast<size_t>(b_src) * p.lda + kb * kFp8Block;
+          b0 = __ldg(reinterpret_cast<const uint4*>(b));
+          b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
+        }
       }
       float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -134,23 +232,48 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
         mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1), word_of(bb, w0),
                        word_of(bb, w1));
       }
-      const float s0 = s_src[0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[0]) * p.ld_scale + kb) * ws : 0.f;
-      const float s1 = s_src[1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[1]) * p.ld_scale + kb) * ws : 0.f;
+      float s0, s1;
+      if constexpr (SWIGLU) {
+        s0 = s_src[0] >= 0 ? hs_sm[s_src[0] * kblocks + kb] * ws : 0.f;
+        s1 = s_src[1] >= 0 ? hs_sm[s_src[1] * kblocks + kb] * ws : 0.f;
+      } else {
+        s0 = s_src[0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[0]) * p.ld_scale + kb) * ws : 0.f;
+        s1 = s_src[1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[1]) * p.ld_scale + kb) * ws : 0.f;
+      }
       acc[0] = fmaf(d[0], s0, acc[0]);
       acc[1] = fmaf(d[1], s1, acc[1]);
       acc[2] = fmaf(d[2], s0, acc[2]);
       acc[3] = fmaf(d[3], s1, acc[3]);
     }
     cp_async_wait<0>();  // no copy may still target the ring when the next pass refills it
-    if (tok0 + 8 < rows) prologue();
+    if (tok0 + step < rows) prologue();
 
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int ts = tok0 + 2 * c + e;
-      if (ts >= rows) continue;
+      if (ts >= rows || (SWIGLU && 2 * c + e >= step)) continue;
       __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
       if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[e]);
       if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
+    }
+  }
+  if constexpr (COMBINE) {
+    // Count this warp's 16 columns as done (after its stores are visible device-wide); the last of the
+    // *num_active groups' warps for these columns combines them (threadFenceReduction pattern).
+    __threadfence();
+    __syncwarp();
+    const int col0 = part * p.part_rows + warp_row;
+    int last = 0;
+    if (lane == 0) {
+      int* counter = p.combine_counters + col0 / 16;
+      const int arrived = atomicAdd(counter, 1) + 1;
+      last = arrived == *p.num_active;
+      if (last) *counter = 0;  // ready for the next run (the front zeroes it as well)
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (last) {
+      __threadfence();
+      decode_fused_combine(p, col0, lane);
     }
   }
 #endif

@@ -32,24 +32,9 @@ __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up
   if (item >= static_cast<long long>(rows) * groups) return;
   const int row = static_cast<int>(item / groups), grp = static_cast<int>(item % groups);
   const int lane = threadIdx.x % 32;
-  const __nv_bfloat16* g_src = gate_up + static_cast<size_t>(row) * 2 * inter + grp * kFp8Block + lane * 4;
-  const uint2 graw = *reinterpret_cast<const uint2*>(g_src);
-  const uint2 uraw = *reinterpret_cast<const uint2*>(g_src + inter);
-  const __nv_bfloat162* gp = reinterpret_cast<const __nv_bfloat162*>(&graw);
-  const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&uraw);
-  float h[4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float2 gf = __bfloat1622float2(gp[i]), uf = __bfloat1622float2(up[i]);
-    h[2 * i] = gf.x / (1.0f + expf(-gf.x)) * uf.x;
-    h[2 * i + 1] = gf.y / (1.0f + expf(-gf.y)) * uf.y;
-  }
-  float amax = fmaxf(fmaxf(fabsf(h[0]), fabsf(h[1])), fmaxf(fabsf(h[2]), fabsf(h[3])));
-  amax = detail::warp_max(amax);
-  const float s = detail::fp8_group_scale(amax);
-  uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(detail::fp8_encode(h[i] / s)) << (8 * i);
+  const __nv_bfloat16* g_src = gate_up + static_cast<size_t>(row) * 2 * inter + grp * kFp8Block;
+  float s = 0.f;
+  const uint32_t packed = detail::swiglu_quantize_group_warp(g_src, g_src + inter, &s);
   *reinterpret_cast<uint32_t*>(q + static_cast<size_t>(row) * inter + grp * kFp8Block + lane * 4) = packed;
   if (lane == 0) scale[static_cast<size_t>(row) * groups + grp] = s;
 }

@@ -18,7 +18,7 @@ size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 struct Layout {
   size_t logits, ids, weights, offsets, active, num_active, tiles, row_token, slot_row, xq, xs, xq_shared,
-      xs_shared, gate_up, hq, hs, y, total;
+      xs_shared, gate_up, hq, hs, y, counters, total;
 };
 
 Layout layout(int T, int H, int I, int E, int K) {
@@ -50,6 +50,8 @@ Layout layout(int T, int H, int I, int E, int K) {
   l.hq = take(R * I);
   l.hs = take(sizeof(float) * R * (I / kFp8Block));
   l.y = take(sizeof(__nv_bfloat16) * R * H);
+  // The down GEMM's fused-combine counters, one per 16 output columns (MoeParams::decode_fusion).
+  l.counters = take(sizeof(int) * ((H + 15) / 16));
   l.total = at;
   return l;
 }
@@ -154,6 +156,19 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 
   const bool pdl = p.pdl && detail::pdl_supported();
+  // The combine fused into the down GEMM (MoeParams::decode_fusion): needs the fused front (which zeroes
+  // the counters), every expert row on this stream, and the cp.async decode kernel for the down GEMM
+  // (fp8_gemm's choice for expected <= 4 rows per group, repeated here).
+  const bool async_down = decode_path && expected <= 4 &&
+                          (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0));
+  const bool fused_combine = (p.decode_fusion == 1 || p.decode_fusion == 2) && !side && T <= kMoeFrontMaxTokens &&
+                             p.front_path == 0 && async_down;
+  // And SwiGLU + quantisation as the down GEMM's prologue (decode_fusion 2), up to kMoeSwigluFuseMaxTokens
+  // tokens: a group holds at most T rows when the ids of a token are distinct (more rows just take more
+  // passes), so T rows of shared memory per block cover a group in one pass.
+  const bool fused_swiglu = fused_combine && p.decode_fusion == 2 && T <= kMoeSwigluFuseMaxTokens;
+  int* counters = static_cast<int*>(at(l.counters));
+  const int n_counters = fused_combine ? (H + 15) / 16 : 0;
   if (side) {
     // Fork before the router: nothing of the shared expert depends on the routing.
     if (cudaError_t e = cudaEventRecord(p.shared_events[0], stream); e != cudaSuccess) return e;
@@ -206,7 +221,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
       if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
     }
     if (cudaError_t e = mark(0); e != cudaSuccess) return e;
-    if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream); e != cudaSuccess) return e;
+    if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters); e != cudaSuccess) return e;
     if (cudaError_t e = mark(1); e != cudaSuccess) return e;
     if (cudaError_t e = mark(2); e != cudaSuccess) return e;
   } else {
@@ -259,8 +274,10 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
 
   uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
   float* hs = static_cast<float*>(at(l.hs));
-  if (cudaError_t e = moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down); e != cudaSuccess)
-    return e;
+  if (!fused_swiglu) {
+    if (cudaError_t e = moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down); e != cudaSuccess)
+      return e;
+  }
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
@@ -283,8 +300,26 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
+  if (fused_combine) {
+    g2.combine_counters = counters;
+    g2.combine_out = p.out;
+    g2.combine_tokens = T;
+    g2.combine_top_k = K;
+    g2.combine_slot_row = pp.slot_row;
+    g2.combine_weights = wts_use;
+    g2.combine_shared_row_begin = p.with_shared ? pp.group_offsets + E : nullptr;
+  }
+  if (fused_swiglu) {
+    // A = e4m3(SwiGLU(gate_up rows)) computed by each down block; hq / hs stay unwritten (still passed: the
+    // GEMM checks them). The down GEMM now follows the gate_up GEMM directly: group_info_ready still holds
+    // (the gate_up GEMM releases its dependents only after its own wait for the front).
+    g2.swiglu_gate_up = g1.c;
+    g2.swiglu_ld = 2 * I;
+    g2.swiglu_rows = T;
+  }
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;
+  if (fused_combine) return mark(6);  // the combine ran inside the down GEMM
 
   if (side) {
     // Join. The combine is launched without PDL here: its inputs come from two streams, and only the

@@ -16,8 +16,12 @@ constexpr int kFrontWarps = 32;
 
 __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const RouterParams rp, bool select,
                                                                      const PermuteParams pp, uint8_t* xq,
-                                                                     float* xs) {
+                                                                     float* xs, int* zero_ints,
+                                                                     int n_zero) {
   detail::pdl_wait_and_release();
+  // Counters of the down GEMM's fused combine (moe_forward's decode fusion): zero before the down GEMM,
+  // which runs after this kernel has completed (gate_up and SwiGLU wait for their predecessors).
+  for (int i = threadIdx.x; i < n_zero; i += blockDim.x) zero_ints[i] = 0;
   __shared__ float c_sh[kFrontWarps][kRouterMaxExperts];
   __shared__ detail::PermuteShared sh;
   const int warp = threadIdx.x / 32;
@@ -39,7 +43,8 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
 }  // namespace
 
 cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, int* zero_ints, int n_zero) {
+  if (n_zero < 0 || (n_zero > 0 && !zero_ints)) return cudaErrorInvalidValue;
   if (rp.tokens < 0 || rp.tokens > kMoeFrontMaxTokens || rp.tokens != pp.tokens || rp.hidden <= 0 ||
       rp.hidden % kFp8Block != 0 || rp.ldx < rp.hidden || rp.ldx % 8 != 0)
     return cudaErrorInvalidValue;
@@ -55,7 +60,7 @@ cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& 
       !pp.tile_prefix || !pp.row_token || !pp.slot_row)
     return cudaErrorInvalidValue;
   return detail::launch(moe_front_kernel, dim3(1), dim3(kFrontWarps * 32), 0, stream, rp.pdl, rp, select, pp, xq,
-                        xs);
+                        xs, zero_ints, n_zero);
 }
 
 }  // namespace glm5rt::kernels

@@ -16,12 +16,17 @@ cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream);
 // dependency, not of work.
 constexpr int kMoeFrontMaxTokens = 32;
 
+// Up to this many tokens, MoeParams::decode_fusion == 2 also computes SwiGLU + quantisation in the down
+// GEMM's blocks (T rows of shared memory per block; more would cost the T=1 down GEMM its one-wave fit).
+constexpr int kMoeSwigluFuseMaxTokens = 2;
+
 // One block: (when select) experts of every token from rp.logits into rp.topk_ids / rp.topk_weights
 // (exactly as moe_route's select stage), x quantised per 128-group into xq / xs (as fp8_quantize_groups),
 // then the permutation of pp (pp.topk_ids must be the ids just written, or caller-provided ids when
-// select is false, e.g. forced routing). rp.tokens == pp.tokens <= kMoeFrontMaxTokens.
+// select is false, e.g. forced routing). rp.tokens == pp.tokens <= kMoeFrontMaxTokens. Also sets
+// zero_ints[0 .. n_zero) to 0 (the down GEMM's fused-combine counters; n_zero 0: none).
 cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
-                      cudaStream_t stream);
+                      cudaStream_t stream, int* zero_ints = nullptr, int n_zero = 0);
 
 // moe_swiglu_quantize; with release_early the next kernel may launch (PDL) before this one waits for its
 // predecessor (the MoE down GEMM then prefetches weights during the gate_up GEMM's tail).

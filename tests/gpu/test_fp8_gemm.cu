@@ -264,6 +264,19 @@ TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
     p.concurrent_blocks = 0;
     p.decode_l2_prefetch = -1;
     CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
+    p.decode_l2_prefetch = 0;
+    // The fused MoE epilogue / prologue need the grouped form (and the prologue the epilogue): rejected
+    // on this dense call rather than run half-configured.
+    DeviceBuffer<int> counters(8);
+    p.combine_counters = counters.ptr;
+    p.combine_out = reinterpret_cast<__nv_bfloat16*>(c.ptr);
+    CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
+    p.combine_counters = nullptr;
+    p.combine_out = nullptr;
+    p.swiglu_gate_up = reinterpret_cast<const __nv_bfloat16*>(c.ptr);
+    p.swiglu_ld = 256;
+    p.swiglu_rows = 1;
+    CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
   }
   CHECK(k::fp8_quantize_groups(nullptr, 64, 1, 64, nullptr, 64, nullptr, 1, nullptr) == cudaErrorInvalidValue);
 }

@@ -204,9 +204,12 @@ void check_shared_stream(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   CUDA_OK(cudaStreamSynchronize(st));
   CUDA_OK(cudaDeviceSynchronize());
   const size_t eager_differ = differ_from_expect();
-  // Graph replay, twice (the second replay reuses the workspace the first one left).
+  // Graph replay, twice (the second replay reuses the workspace the first one left). The one-stream
+  // count is taken with the separate combine (the side-stream form always has it).
   cudaGraph_t g_one = nullptr, g_two = nullptr;
-  const size_t n_one = captured_kernels(p0, ws, ws_bytes, st, g_one);
+  k::MoeParams p_one = p0;
+  p_one.decode_fusion = 0;
+  const size_t n_one = captured_kernels(p_one, ws, ws_bytes, st, g_one);
   const size_t n_two = captured_kernels(ps, ws, ws_bytes, st, g_two);
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, g_two, 0));
@@ -230,6 +233,95 @@ void check_shared_stream(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   CUDA_OK(cudaGraphDestroy(g_two));
   for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
   CUDA_OK(cudaStreamDestroy(side));
+  CUDA_OK(cudaStreamDestroy(st));
+}
+
+// The decode fusion (MoeParams::decode_fusion: the combine inside the down GEMM) against the separate
+// combine with everything else equal: the same bits, eagerly and replayed from a graph twice (the
+// workspace poisoned before the first run, so the fused combine's counters start as garbage and must be
+// zeroed by the front; the second replay relies on them being zero again). The captured graph has one
+// kernel fewer per fused stage (`fused_kernels`: the combine at level 1; the combine and SwiGLU at level 2
+// up to 2 tokens), so the test cannot pass by silently running the separate kernels.
+void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size_t ws_bytes,
+                         DeviceBuffer<uint16_t>& dout, int level, int fused_kernels) {
+  cudaStream_t st;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  k::MoeParams p_old = p0, p_new = p0;
+  p_old.decode_fusion = 0;
+  p_new.decode_fusion = level;
+  dout.poison();
+  ws.poison();
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(k::moe_forward(p_old, ws.ptr, ws_bytes, st));
+  CUDA_OK(cudaStreamSynchronize(st));
+  const auto expect = dout.download();
+  size_t nan_old = 0;
+  for (uint16_t v : expect) nan_old += (v & 0x7f80) == 0x7f80;
+  auto differ_from_expect = [&] {
+    const auto got = dout.download();
+    size_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
+    return differ;
+  };
+  size_t eager_differ = 0;
+  for (int rep = 0; rep < 2; ++rep) {  // twice: the second run finds the counters the first one left
+    dout.poison();
+    if (rep == 0) ws.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(k::moe_forward(p_new, ws.ptr, ws_bytes, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    eager_differ += differ_from_expect();
+  }
+  cudaGraph_t g_old = nullptr, g_new = nullptr;
+  const size_t n_old = captured_kernels(p_old, ws, ws_bytes, st, g_old);
+  const size_t n_new = captured_kernels(p_new, ws, ws_bytes, st, g_new);
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, g_new, 0));
+  size_t graph_differ = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    dout.poison();
+    if (rep == 0) ws.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    graph_differ += differ_from_expect();
+  }
+  MESSAGE("decode fusion level " << level << ": T=" << p0.tokens << " kernels fused away " << fused_kernels
+                                  << ", graph nodes " << n_old << " -> "
+                                                             << n_new << ", differing outputs eager=" << eager_differ
+                                                             << " graph=" << graph_differ);
+  CHECK(nan_old == 0);
+  CHECK(eager_differ == 0);
+  CHECK(graph_differ == 0);
+  CHECK(n_new + fused_kernels == n_old);
+  {  // Edge: the caller's routing drops every id and there is no shared expert, so no group is active and
+     // no warp of the down GEMM arrives at the fused combine's counters: the output must still be written
+     // (zeros, as the separate combine writes), by both forms.
+    const size_t tk = static_cast<size_t>(p0.tokens) * p0.top_k;
+    DeviceBuffer<int> none_ids(tk);
+    DeviceBuffer<float> none_w(tk);
+    none_ids.upload(std::vector<int>(tk, -1));
+    none_w.upload(std::vector<float>(tk, 1.0f));
+    size_t nonzero = 0;
+    for (const k::MoeParams* base : {&p_old, &p_new}) {
+      k::MoeParams pe = *base;
+      pe.with_shared = false;
+      pe.topk_ids_in = none_ids.ptr;
+      pe.topk_weights_in = none_w.ptr;
+      pe.topk_ids_out = nullptr;
+      pe.topk_weights_out = nullptr;
+      dout.poison();
+      ws.poison();
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(k::moe_forward(pe, ws.ptr, ws_bytes, st));
+      CUDA_OK(cudaStreamSynchronize(st));
+      for (uint16_t v : dout.download()) nonzero += v != 0;
+    }
+    CHECK(nonzero == 0);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(g_old));
+  CUDA_OK(cudaGraphDestroy(g_new));
   CUDA_OK(cudaStreamDestroy(st));
 }
 
@@ -320,6 +412,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     CUDA_OK(cudaStreamCreate(&st));
     p.pdl = false;
     p.front_path = 1;
+    p.decode_fusion = 0;  // the separate combine kernel (the first run fused it into the down GEMM where it applies)
     // And the other decode kernel (register ring vs the automatic choice): the same arithmetic.
     if (path != 2) p.decode_kernel = 1;
     dout.poison();
@@ -332,6 +425,10 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     CHECK(differ == 0);
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  // The fusion applies at <= 32 tokens on the cp.async decode kernel (<= 4 routed rows per expert expected).
+  const bool fuses = T <= 32 && path != 2 && (T * K + E - 1) / E <= 4;
+  check_decode_fusion(p0, ws, ws_bytes, dout, 1, fuses ? 1 : 0);
+  check_decode_fusion(p0, ws, ws_bytes, dout, 2, fuses ? (T <= 2 ? 2 : 1) : 0);
 
   std::vector<double> ref(static_cast<size_t>(T) * H), ref_float(static_cast<size_t>(T) * H);
   std::vector<int> id_bad(T, 0);
@@ -481,6 +578,7 @@ TEST_CASE("permutation places every (token, k) once, groups contiguous, shared e
 TEST_CASE("MoE block at GLM-5 size, decode shape (6 tokens, 256 experts, top-8 + shared)") {
   check_moe(6, RouterConfig{}, 12, true);
   check_moe(1, RouterConfig{}, 12, false);  // one token: the T=1 decode step
+  check_moe(2, RouterConfig{}, 12, false);  // two tokens: the largest with SwiGLU in the down GEMM (decode_fusion 2)
 }
 
 TEST_CASE("MoE block, prefill path (200 tokens, 16 experts in 4 groups, top-4 + shared)") {

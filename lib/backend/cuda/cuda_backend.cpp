@@ -1135,6 +1135,15 @@ void CudaBackend::enqueue_fast_moe(int64_t li) {
   // The shared expert beside the router on its own stream (decode sizes; same bits as one stream). Inside
   // a graph capture the fork / join become parallel branches of the captured graph.
   mp.shared_stream = side_stream_;
+  // MoeParams::decode_fusion (combine, and at T <= 2 SwiGLU, inside the down GEMM; applies only without
+  // the side stream, i.e. with GLM5RT_CUDA_MOE_SIDE_STREAM=0): the library default unless
+  // GLM5RT_CUDA_MOE_DECODE_FUSION is 0 (separate kernels), 1 (combine only) or 2.
+  static const int decode_fusion = [] {
+    const char* v = std::getenv("GLM5RT_CUDA_MOE_DECODE_FUSION");
+    if (v && (std::string(v) == "0" || std::string(v) == "1" || std::string(v) == "2")) return v[0] - '0';
+    return kernels::MoeParams{}.decode_fusion;
+  }();
+  mp.decode_fusion = decode_fusion;
   mp.shared_events[0] = side_ev_[0];
   mp.shared_events[1] = side_ev_[1];
   if (probe_) {
