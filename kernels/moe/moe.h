@@ -134,9 +134,9 @@ struct MoeParams {
   // Decode fusion (default 2): 1 the weighted combine runs inside the down GEMM (Fp8GemmParams::combine_*:
   // the last-arriving warp per 16 output columns sums the token's expert rows in k order; the same bits
   // as the separate combine kernel), saving the combine's launch and dependency. Applies with the fused
-  // front (up to kMoeFrontMaxTokens tokens, front_path 0), the shared expert on the main stream (not with
-  // shared_stream) and the cp.async decode kernel for the down GEMM (T=1 and T=8 at GLM-5 size); the
-  // separate combine otherwise. 0: always the separate combine kernel (the previous form). 2: as 1, and up
+  // front (front_path 0), up to 2 tokens (kMoeCombineFuseMaxTokens: at T=8 it measured slower), the shared
+  // expert on the main stream (not with shared_stream) and the cp.async decode kernel for the down GEMM;
+  // the separate combine otherwise. 0: always the separate combine kernel (the previous form). 2: as 1, and up
   // to 2 tokens also SwiGLU + quantisation inside the down GEMM (each down block computes its rows of the
   // quantised intermediate from the gate_up output into shared memory with the SwiGLU kernel's code: the
   // same bits; one kernel and one dependency fewer).

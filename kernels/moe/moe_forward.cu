@@ -161,7 +161,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // (fp8_gemm's choice for expected <= 4 rows per group, repeated here).
   const bool async_down = decode_path && expected <= 4 &&
                           (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0));
-  const bool fused_combine = (p.decode_fusion == 1 || p.decode_fusion == 2) && !side && T <= kMoeFrontMaxTokens &&
+  const bool fused_combine = (p.decode_fusion == 1 || p.decode_fusion == 2) && !side && T <= kMoeCombineFuseMaxTokens &&
                              p.front_path == 0 && async_down;
   // And SwiGLU + quantisation as the down GEMM's prologue (decode_fusion 2), up to kMoeSwigluFuseMaxTokens
   // tokens: a group holds at most T rows when the ids of a token are distinct (more rows just take more

@@ -20,6 +20,11 @@ constexpr int kMoeFrontMaxTokens = 32;
 // GEMM's blocks (T rows of shared memory per block; more would cost the T=1 down GEMM its one-wave fit).
 constexpr int kMoeSwigluFuseMaxTokens = 2;
 
+// Up to this many tokens the decode fusion puts the combine inside the down GEMM. The H200 run of d58ca5c
+// (graph ms, same process): T=1 0.1292 fused against 0.1332 separate, T=8 0.5886 against 0.5646 (the last
+// warp's serial sum over 8 tokens x 9 rows costs more than the launch it saves), hence 2.
+constexpr int kMoeCombineFuseMaxTokens = 2;
+
 // One block: (when select) experts of every token from rp.logits into rp.topk_ids / rp.topk_weights
 // (exactly as moe_route's select stage), x quantised per 128-group into xq / xs (as fp8_quantize_groups),
 // then the permutation of pp (pp.topk_ids must be the ids just written, or caller-provided ids when

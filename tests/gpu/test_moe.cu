@@ -425,8 +425,9 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     CHECK(differ == 0);
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
-  // The fusion applies at <= 32 tokens on the cp.async decode kernel (<= 4 routed rows per expert expected).
-  const bool fuses = T <= 32 && path != 2 && (T * K + E - 1) / E <= 4;
+  // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
+  // rows per expert expected).
+  const bool fuses = T <= 2 && path != 2 && (T * K + E - 1) / E <= 4;
   check_decode_fusion(p0, ws, ws_bytes, dout, 1, fuses ? 1 : 0);
   check_decode_fusion(p0, ws, ws_bytes, dout, 2, fuses ? (T <= 2 ? 2 : 1) : 0);
 

@@ -439,7 +439,12 @@ TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the 
       pb.splits = sh.splits;
       pb.heads_per_cta = sh.hc;
       pb.num_slots = std::max(6000, 2 * sh.topk + 77);
-      pb.scale = 0.2f;
+      // A peaked softmax for bf16 records; GLM-5's scale for FP8 records: at 0.2 the bf16 rounding of the
+      // dequantised FP8 values inside the kernel moves the LSE by up to 0.026 against the float32 reference
+      // (H200 run of d58ca5c: every variant and every merge alike, the old combine kernel too), beyond the
+      // FP8 tolerance the other tests use at the GLM-5 scale. What this test checks is the merge, which
+      // does not depend on the record format.
+      pb.scale = fmt == MlaCacheFormat::kBf16 ? 0.2f : 0.0625f;
       pb.use_lengths = true;
       pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty};
       run_and_check(pb);
