@@ -21,10 +21,11 @@ cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots,
 // after_scores: launched right behind launch_indexer's scores kernel (programmatic dependent launch).
 cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores = false);
 bool use_reg_select(const TopkParams& p);
-// Round 4 switches (docs/PERFORMANCE.md, Indexer): on by default; GLM5RT_INDEXER_ROUND4=0 in the
-// environment (read once per process) makes the defaults the round-3 paths. Explicit params win.
+// Round 4 switches (docs/PERFORMANCE.md, Indexer): the scores start-up is on by default
+// (GLM5RT_INDEXER_ROUND4=0 in the environment, read once per process, turns it off); the round-4 select
+// only with row_kernel 2 (it measured slower at 8K). Explicit params win.
 bool round4_default();
-bool reg_select_copies(const TopkParams& p);   // row_kernel 2, or -1 with the round-4 default
+bool reg_select_copies(const TopkParams& p);   // row_kernel 2 only
 bool scores_early_pages(const ScoreParams& p);  // early_pages 1, or -1 with the round-4 default
 cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream);
 // Split top-k: histogram (unless histogram_done), filter, finish.

@@ -685,7 +685,7 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       for (int rk : {1, 2}) {
         d1.early_pages = rk == 2 ? 1 : 0;
         run_pipeline(b1, d1, k, 0, false, 2, rk == 2 ? "register select b1 8K r4" : "register select b1 8K", rk);
-        // and what launch_indexer picks by itself (the round-4 default unless GLM5RT_INDEXER_ROUND4=0)
+        // and what launch_indexer picks by itself (round 4's scores start-up with round 3's select)
         run_pipeline(b1, d1, k, -1, true, 2, "b1 8K, automatic path");
       }
       Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
