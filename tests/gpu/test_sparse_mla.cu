@@ -409,7 +409,9 @@ TEST_CASE("sparse MLA: top-k from 1 to 2048") {
 }
 
 TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
-  for (int splits : {1, 2, 5, 22, 0}) {
+  // 64: the split count the H200 sweep of d58ca5c found fastest at T = 1 for 8-16 heads (not yet the
+  // planner's choice; this checks it before it becomes one).
+  for (int splits : {1, 2, 5, 22, 64, 0}) {
     Problem pb;
     pb.T = 3;
     pb.H = 32;
@@ -420,6 +422,18 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
     pb.kinds = {RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad};
     run_and_check(pb);
   }
+  // The decode shape of that sweep: one token, top-k 2048 in 64 splits of 32 tokens, both record formats.
+  for (int H : {8, 16, 64})
+    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      Problem pb;
+      pb.T = 1;
+      pb.H = H;
+      pb.topk = 2048;
+      pb.fmt = fmt;
+      pb.num_slots = 9000;
+      pb.splits = 64;
+      run_and_check(pb);
+    }
 }
 
 TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the combine kernels") {
