@@ -94,6 +94,9 @@ struct Fp8GemmParams {
   // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
   // only: results do not depend on it. 0: none.
   int decode_l2_prefetch = 0;
+  // The cp.async decode kernel's weight copies carry the L2 evict_first policy (weights read once give
+  // way first, e.g. to lines the MoE router prefetched with evict_last). A hint: results do not depend on it.
+  bool decode_evict_first = false;
 
   // Optional fused epilogue (MoE decode): the weighted combine of the grouped rows back to token order,
   // done by the GEMM itself instead of a separate kernel after it. Each warp owns 16 output columns; after
@@ -124,6 +127,10 @@ struct Fp8GemmParams {
   const __nv_bfloat16* swiglu_gate_up = nullptr;  // null: A from a / a_scale
   int swiglu_ld = 0;
   int swiglu_rows = 0;
+
+  // Debug timeline (benchmarks): kStampWords u64 of %globaltimer min/max (launch.cuh, detail::stamp) for
+  // block start, past the PDL wait and end of work; written by the cp.async decode kernel only. Null: off.
+  unsigned long long* debug_stamps = nullptr;
 };
 
 // Checks the parameters and launches on `stream`. No host synchronisation. Returns cudaErrorInvalidValue

@@ -85,6 +85,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   // started: look up the group and start streaming the first K blocks of weights, then wait for the
   // previous kernel (whose output, A, is read only after the wait).
   const bool early = p.group_info_ready;
+  if (threadIdx.x == 0) stamp(p.debug_stamps, kStampStart);
   if (!early) pdl_wait_and_release();
   extern __shared__ __align__(16) uint8_t decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -128,13 +129,22 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   const uint8_t* a_base = p.a + c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
 
+  const bool evict_first = p.decode_evict_first;
+  const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
   auto issue = [&](int kb) {
     const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
     const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
-    cp_async_16(dst, w + off_lo, 16);
-    cp_async_16(dst + 512, w + off_lo + 64, 16);
-    cp_async_16(dst + 1024, w + off_hi, 16);
-    cp_async_16(dst + 1536, w + off_hi + 64, 16);
+    if (evict_first) {
+      cp_async_16_hint(dst, w + off_lo, 16, policy);
+      cp_async_16_hint(dst + 512, w + off_lo + 64, 16, policy);
+      cp_async_16_hint(dst + 1024, w + off_hi, 16, policy);
+      cp_async_16_hint(dst + 1536, w + off_hi + 64, 16, policy);
+    } else {
+      cp_async_16(dst, w + off_lo, 16);
+      cp_async_16(dst + 512, w + off_lo + 64, 16);
+      cp_async_16(dst + 1024, w + off_hi, 16);
+      cp_async_16(dst + 1536, w + off_hi + 64, 16);
+    }
   };
   const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
 
@@ -161,6 +171,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     }
     pdl_wait_and_release();
   }
+  if (threadIdx.x == 0) stamp(p.debug_stamps, kStampWaited);
 
   // Rows of a group per pass: 8 (the mma's N), or with the SwiGLU prologue the rows it has room for.
   const int step = SWIGLU ? p.swiglu_rows : 8;
@@ -257,6 +268,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
       if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
     }
   }
+  if (lane == 0) stamp(p.debug_stamps, kStampEnd);
   if constexpr (COMBINE) {
     // Count this warp's 16 columns as done (after its stores are visible device-wide); the last of the
     // *num_active groups' warps for these columns combines them (threadFenceReduction pattern).
@@ -274,6 +286,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     if (last) {
       __threadfence();
       decode_fused_combine(p, col0, lane);
+      if (lane == 0) stamp(p.debug_stamps, kStampEnd);
     }
   }
 #endif

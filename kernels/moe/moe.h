@@ -32,6 +32,20 @@ struct RouterParams {
   int* topk_ids = nullptr;                // out [tokens, top_k]
   float* topk_weights = nullptr;          // out [tokens, top_k]
   bool pdl = false;                       // programmatic dependent launch (kernels/gemm/launch.cuh)
+  // Optional L2 prefetch (MoeParams::shared_l2_prefetch): after its logits, the few-token logits kernel
+  // (<= 16 tokens) asks L2 for K blocks [0, kblocks) (128 bytes each) of every row of each listed weight
+  // (*w: a device-resident pointer to [rows, k] e4m3, k a multiple of 128), in list order, first K block
+  // first within an entry. A hint: results never depend on it. Entries with kblocks 0 are skipped.
+  struct L2Prefetch {
+    const uint8_t* const* w = nullptr;
+    int rows = 0, k = 0, kblocks = 0;
+  };
+  static constexpr int kMaxL2Prefetch = 3;
+  L2Prefetch l2_prefetch[kMaxL2Prefetch];
+  bool l2_prefetch_evict_last = false;  // prefetch.global.L2::evict_last (sm_80+) instead of the plain form
+  // Debug timeline (benchmarks): 2 slots of kStampWords u64 (kernels/gemm/launch.cuh): the logits kernel,
+  // then the fused front kernel. Null: off.
+  unsigned long long* debug_stamps = nullptr;
 };
 
 // GLM5.md step 9, with router_math.h's summation order and sigmoid: logits in float32, s = sigmoid,
@@ -141,7 +155,45 @@ struct MoeParams {
   // quantised intermediate from the gate_up output into shared memory with the SwiGLU kernel's code: the
   // same bits; one kernel and one dependency fewer).
   int decode_fusion = 2;
+  // L2 prefetch of the shared expert's gate_up weights during the router (decode, T <= 16 with the fused
+  // front): the logits kernel, once its logits are written, asks L2 for the first shared_l2_prefetch K
+  // blocks (128 bytes of each of the 2 x inter weight rows: 0.5 MB per K block at GLM-5 size, at most
+  // hidden/128 = 48 = 25 MB) of the shared expert's gate_proj and up_proj, so that DRAM, idle while the
+  // selection / permutation / quantisation run, already delivers the bytes the gate_up GEMM's shared
+  // blocks read first. A hint: results do not depend on it. 0: off. The environment variable
+  // GLM5RT_MOE_SHARED_L2_PREFETCH=<n> overrides it (read once per process).
+  int shared_l2_prefetch = 0;
+  // With shared_l2_prefetch: also every K block of the shared expert's down_proj (12.6 MB at GLM-5 size),
+  // which the down GEMM reads only after the whole gate_up GEMM: useful only when those lines survive the
+  // routed experts' streams (shared_l2_evict_last + stream_evict_first). GLM5RT_MOE_SHARED_L2_DOWN=0|1.
+  bool shared_l2_prefetch_down = false;
+  // With shared_l2_prefetch: the prefetches carry the evict_last L2 priority, so the routed experts'
+  // streaming reads evict them last. GLM5RT_MOE_SHARED_L2_EVICT_LAST=0|1 overrides it.
+  bool shared_l2_evict_last = false;
+  // The expert GEMMs' weight streams (cp.async decode kernel) carry the evict_first L2 policy: read once,
+  // they give way first, so that lines prefetched with evict_last (above) survive until read (the read
+  // with evict_first then also demotes them). GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it.
+  bool stream_evict_first = false;
+  // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
+  // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
+  // ~0 and the max words with 0 before a run. Null: off.
+  unsigned long long* debug_stamps = nullptr;
 };
+
+// Slots of MoeParams::debug_stamps.
+enum MoeStampSlot {
+  kMoeStampLogits = 0,
+  kMoeStampFront,
+  kMoeStampGateUp,
+  kMoeStampSwiglu,
+  kMoeStampDown,
+  kMoeStampCombine,
+  kMoeStampSharedGateUp,
+  kMoeStampSharedSwiglu,
+  kMoeStampSharedDown,
+  kMoeStampSlots
+};
+constexpr int kMoeStampWords = 6;  // per slot (= detail::kStampWords)
 
 size_t moe_workspace_size(int tokens, int hidden, int inter, int num_experts, int top_k);
 cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);

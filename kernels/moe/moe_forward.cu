@@ -7,8 +7,38 @@
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_internal.h"
 
+#include <cstdlib>
+
 namespace glm5rt::kernels {
 namespace {
+
+// MoeParams::debug_stamps slot (null when the timeline is off).
+unsigned long long* stamp_slot(const MoeParams& p, int slot) {
+  return p.debug_stamps ? p.debug_stamps + static_cast<size_t>(slot) * kMoeStampWords : nullptr;
+}
+
+// Environment overrides of the shared expert's L2 prefetch (read once per process; -1: not set).
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : -1;
+}
+int env_shared_l2_prefetch() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_PREFETCH");
+  return v;
+}
+int env_shared_l2_evict_last() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_EVICT_LAST");
+  return v;
+}
+int env_shared_l2_down() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_DOWN");
+  return v;
+}
+int env_stream_evict_first() {
+  static const int v = env_int("GLM5RT_MOE_STREAM_EVICT_FIRST");
+  return v;
+}
+bool env_flag(int env, bool param) { return env >= 0 ? env != 0 : param; }
 
 constexpr size_t kAlign = 256;
 // K blocks (128 bytes per weight row each) of the down GEMM's weights asked of L2 before its PDL wait,
@@ -90,6 +120,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.decode_depth = p.decode_depth;
   g.decode_kernel = p.decode_kernel;
   g.pdl = pdl;
+  g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -97,7 +128,10 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   // memory each) for the whole shared gate_up GEMM, which the routed gate_up GEMM's one-wave fit does
   // not count (concurrent_blocks covers the shared gate_up's blocks only). Launched after the shared
   // gate_up GEMM, they take its freed slots, and the rest run in the routed gate_up GEMM's tail.
-  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, false); e != cudaSuccess) return e;
+  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, false,
+                                             stamp_slot(p, kMoeStampSharedSwiglu));
+      e != cudaSuccess)
+    return e;
   Fp8GemmParams g2 = g;
   g2.n = H;
   g2.k = I;
@@ -113,6 +147,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
   return fp8_gemm(g2, ss);
 }
 
@@ -193,6 +228,30 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.logits = static_cast<float*>(at(l.logits));
   rp.topk_ids = ids;
   rp.topk_weights = wts;
+  rp.debug_stamps = stamp_slot(p, kMoeStampLogits);  // and the front's slot right after it
+  // The shared expert's weights into L2 during the router (MoeParams::shared_l2_prefetch): only with the
+  // shared expert on this stream (the side stream streams them itself) and the few-token logits kernel
+  // (<= 16 tokens, the one that issues them).
+  const bool evict_first = env_flag(env_stream_evict_first(), p.stream_evict_first);
+  {
+    int kb = env_shared_l2_prefetch() >= 0 ? env_shared_l2_prefetch() : p.shared_l2_prefetch;
+    kb = kb < H / kFp8Block ? kb : H / kFp8Block;
+    if (kb > 0 && main_shared && T <= 16 && !routed) {
+      for (int part = 0; part < 2; ++part) {
+        rp.l2_prefetch[part].w = p.gate_up_w + 2 * static_cast<size_t>(E) + part;
+        rp.l2_prefetch[part].rows = I;
+        rp.l2_prefetch[part].k = H;
+        rp.l2_prefetch[part].kblocks = kb;
+      }
+      if (env_flag(env_shared_l2_down(), p.shared_l2_prefetch_down)) {
+        rp.l2_prefetch[2].w = p.down_w + E;
+        rp.l2_prefetch[2].rows = H;
+        rp.l2_prefetch[2].k = I;
+        rp.l2_prefetch[2].kblocks = I / kFp8Block;
+      }
+      rp.l2_prefetch_evict_last = env_flag(env_shared_l2_evict_last(), p.shared_l2_evict_last);
+    }
+  }
 
   PermuteParams pp;
   pp.pdl = pdl;
@@ -268,6 +327,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // With the shared expert on the other stream, its gate_up grid (the decode kernel: one block per 64 output
   // rows) is presumably still resident when this GEMM starts: leave room for it in the one-wave fit.
   g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
+  g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
+  g1.decode_evict_first = evict_first;
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(3); e != cudaSuccess) return e;
@@ -275,7 +336,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
   float* hs = static_cast<float*>(at(l.hs));
   if (!fused_swiglu) {
-    if (cudaError_t e = moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down); e != cudaSuccess)
+    if (cudaError_t e =
+            moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down, stamp_slot(p, kMoeStampSwiglu));
+        e != cudaSuccess)
       return e;
   }
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
@@ -300,6 +363,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
+  g2.debug_stamps = stamp_slot(p, kMoeStampDown);
   if (fused_combine) {
     g2.combine_counters = counters;
     g2.combine_out = p.out;
@@ -325,13 +389,15 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     // Join. The combine is launched without PDL here: its inputs come from two streams, and only the
     // full (event) dependency is known to cover the other stream's kernels.
     if (cudaError_t e = cudaStreamWaitEvent(stream, p.shared_events[1], 0); e != cudaSuccess) return e;
-    if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use, nullptr, T * K, p.out, stream, false);
+    if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use, nullptr, T * K, p.out, stream, false,
+                                       stamp_slot(p, kMoeStampCombine));
         e != cudaSuccess)
       return e;
     return mark(6);
   }
-  if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts_use, p.with_shared ? pp.group_offsets + E : nullptr,
-                                  p.out, stream, pdl);
+  if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use,
+                                     p.with_shared ? pp.group_offsets + E : nullptr, -1, p.out, stream, pdl,
+                                     stamp_slot(p, kMoeStampCombine));
       e != cudaSuccess)
     return e;
   return mark(6);

@@ -18,7 +18,10 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
                                                                      const PermuteParams pp, uint8_t* xq,
                                                                      float* xs, int* zero_ints,
                                                                      int n_zero) {
+  unsigned long long* const stamps = rp.debug_stamps ? rp.debug_stamps + detail::kStampWords : nullptr;
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampStart);
   detail::pdl_wait_and_release();
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampWaited);
   // Counters of the down GEMM's fused combine (moe_forward's decode fusion): zero before the down GEMM,
   // which runs after this kernel has completed (gate_up and SwiGLU wait for their predecessors).
   for (int i = threadIdx.x; i < n_zero; i += blockDim.x) zero_ints[i] = 0;
@@ -38,6 +41,7 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   // block after the barrier at the start of permute_block.
   __syncthreads();
   detail::permute_block(pp, sh);
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampEnd);
 }
 
 }  // namespace

@@ -33,16 +33,19 @@ constexpr int kMoeCombineFuseMaxTokens = 2;
 cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
                       cudaStream_t stream, int* zero_ints = nullptr, int n_zero = 0);
 
+// (stamps: MoeParams::debug_stamps slot of the kernel, null: off.)
 // moe_swiglu_quantize; with release_early the next kernel may launch (PDL) before this one waits for its
 // predecessor (the MoE down GEMM then prefetches weights during the gate_up GEMM's tail).
 cudaError_t moe_swiglu_quantize_ex(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
-                                   cudaStream_t stream, bool pdl, bool release_early);
+                                   cudaStream_t stream, bool pdl, bool release_early,
+                                   unsigned long long* stamps = nullptr);
 
 // moe_combine with the shared expert's rows given from the host: row shared_row0 + t of y is token t's
 // shared-expert output when shared_row0 >= 0 and shared_row_begin is null (the shared expert on its own
 // stream writes fixed rows). Same arithmetic and order as moe_combine.
 cudaError_t moe_combine_at(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                            const float* topk_weights, const int* shared_row_begin, int shared_row0,
-                           __nv_bfloat16* out, cudaStream_t stream, bool pdl);
+                           __nv_bfloat16* out, cudaStream_t stream, bool pdl,
+                           unsigned long long* stamps = nullptr);
 
 }  // namespace glm5rt::kernels

@@ -40,9 +40,36 @@ constexpr int kSmallBatch = 24;  // 16-byte weight loads per lane in flight (hid
 constexpr int kSmallMaxTokens = 16;
 constexpr int kSmallSmemLimit = 48 * 1024;  // dynamic shared memory without an opt-in
 
+// RouterParams::l2_prefetch: K block kb of row r, K block major within an entry (the GEMM reads K block 0
+// first), spread over every thread of the grid. One prefetch per 128-byte K block of a row (rows of the
+// checkpoint's weights start on 128-byte lines: k is a multiple of 128 and tensors are 256-aligned).
+__device__ __forceinline__ void router_l2_prefetch(const RouterParams& p) {
+  const long long nthreads = static_cast<long long>(gridDim.x) * gridDim.y * blockDim.x;
+  const long long tid = (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+#pragma unroll 1
+  for (int j = 0; j < RouterParams::kMaxL2Prefetch; ++j) {
+    const RouterParams::L2Prefetch& f = p.l2_prefetch[j];
+    if (f.kblocks <= 0) continue;
+    const uint8_t* base = *f.w;
+    const long long total = static_cast<long long>(f.rows) * f.kblocks;
+    for (long long i = tid; i < total; i += nthreads) {
+      const int kb = static_cast<int>(i / f.rows), row = static_cast<int>(i - static_cast<long long>(kb) * f.rows);
+      const uint8_t* w = base + static_cast<size_t>(row) * f.k + static_cast<size_t>(kb) * 128;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      if (p.l2_prefetch_evict_last)
+        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(w));
+      else
+#endif
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w));
+    }
+  }
+}
+
 template <int TOK>
 __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(const RouterParams p) {
+  if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampStart);
   detail::pdl_wait_and_release();
+  if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampWaited);
   extern __shared__ __align__(16) uint8_t router_smem[];
   uint4* xs = reinterpret_cast<uint4*>(router_smem);  // [TOK][chunks] bf16 x 8
   const int chunks = p.hidden / 8;
@@ -55,7 +82,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int e = blockIdx.y * kSmallWarps + warp;
-  if (e >= p.num_experts) return;
+  if (e >= p.num_experts) {
+    router_l2_prefetch(p);
+    return;
+  }
   const uint4* wrow = reinterpret_cast<const uint4*>(p.weight + static_cast<size_t>(e) * p.hidden);
   float acc[TOK];
 #pragma unroll
@@ -89,6 +119,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
     const float v = lane_butterfly(acc[t]);
     if (lane == 0 && t0 + t < p.tokens) p.logits[static_cast<size_t>(t0 + t) * p.num_experts + e] = v;
   }
+  if (lane == 0) detail::stamp(p.debug_stamps, detail::kStampEnd);
+  router_l2_prefetch(p);  // after this warp's logits: the prefetches do not delay them
 }
 
 // ---- many tokens ----
@@ -214,6 +246,9 @@ cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream) {
   if (!router_params_ok(p)) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   if (!p.x || !p.weight || !p.logits) return cudaErrorInvalidValue;
+  for (const RouterParams::L2Prefetch& f : p.l2_prefetch)
+    if (f.kblocks < 0 || (f.kblocks > 0 && (!f.w || f.rows < 1 || f.k < 128 || f.k % 128 != 0 || f.kblocks > f.k / 128)))
+      return cudaErrorInvalidValue;
   if (p.tokens <= kSmallMaxTokens && 4 * p.hidden * 2 <= kSmallSmemLimit) {
     if (p.tokens == 1) return launch_small<1>(p, stream);
     if (p.tokens == 2) return launch_small<2>(p, stream);

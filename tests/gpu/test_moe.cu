@@ -424,6 +424,36 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
     CHECK(differ == 0);
   }
+  {  // The shared expert's L2 prefetch during the router (MoeParams::shared_l2_prefetch, every K block; then
+     // also the down weights with evict_last and evict_first weight streams) and the debug timeline on:
+     // hints and timestamps only, so the same bits; the few-token
+     // logits kernel (<= 16 tokens) must have written its slot of the timeline (start <= past-wait <= end).
+    DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
+    for (int el = 0; el < 2; ++el) {
+      std::vector<unsigned long long> init(dst.count);
+      for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
+      dst.upload(init);
+      k::MoeParams pf = p0;
+      pf.shared_l2_prefetch = H / 128 + 5;  // more than there are: clamped to every K block
+      pf.shared_l2_evict_last = el == 1;
+      pf.shared_l2_prefetch_down = el == 1;
+      pf.stream_evict_first = el == 1;  // the GEMMs' weight copies with the evict_first L2 policy
+      pf.debug_stamps = dst.ptr;
+      dout.poison();
+      CUDA_OK(k::moe_forward(pf, ws.ptr, ws_bytes, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto again = dout.download();
+      size_t differ = 0;
+      for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
+      CHECK(differ == 0);
+      if (T <= 16) {
+        const auto st = dst.download();
+        CHECK(st[0] != ~0ull);
+        CHECK(st[0] <= st[3]);
+        CHECK(st[2] <= st[5]);
+      }
+    }
+  }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
   // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
   // rows per expert expected).
