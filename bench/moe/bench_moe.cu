@@ -266,6 +266,8 @@ struct MoeResult {
   bool shared_l2_evict_last = false;
   bool shared_l2_prefetch_down = false;
   bool stream_evict_first = false;
+  bool fast_front = false;
+  int shared_l2_prefetch_site = 0;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
@@ -300,7 +302,8 @@ std::vector<int> parse_list(const char* s) {
 }
 
 const char* const kStampSlotNames[glm5rt::kernels::kMoeStampSlots] = {
-    "logits", "front", "gate_up", "swiglu", "down", "combine", "shared_gate_up", "shared_swiglu", "shared_down"};
+    "logits", "front", "gate_up", "swiglu", "down", "combine", "shared_gate_up", "shared_swiglu", "shared_down",
+    "logits_staged", "front_phases"};
 
 // ", \"timeline_us\": {...}" for a row with a timeline (slot -> [start first, start last, waited first,
 // waited last, end first, end last] in us from the earliest block start), else "".
@@ -458,6 +461,8 @@ int main(int argc, char** argv) {
     bool shared_l2_evict_last = glm5rt::kernels::MoeParams{}.shared_l2_evict_last;
     bool shared_l2_prefetch_down = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_down;
     bool stream_evict_first = glm5rt::kernels::MoeParams{}.stream_evict_first;
+    bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
+    int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -495,28 +500,34 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // The shared expert's weights asked of L2 by the router logits kernel (MoeParams::shared_l2_prefetch K
-    // blocks of gate_up, 0.5 MB each; "all": every K block of gate_up and of down), "-el" with the evict_last
-    // priority, "-ef" with the expert GEMMs' weight streams marked evict_first. Up to 16 tokens.
+    // Round 5's changes one at a time against the library defaults (MoeParams), and "old" = all of them off
+    // (the previous default): the fast front (cp.async staging + quantisation in the router logits kernel,
+    // compact front kernel), the evict_first weight streams, the shared expert's L2 prefetch (site 1: the
+    // gate_up GEMM before its wait; "l2pf-rtr": site 0, the router logits kernel; "-el": evict_last).
     if (T <= 16) {
-      struct Pf {
+      struct Alt {
         const char* name;
-        int kb;
-        bool down, el, ef;
+        int fast, ef, kb, site, el;  // -1: library default
       };
-      const Pf pfs[] = {{"l2pf-8", 8, false, false, false},     {"l2pf-24", 24, false, false, false},
-                        {"l2pf-48", 48, false, false, false},   {"l2pf-48-el", 48, false, true, false},
-                        {"evict-first", 0, false, false, true}, {"l2pf-48-el-ef", 48, false, true, true},
-                        {"l2pf-all-el-ef", 48, true, true, true}};
-      for (const Pf& f : pfs) {
-        if (T > 1 && (f.kb == 8 || f.kb == 24)) continue;
-        Config c{T, 0, 0, 0, true, f.name};
-        c.shared_l2_prefetch = f.kb;
-        c.shared_l2_prefetch_down = f.down;
-        c.shared_l2_evict_last = f.el;
-        c.stream_evict_first = f.ef;
+      const Alt alts[] = {{"old", 0, 0, 0, -1, -1},       {"no-fastfr", 0, -1, -1, -1, -1},
+                          {"no-ef", -1, 0, -1, -1, -1},    {"no-l2pf", -1, -1, 0, -1, -1},
+                          {"l2pf-24", -1, -1, 24, 1, -1},  {"l2pf-el", -1, -1, -1, -1, 1},
+                          {"l2pf-rtr", -1, -1, 48, 0, -1}, {"l2pf-rtr-el", -1, -1, 48, 0, 1}};
+      for (const Alt& a : alts) {
+        if (T > 1 && (a.kb == 24 || a.site == 0)) continue;
+        Config c{T, 0, 0, 0, true, a.name};
+        if (a.fast >= 0) c.fast_front = a.fast != 0;
+        if (a.ef >= 0) c.stream_evict_first = a.ef != 0;
+        if (a.kb >= 0) c.shared_l2_prefetch = a.kb;
+        if (a.site >= 0) c.shared_l2_prefetch_site = a.site;
+        if (a.el >= 0) c.shared_l2_evict_last = a.el != 0;
         configs.push_back(c);
       }
+    }
+    if (T == 64) {
+      Config c{T, 0, 0, 0, true, "no-ef"};
+      c.stream_evict_first = false;
+      configs.push_back(c);
     }
     if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
     if (T == 512) {
@@ -548,6 +559,8 @@ int main(int argc, char** argv) {
     r.shared_l2_evict_last = cfg.shared_l2_evict_last;
     r.shared_l2_prefetch_down = cfg.shared_l2_prefetch_down;
     r.stream_evict_first = cfg.stream_evict_first;
+    r.fast_front = cfg.fast_front;
+    r.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -589,6 +602,8 @@ int main(int argc, char** argv) {
     p.shared_l2_evict_last = cfg.shared_l2_evict_last;
     p.shared_l2_prefetch_down = cfg.shared_l2_prefetch_down;
     p.stream_evict_first = cfg.stream_evict_first;
+    p.fast_front = cfg.fast_front;
+    p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];
@@ -740,7 +755,8 @@ int main(int argc, char** argv) {
                      "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d, \"decode_depth\": %d, "
                      "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d, "
                      "\"shared_l2_prefetch\": %d, \"shared_l2_evict_last\": %s, \"shared_l2_prefetch_down\": %s, "
-                     "\"stream_evict_first\": %s, \"ms_graph_b2b\": %.4f, "
+                     "\"stream_evict_first\": %s, \"fast_front\": %s, \"shared_l2_prefetch_site\": %d, "
+                     "\"ms_graph_b2b\": %.4f, "
                      "\"ms_graph_layers8\": %.4f%s}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
@@ -750,6 +766,7 @@ int main(int argc, char** argv) {
                      r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion,
                      r.shared_l2_prefetch, r.shared_l2_evict_last ? "true" : "false",
                      r.shared_l2_prefetch_down ? "true" : "false", r.stream_evict_first ? "true" : "false",
+                     r.fast_front ? "true" : "false", r.shared_l2_prefetch_site,
                      r.ms_graph_b2b, r.ms_graph_layers,
                      timeline_json(r).c_str(), i + 1 < results.size() ? "," : "");
       }

@@ -43,6 +43,14 @@ struct RouterParams {
   static constexpr int kMaxL2Prefetch = 3;
   L2Prefetch l2_prefetch[kMaxL2Prefetch];
   bool l2_prefetch_evict_last = false;  // prefetch.global.L2::evict_last (sm_80+) instead of the plain form
+  // Few-token logits kernel: stage x with cp.async (every piece in flight at once; x 16-byte aligned)
+  // instead of a load-then-store loop. The same logits.
+  bool stage_async = false;
+  // Few-token logits kernel only (<= 16 tokens; the launcher refuses it otherwise): also quantise x per
+  // 128-group to e4m3 into xq [tokens, hidden] / xs [tokens, hidden / 128], exactly as
+  // fp8_quantize_groups does. Null: not.
+  uint8_t* xq = nullptr;
+  float* xs = nullptr;
   // Debug timeline (benchmarks): 2 slots of kStampWords u64 (kernels/gemm/launch.cuh): the logits kernel,
   // then the fused front kernel. Null: off.
   unsigned long long* debug_stamps = nullptr;
@@ -155,25 +163,32 @@ struct MoeParams {
   // quantised intermediate from the gate_up output into shared memory with the SwiGLU kernel's code: the
   // same bits; one kernel and one dependency fewer).
   int decode_fusion = 2;
-  // L2 prefetch of the shared expert's gate_up weights during the router (decode, T <= 16 with the fused
-  // front): the logits kernel, once its logits are written, asks L2 for the first shared_l2_prefetch K
-  // blocks (128 bytes of each of the 2 x inter weight rows: 0.5 MB per K block at GLM-5 size, at most
-  // hidden/128 = 48 = 25 MB) of the shared expert's gate_proj and up_proj, so that DRAM, idle while the
-  // selection / permutation / quantisation run, already delivers the bytes the gate_up GEMM's shared
-  // blocks read first. A hint: results do not depend on it. 0: off. The environment variable
-  // GLM5RT_MOE_SHARED_L2_PREFETCH=<n> overrides it (read once per process).
-  int shared_l2_prefetch = 0;
-  // With shared_l2_prefetch: also every K block of the shared expert's down_proj (12.6 MB at GLM-5 size),
-  // which the down GEMM reads only after the whole gate_up GEMM: useful only when those lines survive the
-  // routed experts' streams (shared_l2_evict_last + stream_evict_first). GLM5RT_MOE_SHARED_L2_DOWN=0|1.
+  // The fast front (default on; GLM5RT_MOE_FAST_FRONT=0|1 overrides): the few-token router logits kernel
+  // stages x with cp.async and also quantises x (<= 16 tokens, router not skipped), and the fused front
+  // kernel is the compact one (selection rounds as a loop: ~16x less code) without the quantisation. The
+  // same bits. Measured on the H200 (round 5 timeline, T=1): logits 8.5 us and front 15 us before, for a
+  // few hundred instructions of work (serial load -> store staging; 111 KB of SASS fetched cold).
+  bool fast_front = true;
+  // L2 prefetch of the shared expert's gate_up weights (decode, T <= 16 with the fused front, the shared
+  // expert on this stream): the first shared_l2_prefetch K blocks (128 bytes of each of the 2 x inter
+  // weight rows: 0.5 MB per K block at GLM-5 size; clamped to hidden/128 = 48 = 25 MB), K block 0 first,
+  // asked of L2 while nothing streams yet, so the gate_up GEMM's shared blocks read them from L2. Where
+  // (shared_l2_prefetch_site): 1 (default) the gate_up GEMM's blocks before their PDL wait (the front then
+  // releases them before its own wait, so they are resident during the router); 0 the router logits
+  // kernel once its logits are written (measured slower: its grid's completion waits for the prefetches).
+  // A hint: results do not depend on it. 0: off. GLM5RT_MOE_SHARED_L2_PREFETCH=<n> and
+  // GLM5RT_MOE_SHARED_L2_SITE=0|1 override them (read once per process).
+  int shared_l2_prefetch = 48;
+  int shared_l2_prefetch_site = 1;
+  // Site 0 only: also every K block of the shared expert's down_proj (12.6 MB). GLM5RT_MOE_SHARED_L2_DOWN.
   bool shared_l2_prefetch_down = false;
-  // With shared_l2_prefetch: the prefetches carry the evict_last L2 priority, so the routed experts'
-  // streaming reads evict them last. GLM5RT_MOE_SHARED_L2_EVICT_LAST=0|1 overrides it.
+  // The prefetches carry the evict_last L2 priority. GLM5RT_MOE_SHARED_L2_EVICT_LAST=0|1 overrides it.
   bool shared_l2_evict_last = false;
-  // The expert GEMMs' weight streams (cp.async decode kernel) carry the evict_first L2 policy: read once,
-  // they give way first, so that lines prefetched with evict_last (above) survive until read (the read
-  // with evict_first then also demotes them). GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it.
-  bool stream_evict_first = false;
+  // The expert GEMMs' weight streams (cp.async decode kernel, T <= 64 here) carry the evict_first L2
+  // policy: read once, they give way first, so x, the router's and front's data, the kernels' code and
+  // prefetched lines stay in L2. Measured on the H200 (round 5): T=1 0.1273 -> 0.1234 ms, T=8 0.5780 ->
+  // 0.5720 ms in a graph. GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it.
+  bool stream_evict_first = true;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.
@@ -191,6 +206,8 @@ enum MoeStampSlot {
   kMoeStampSharedGateUp,
   kMoeStampSharedSwiglu,
   kMoeStampSharedDown,
+  kMoeStampLogitsStaged,  // start pair: x staged in the logits kernel's shared memory (per block)
+  kMoeStampFrontPhases,   // start pair: selection done; waited pair: past the barrier before the permutation
   kMoeStampSlots
 };
 constexpr int kMoeStampWords = 6;  // per slot (= detail::kStampWords)

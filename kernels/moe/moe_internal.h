@@ -10,6 +10,9 @@ namespace glm5rt::kernels {
 
 // The router's float32 logits only (p.logits), in router_math's order; p.bias / topk_* are not used.
 cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream);
+// Whether moe_router_logits runs its few-token kernel for this shape (the one that can stage x with
+// cp.async and quantise it: RouterParams::stage_async / xq).
+bool moe_router_small_kernel(int tokens, int hidden);
 
 // Up to this many tokens, moe_forward runs selection + permutation + activation quantisation as one
 // single-block kernel (moe_front): at decode sizes each of those is a few microseconds of launch and
@@ -30,8 +33,10 @@ constexpr int kMoeCombineFuseMaxTokens = 2;
 // then the permutation of pp (pp.topk_ids must be the ids just written, or caller-provided ids when
 // select is false, e.g. forced routing). rp.tokens == pp.tokens <= kMoeFrontMaxTokens. Also sets
 // zero_ints[0 .. n_zero) to 0 (the down GEMM's fused-combine counters; n_zero 0: none).
+// flags: kMoeFront* below (0: the original kernel).
+constexpr int kMoeFrontCompact = 1, kMoeFrontNoQuantize = 2, kMoeFrontReleaseEarly = 4;
 cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
-                      cudaStream_t stream, int* zero_ints = nullptr, int n_zero = 0);
+                      cudaStream_t stream, int* zero_ints = nullptr, int n_zero = 0, int flags = 0);
 
 // (stamps: MoeParams::debug_stamps slot of the kernel, null: off.)
 // moe_swiglu_quantize; with release_early the next kernel may launch (PDL) before this one waits for its

@@ -424,28 +424,44 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
     CHECK(differ == 0);
   }
-  {  // The shared expert's L2 prefetch during the router (MoeParams::shared_l2_prefetch, every K block; then
-     // also the down weights with evict_last and evict_first weight streams) and the debug timeline on:
-     // hints and timestamps only, so the same bits; the few-token
-     // logits kernel (<= 16 tokens) must have written its slot of the timeline (start <= past-wait <= end).
+  {  // Round 5's options against the default run (fast front, evict_first streams, shared-expert L2
+     // prefetch by the gate_up GEMM before its wait, all on by default), each with the debug timeline on:
+     // v0 all off (the previous default: unrolled front kernel quantising x, plain logits staging);
+     // v1 the prefetch issued by the router logits kernel instead (every K block of gate_up and of down,
+     // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off. Hints, staging and
+     // timestamps only: the same bits. At <= 16 tokens the logits kernel's timeline slot must be written.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
-    for (int el = 0; el < 2; ++el) {
+    for (int v = 0; v < 3; ++v) {
       std::vector<unsigned long long> init(dst.count);
       for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
       dst.upload(init);
       k::MoeParams pf = p0;
-      pf.shared_l2_prefetch = H / 128 + 5;  // more than there are: clamped to every K block
-      pf.shared_l2_evict_last = el == 1;
-      pf.shared_l2_prefetch_down = el == 1;
-      pf.stream_evict_first = el == 1;  // the GEMMs' weight copies with the evict_first L2 policy
       pf.debug_stamps = dst.ptr;
+      if (v == 0) {
+        pf.fast_front = false;
+        pf.stream_evict_first = false;
+        pf.shared_l2_prefetch = 0;
+      } else if (v == 1) {
+        pf.shared_l2_prefetch = H / 128 + 5;  // more than there are: clamped to every K block
+        pf.shared_l2_prefetch_site = 0;
+        pf.shared_l2_prefetch_down = true;
+        pf.shared_l2_evict_last = true;
+      } else {
+        pf.fast_front = false;
+        pf.shared_l2_prefetch_site = 1;
+        pf.shared_l2_evict_last = true;
+      }
       dout.poison();
       CUDA_OK(k::moe_forward(pf, ws.ptr, ws_bytes, nullptr));
       CUDA_OK(cudaDeviceSynchronize());
       const auto again = dout.download();
       size_t differ = 0;
       for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
+      MESSAGE("round-5 variant " << v << " at T=" << T << ": differing outputs " << differ);
       CHECK(differ == 0);
+      const auto ids_again = dids.download();
+      CHECK(ids_again == gid);
+      CHECK(dwts.download() == gw);
       if (T <= 16) {
         const auto st = dst.download();
         CHECK(st[0] != ~0ull);
