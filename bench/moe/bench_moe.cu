@@ -502,16 +502,17 @@ int main(int argc, char** argv) {
     }
     // Round 5's changes one at a time against the library defaults (MoeParams), and "old" = all of them off
     // (the previous default): the fast front (cp.async staging + quantisation in the router logits kernel,
-    // compact front kernel), the evict_first weight streams, the shared expert's L2 prefetch (site 1: the
-    // gate_up GEMM before its wait; "l2pf-rtr": site 0, the router logits kernel; "-el": evict_last).
+    // compact front kernel), the evict_first weight streams, the shared expert's L2 prefetch (off by
+    // default; "l2pf": site 1, the gate_up GEMM before its wait; "l2pf-rtr": site 0, the router logits
+    // kernel; "-el": evict_last).
     if (T <= 16) {
       struct Alt {
         const char* name;
         int fast, ef, kb, site, el;  // -1: library default
       };
       const Alt alts[] = {{"old", 0, 0, 0, -1, -1},       {"no-fastfr", 0, -1, -1, -1, -1},
-                          {"no-ef", -1, 0, -1, -1, -1},    {"no-l2pf", -1, -1, 0, -1, -1},
-                          {"l2pf-24", -1, -1, 24, 1, -1},  {"l2pf-el", -1, -1, -1, -1, 1},
+                          {"no-ef", -1, 0, -1, -1, -1},    {"l2pf", -1, -1, 48, 1, -1},
+                          {"l2pf-24", -1, -1, 24, 1, -1},  {"l2pf-el", -1, -1, 48, 1, 1},
                           {"l2pf-rtr", -1, -1, 48, 0, -1}, {"l2pf-rtr-el", -1, -1, 48, 0, 1}};
       for (const Alt& a : alts) {
         if (T > 1 && (a.kb == 24 || a.site == 0)) continue;

@@ -166,8 +166,9 @@ struct MoeParams {
   // The fast front (default on; GLM5RT_MOE_FAST_FRONT=0|1 overrides): the few-token router logits kernel
   // stages x with cp.async and also quantises x (<= 16 tokens, router not skipped), and the fused front
   // kernel is the compact one (selection rounds as a loop: ~16x less code) without the quantisation. The
-  // same bits. Measured on the H200 (round 5 timeline, T=1): logits 8.5 us and front 15 us before, for a
-  // few hundred instructions of work (serial load -> store staging; 111 KB of SASS fetched cold).
+  // same bits. Measured on the H200 (round 5, same process): T=1 logits kernel 9.2 -> 4.6 us, front 15.1
+  // -> 11.8 us after its wait, layer 0.1262 -> 0.1234 ms (graph) with evict_first; T=8 logits 25.9 -> 9.2
+  // us, front 24.5 -> 15.6 us, layer 0.5708 -> 0.5439 ms. Flip: false.
   bool fast_front = true;
   // L2 prefetch of the shared expert's gate_up weights (decode, T <= 16 with the fused front, the shared
   // expert on this stream): the first shared_l2_prefetch K blocks (128 bytes of each of the 2 x inter
@@ -178,7 +179,10 @@ struct MoeParams {
   // kernel once its logits are written (measured slower: its grid's completion waits for the prefetches).
   // A hint: results do not depend on it. 0: off. GLM5RT_MOE_SHARED_L2_PREFETCH=<n> and
   // GLM5RT_MOE_SHARED_L2_SITE=0|1 override them (read once per process).
-  int shared_l2_prefetch = 48;
+  // Off by default: measured no gain on the H200 (round 5, T=1, same process: 48 K blocks at site 1
+  // 0.1240 / 0.1244 ms graph / 8-layer graph against 0.1234 / 0.1197 without; the routed experts' stream
+  // after it ends later, 89.1 against 83.7 us). Flip: 48.
+  int shared_l2_prefetch = 0;
   int shared_l2_prefetch_site = 1;
   // Site 0 only: also every K block of the shared expert's down_proj (12.6 MB). GLM5RT_MOE_SHARED_L2_DOWN.
   bool shared_l2_prefetch_down = false;
@@ -186,8 +190,10 @@ struct MoeParams {
   bool shared_l2_evict_last = false;
   // The expert GEMMs' weight streams (cp.async decode kernel, T <= 64 here) carry the evict_first L2
   // policy: read once, they give way first, so x, the router's and front's data, the kernels' code and
-  // prefetched lines stay in L2. Measured on the H200 (round 5): T=1 0.1273 -> 0.1234 ms, T=8 0.5780 ->
-  // 0.5720 ms in a graph. GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it.
+  // prefetched lines stay in L2. Measured on the H200 (round 5, call 1): T=1 0.1273 -> 0.1234 ms, T=8
+  // 0.5780 -> 0.5720 ms in a graph; call 2 with the fast front: T=8 0.5482 -> 0.5440, T=64 2.051 -> 2.028.
+  // (Part of the T=1 gain is the bench's: it replays one layer, so its router weights stay in L2 too.)
+  // GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it. Flip: false.
   bool stream_evict_first = true;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
