@@ -10,7 +10,10 @@ splits of a launch with T query tokens, H heads, top-k K:
 CTAs per SM are the H200's (132 SMs, 227 KB of shared memory per SM): 2 for 8 / 16 heads per CTA, 1 for
 32 (registers), as ctas_per_sm() computes them there for the kernels the small-T plans run.
 
-    fit_plan.py --predict                 # the planner's picks with the constants now in sparse_mla.cu
+The C++ planner also holds kMeasuredPlans, the measured best plan of the sweep for its exact shapes (top-k
+2048, 132 SMs, T = 1 and 8), which wins over the model there; this script shows the model alone.
+
+    fit_plan.py --predict                 # the model's picks with the constants now in sparse_mla.cu
     fit_plan.py --fit sweep.json          # least-squares fit (relative error) of the constants to the
                                           # JSON "split_sweep" of glm5rt_bench_sparse_mla --plan-sweep;
                                           # prints the C++ initializer and picks vs measured best
