@@ -80,6 +80,7 @@ struct Result {
   double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as variant 2)
   double v5_graph_us;  // round 3's warp-specialized kernel (variant 5; sm_90+: bulk copies for bf16 records)
   int v5_splits;       // the split count the planner gives variant 5
+  double v6_graph_us;  // round 5's variant 6 (variant 5 with bulk-copied FP8 records); 0 for bf16 (= variant 5)
   // Round 4 (--combine-compare): the automatic kernel with each merge of the split partials, same inputs.
   int auto_combine;            // SparseMlaParams::combine the automatic choice resolves to (0 = no splits)
   double combine_old_us;       // combine = 1: round 3's combine kernel (the old path)
@@ -228,12 +229,12 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v5_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
+                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
                  "\"best_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
                  r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, i + 1 < results.size() ? "," : "");
   }
@@ -386,7 +387,7 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0;
     int v5_splits = 0;
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
@@ -410,6 +411,7 @@ int main(int argc, char** argv) {
           p.heads_per_cta = hc;
           for (int sp : {1, 2, 4, 8, 16, 32, 64}) {
             if (c.T == 1 && sp < 8) continue;  // far from the best at one token (round 3's sweep: >= 2x)
+            if (c.T <= 4 && sp < 4) continue;  // likewise at 2-4 tokens (round 5's T = 8 sweep: 1-2 splits >= 2x)
             p.num_splits = sp;
             if (glm5rt::kernels::sparse_mla_num_splits(p) != sp) continue;  // clamped: timed already
             const double us = time_config(sp, &e);
@@ -455,6 +457,10 @@ int main(int argc, char** argv) {
       v5_us = time_config(0, &e);
       p.num_splits = 0;
       v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+      if (c.fmt == MlaCacheFormat::kFp8) {
+        p.kernel_variant = 6;
+        v6_us = time_config(0, &e);
+      }
       p.kernel_variant = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
@@ -462,7 +468,7 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, auto_combine, comb_us[1], comb_us[2],
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, auto_combine, comb_us[1], comb_us[2],
                        comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us});
     if (plan_sweep) {
     } else if (combine_compare)
@@ -472,9 +478,9 @@ int main(int argc, char** argv) {
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v6 %9.2f\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

@@ -54,7 +54,7 @@ int smem_per_sm() {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 5) return p.kernel_variant;  // 4 is rejected earlier
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 6) return p.kernel_variant;  // 4 is rejected earlier
   if (p.format == MlaCacheFormat::kBf16) return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
@@ -434,7 +434,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
+      p.kernel_variant < 0 || p.kernel_variant > 6 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
@@ -479,7 +479,10 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
-  if (variant == 5) {
+  if (variant == 6) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
+  } else if (variant == 5) {
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {

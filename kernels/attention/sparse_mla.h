@@ -71,7 +71,9 @@ struct SparseMlaParams {
   // no difference: removed in round 3, rejected as invalid. Appended in round 3: 5 = warp-specialized
   // kernel (producer warps gather 16-token steps into a ring on mbarriers, one bulk copy per bf16 record
   // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
-  // barriers). Same results whichever runs.
+  // barriers). Appended in round 5: 6 = variant 5 with FP8 records gathered by one bulk copy per 656-byte
+  // record on sm_90+ (the producer warps only dequantize; bf16 records and sm_80: as 5); never chosen
+  // automatically. Same results whichever runs.
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
   // pools = nullptr: every row reads `cache` / `num_slots` (as before). Otherwise row t reads the pool
