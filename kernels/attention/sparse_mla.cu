@@ -44,6 +44,17 @@ int smem_per_sm() {
   return smem;
 }
 
+// Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
+int planner_mode(const SparseMlaParams& p) {
+  static const int env = [] {
+    const char* e = std::getenv("GLM5RT_MLA_PLANNER");
+    const int v = e ? std::atoi(e) : 0;
+    return v == 1 || v == 2 ? v : 0;
+  }();
+  const int mode = p.planner == 1 || p.planner == 2 ? p.planner : env;
+  return mode == 0 ? 2 : mode;
+}
+
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -55,7 +66,13 @@ int smem_per_sm() {
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
   if (p.kernel_variant >= 1 && p.kernel_variant <= 6) return p.kernel_variant;  // 4 is rejected earlier
-  if (p.format == MlaCacheFormat::kBf16) return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
+  if (p.format == MlaCacheFormat::kBf16) {
+    // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
+    // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
+    // 6.52 / 7.09 against 6.96 / 7.69 us; at T = 1 H = 64 (8 x 32) and at T = 8 it does not.
+    if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
+    return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
+  }
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
@@ -135,18 +152,22 @@ struct PlanModel {
   double merge_us;
   double merge_us_per_mb;
 };
-// Fitted by fit_plan.py to the round-5 H200 sweep (bench/results/sparse_mla-h200-round5.json: 264 timed
-// plans at T = 1 and 8, H = 8..128; median model error 2.2% bf16 / 2.0% FP8, worst 13% / 11%). The
-// constants before that sweep (solved from round 4's 9 points) were bf16 {4.1, 5.0, 2.6}, {0.74, 0.75,
-// 1.23}, 0.6, 0.65 and FP8 {3.9, 3.3, 2.7}, {1.57, 1.86, 1.89}, 0.6, 0.65.
+// Fitted by fit_plan.py to the second round-5 H200 sweep (bench/results/sparse_mla-h200-round5b.json: 504
+// timed plans at T = 1, 2, 4 and 8, H = 8..128; median model error 2.6% bf16 / 2.4% FP8, worst 15% / 11%).
+// Earlier constants: after the first sweep (T = 1 and 8 only) bf16 {1.86, 2.19, 2.83}, {0.772, 0.788,
+// 0.869}, 2.88, 0.61, FP8 {1.56, 1.76, 2.89}, {1.63, 1.78, 1.52}, 2.46, 0.571; before any round-5 sweep
+// (solved from round 4's 9 points) bf16 {4.1, 5.0, 2.6}, {0.74, 0.75, 1.23}, 0.6, 0.65 and FP8 {3.9, 3.3,
+// 2.7}, {1.57, 1.86, 1.89}, 0.6, 0.65.
 constexpr PlanModel kPlanModel[2] = {
-    /* bf16 */ {{1.86, 2.19, 2.83}, {0.772, 0.788, 0.869}, 2.88, 0.61},
-    /* fp8  */ {{1.56, 1.76, 2.89}, {1.63, 1.78, 1.52}, 2.46, 0.571},
+    /* bf16 */ {{1.72, 2.02, 2.55}, {0.779, 0.789, 0.886}, 3.05, 0.604},
+    /* fp8  */ {{1.28, 1.31, 2.19}, {1.64, 1.78, 1.57}, 2.72, 0.6},
 };
 
-// The measured best plan of that sweep for its exact shapes (top-k 2048, 132 SMs as on the H200, T = 1 and
-// 8), where the model's pick was slower (by 1-10%: bf16 T=1 H=128, T=8 H=16 / 128; FP8 T=1 H=64 / 128) or
-// equal; the model decides everywhere else. Every entry is a plan the tests of that run executed.
+// The measured best plan of those sweeps for their exact shapes (top-k 2048, 132 SMs as on the H200, T = 1,
+// 2, 4 and 8; T = 1 / 8 from the first sweep, T = 2 / 4 from the second), where the model's pick was slower
+// (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
+// everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
+// calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -154,12 +175,22 @@ struct MeasuredPlan {
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
-    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
+    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
+    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32},    {MlaCacheFormat::kBf16, 4, 16, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
+    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
     {MlaCacheFormat::kBf16, 8, 16, 8, 16},   {MlaCacheFormat::kBf16, 8, 32, 16, 16},
     {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
     {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 32, 64},
-    {MlaCacheFormat::kFp8, 1, 128, 32, 32},  {MlaCacheFormat::kFp8, 8, 8, 8, 32},
+    {MlaCacheFormat::kFp8, 1, 128, 32, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
+    {MlaCacheFormat::kFp8, 2, 16, 16, 64},   {MlaCacheFormat::kFp8, 2, 32, 32, 64},
+    {MlaCacheFormat::kFp8, 2, 64, 32, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 16, 32},
+    {MlaCacheFormat::kFp8, 4, 32, 32, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
     {MlaCacheFormat::kFp8, 8, 16, 16, 32},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
     {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
 };
@@ -204,15 +235,6 @@ Plan plan_r5_for(const SparseMlaParams& p, int hc) {
   return best;
 }
 
-int planner_mode(const SparseMlaParams& p) {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_PLANNER");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 1 || v == 2 ? v : 0;
-  }();
-  const int mode = p.planner == 1 || p.planner == 2 ? p.planner : env;
-  return mode == 0 ? 2 : mode;
-}
 
 // Heads per CTA and split count of a launch (a pure function of the parameters, the SM count and the
 // device's shared memory per SM, so workspace_size, num_splits and forward agree).

@@ -99,12 +99,14 @@ struct SparseMlaParams {
   int combine = 0;
   // Appended in round 5: how the plan (heads per CTA and split count) is chosen when they are automatic.
   // 0 = automatic: the round-5 planner (2) unless GLM5RT_MLA_PLANNER=1 is set in the environment;
-  // 1 = round 4's planner: heads per CTA = min(H, 32), splits from round 2's cost model;
+  // 1 = round 4's planner: heads per CTA = min(H, 32), splits from round 2's cost model, and round 4's
+  //     automatic kernel variant (round 5 runs variant 2 for bf16 records at T = 1 with 8-head CTAs);
   // 2 = round 5's planner: for T <= kMlaJointPlanMaxTokens with both heads_per_cta and num_splits
   //     automatic, heads per CTA (8 / 16 / 32) and splits are chosen together from a cost model fitted to
-  //     the H200 sweep (smaller head groups put more CTAs on the SMs at T = 1; each group re-reads the
-  //     records from L2); with heads_per_cta forced, only the splits, from the same model. Larger T, or
-  //     num_splits forced: as 1. Same results whichever runs.
+  //     H200 sweeps, and the sweeps' measured best plan at their exact shapes (T = 1, 2, 4, 8, top-k 2048,
+  //     132 SMs); smaller head groups put more CTAs on the SMs at T = 1, each re-reading the records from
+  //     L2; with heads_per_cta forced, only the splits, from the same model. Larger T, or num_splits
+  //     forced: as 1. Same results whichever runs.
   int planner = 0;
 };
 
