@@ -1,6 +1,8 @@
 // Benchmark of the lightning-indexer kernels (scores + top-k, k = 2048) on an H200 or any CUDA GPU.
 // Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick] [--b1]
-// --b1: batch-1 decode only, contexts 1K, 8K, 32K, 128K, both key formats (round 4's old-vs-new check:
+// --b1: batch-1 decode only, contexts 1K, 8K, 32K, 128K, both key formats (round 5: total_old_us / total_cl_us
+// = round-4 scores + register select / + cluster select, alternated 4 times at 8K, plus FP8 batch 32 at 8K;
+// round 4's old-vs-new check:
 // total_r3_us / total_r4_us = launch_indexer with the round-3 / round-4 paths forced, same process).
 // Cases: decode batch 1 and 32 at context 1K..200K, prefill 4K x 4K causal, FP8 and bf16 keys. Each case
 // replays a CUDA graph of several calls over rotating inputs (different pages and queries, more bytes
@@ -71,6 +73,11 @@ struct Case {
 struct Result {
   Case c;
   int rows = 0, rotations = 0;
+  // Round 5: scores (round 4 start-up) + the cluster select (row_kernel 3) against the same scores + round
+  // 3's register select (row_kernel 1, the default before round 5), alternated kRepeats times in --b1.
+  static constexpr int kRepeats = 4;
+  double total_cl_us = 0, total_old_us = 0, topk_cl_us = 0, cl_rep[kRepeats] = {}, old_rep[kRepeats] = {};
+  int repeats = 0;
   double total_r3_us = 0, total_r4_us = 0, total_reg4_us = 0, topk_reg4_us = 0, scores_r3_us = 0;
   double total_us = 0, total_fused_us = 0, total_unfused_us = 0, total_reg_us = 0, total_r1_us = 0, topk_reg_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
 };
@@ -128,7 +135,7 @@ double copy_bandwidth_gbps(cudaStream_t stream) {
   return 2.0 * bytes / (us * 1e-6) / 1e9;  // bytes read + written
 }
 
-Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937_64& rng) {
+Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937_64& rng, bool b1) {
   const int k = 2048, page_size = 64;
   const bool prefill = c.prefill_rows > 0;
   const int seqs = prefill ? 1 : c.batch;
@@ -257,6 +264,34 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
     res.total_reg_us = time_graph_us(stream, rot, [&](int r) {
       CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 1, stream));
     });
+    early_pages = 1;  // round 5: the cluster select against the previous default, alternated
+    auto time_select = [&](int row_kernel) {
+      return time_graph_us(stream, rot, [&](int r) {
+        CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, row_kernel, stream));
+      });
+    };
+    if (reg_case) {
+      res.repeats = b1 ? Result::kRepeats : 1;
+      for (int i = 0; i < res.repeats; ++i) {
+        res.old_rep[i] = time_select(1);
+        res.cl_rep[i] = time_select(3);
+      }
+      std::vector<double> o(res.old_rep, res.old_rep + res.repeats), n(res.cl_rep, res.cl_rep + res.repeats);
+      std::sort(o.begin(), o.end());
+      std::sort(n.begin(), n.end());
+      res.total_old_us = o[o.size() / 2];
+      res.total_cl_us = n[n.size() / 2];
+    } else {
+      res.total_cl_us = time_select(3);
+      res.total_old_us = time_select(1);
+    }
+    early_pages = -1;
+    res.topk_cl_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 0;
+      tp.row_kernel = 3;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+    });
     early_pages = 1;  // +reg4: round 4
     res.total_reg4_us = time_graph_us(stream, rot, [&](int r) {
       CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 2, stream));
@@ -311,6 +346,16 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   return res;
 }
 
+std::string join_us(const double* v, int n) {
+  std::string o;
+  char buf[32];
+  for (int i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.3f", i ? ", " : "", v[i]);
+    o += buf;
+  }
+  return o;
+}
+
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char ch : s) {
@@ -358,15 +403,24 @@ int main(int argc, char** argv) {
       for (int ctx : contexts) cases.push_back({std::string("decode_") + f + "_b" + std::to_string(batch) + "_ctx" + std::to_string(ctx), fmt, batch, ctx, 0});
     }
     if (!b1) cases.push_back({std::string("prefill_") + f + "_4096x4096", fmt, 0, 4096, 4096});
+    // --b1 also times batch 32 at 8K once (FP8): whether the cluster select should serve more than
+    // kClusterSelectMaxRows rows (launch_indexer keeps the register select there).
+    if (b1 && fmt == ki::KeyFormat::kFp8) cases.push_back({"decode_fp8_b32_ctx8192", fmt, 32, 8192, 0});
   }
   std::vector<Result> results;
   for (const Case& c : cases) {
-    results.push_back(run_case(c, bw, stream, rng));
+    results.push_back(run_case(c, bw, stream, rng, b1));
     const Result& r = results.back();
     std::printf("%-28s total %9.2f us (fused %7.2f unfused %7.2f; +reg %7.2f +r1 %7.2f)  scores %9.2f  topk %9.2f (row %9.2f reg %7.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
                 r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_reg_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
     std::printf("%-28s round 3 %8.2f us  round 4 %8.2f us  (scores r3 %7.2f r4 %7.2f; +reg r3 %7.2f r4 %7.2f; reg alone r3 %7.2f r4 %7.2f)\n",
                 "", r.total_r3_us, r.total_r4_us, r.scores_r3_us, r.scores_us, r.total_reg_us, r.total_reg4_us, r.topk_reg_us, r.topk_reg4_us);
+    if (r.total_cl_us > 0) {
+      std::printf("%-28s round 5: old (r4 scores + reg select) %7.2f us, new (r4 scores + cluster select) %7.2f us; cluster select alone %7.2f us; repeats old/new:",
+                  "", r.total_old_us, r.total_cl_us, r.topk_cl_us);
+      for (int i = 0; i < r.repeats; ++i) std::printf(" %.2f/%.2f", r.old_rep[i], r.cl_rep[i]);
+      std::printf("\n");
+    }
     std::fflush(stdout);
   }
   // Summary last (the device call's output tail): round 3 against round 4, same process, per case.
@@ -375,6 +429,14 @@ int main(int argc, char** argv) {
   for (const Result& r : results)
     std::printf("  %-28s %8.2f %8.2f %8.2f | %8.2f %8.2f | %8.2f %8.2f\n", r.c.name.c_str(), r.total_r3_us, r.total_r4_us, r.total_us,
                 r.scores_r3_us, r.scores_us, r.topk_reg_us, r.topk_reg4_us);
+  std::printf("\nround 5 summary (us; one call = scores + top-k; old = round-4 scores + register select, the default before round 5;\n"
+              "new = round-4 scores + cluster select; medians of the alternated repeats; default = launch_indexer as committed)\n");
+  std::printf("  %-28s %8s %8s %8s | %9s %9s | %s\n", "case", "old", "new", "default", "reg alone", "cl alone", "repeats old/new");
+  for (const Result& r : results) {
+    std::printf("  %-28s %8.2f %8.2f %8.2f | %9.2f %9.2f |", r.c.name.c_str(), r.total_old_us, r.total_cl_us, r.total_us, r.topk_reg_us, r.topk_cl_us);
+    for (int i = 0; i < r.repeats; ++i) std::printf(" %.2f/%.2f", r.old_rep[i], r.cl_rep[i]);
+    std::printf("\n");
+  }
 
   char date[64];
   const std::time_t now = std::time(nullptr);
@@ -392,11 +454,12 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     std::fprintf(f,
                  "    {\"name\": \"%s\", \"format\": \"%s\", \"kind\": \"%s\", \"batch\": %d, \"rows\": %d, \"context\": %d, "
-                 "\"rotations\": %d, \"total_r3_us\": %.3f, \"total_r4_us\": %.3f, \"total_reg4_us\": %.3f, \"topk_reg4_us\": %.3f, \"scores_r3_us\": %.3f, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
+                 "\"rotations\": %d, \"total_old_us\": %.3f, \"total_cl_us\": %.3f, \"topk_cl_us\": %.3f, \"repeats_old_us\": [%s], \"repeats_cl_us\": [%s], \"total_r3_us\": %.3f, \"total_r4_us\": %.3f, \"total_reg4_us\": %.3f, \"topk_reg4_us\": %.3f, \"scores_r3_us\": %.3f, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
                  "\"topk_split_us\": %.3f, \"bytes\": %.0f, "
                  "\"floor_us\": %.3f, \"ratio_to_floor\": %.3f, \"score_tflops\": %.2f}%s\n",
                  r.c.name.c_str(), r.c.fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16", r.c.prefill_rows ? "prefill" : "decode",
-                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_r3_us, r.total_r4_us, r.total_reg4_us, r.topk_reg4_us, r.scores_r3_us, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
+                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_old_us, r.total_cl_us, r.topk_cl_us, join_us(r.old_rep, r.repeats).c_str(),
+                 join_us(r.cl_rep, r.repeats).c_str(), r.total_r3_us, r.total_r4_us, r.total_reg4_us, r.topk_reg4_us, r.scores_r3_us, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
                  r.total_us / r.floor_us, r.flops / (r.scores_us * 1e-6) / 1e12, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");

@@ -28,6 +28,13 @@ bool round4_default();
 bool reg_select_copies(const TopkParams& p);   // row_kernel 2 only
 bool scores_early_pages(const ScoreParams& p);  // early_pages 1, or -1 with the round-4 default
 cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream);
+// Round 5 (indexer_topk_cluster.cu): one cluster of 8 blocks per row (sm_90+). Taken for row_kernel 3 where
+// the device has clusters (else the register select runs), and for row_kernel -1 where the register
+// select would run and the launch has at most kClusterSelectMaxRows rows, unless GLM5RT_INDEXER_CLUSTER=0.
+bool cluster_select_supported();
+bool cluster_select_default();
+bool use_cluster_select(const TopkParams& p);
+cudaError_t launch_topk_cluster(const TopkParams& p, bool after_scores, cudaStream_t stream);
 // Split top-k: histogram (unless histogram_done), filter, finish.
 cudaError_t launch_topk_split(const TopkParams& p, bool histogram_done, cudaStream_t stream);
 

@@ -93,12 +93,17 @@ struct TopkParams {
   int split = -1;
   // Which one-block-per-row kernel: -1 choose, 0 the radix kernel that streams the row from L2 (any
   // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3),
-  // 2 the register select with three lane-private copies of its first histogram (round 4). Where -1
-  // chooses the register select it takes 1 (round 4's select measured slower at 8K on the H200).
+  // 2 the register select with three lane-private copies of its first histogram (round 4), 3 the cluster
+  // select (round 5: one cluster of 8 blocks per row exchanging histograms through distributed shared
+  // memory, rows of at most kRegSelectMaxRowLen keys; on a device without thread block clusters, below
+  // sm_90, it runs the register select). Where -1 chooses a one-block-per-row select for rows longer than
+  // k: the cluster select for launches of at most kClusterSelectMaxRows rows (unless the environment sets
+  // GLM5RT_INDEXER_CLUSTER=0), else the register select 1.
   int row_kernel = -1;
 };
 
 inline constexpr int kRegSelectMaxRowLen = 16384;
+inline constexpr int kClusterSelectMaxRows = 16;
 
 // Device workspace the split top-k path and the fused decode kernel need for T rows (about 45 KB per
 // row). It must be zero-filled once before its first use (clear_indexer_topk_workspace, or any
