@@ -15,6 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 COMMIT=${COMMIT:-$(cat GIT_COMMIT 2>/dev/null || echo unknown)}
+JSON=${JSON:-indexer-h200-round5.json}  # the second call of round 5 writes indexer-h200-round5b.json
 mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH
 failed=()
@@ -55,8 +56,8 @@ tail -3 "$OUT/tests_cluster0.txt"
 summary+=("tests (CLUSTER=0 pipeline): $(grep -E '^\[doctest\] (test cases|assertions)' "$OUT/tests_cluster0.txt" | tr '\n' ' ')")
 
 step "benchmark: bench_indexer --b1 (old vs new in one process)"
-timeout 240 "$bin/bench_indexer" "$OUT/indexer-h200-round5.json" --b1 --commit "$COMMIT" \
-  --command "COMMIT=<hash> OUT=<dir> bash scripts/gpu_indexer_round5.sh (bench_indexer OUT/indexer-h200-round5.json --b1)" \
+timeout 240 "$bin/bench_indexer" "$OUT/$JSON" --b1 --commit "$COMMIT" \
+  --command "COMMIT=<hash> OUT=<dir> bash scripts/gpu_indexer_round5.sh (bench_indexer OUT/$JSON --b1)" \
   >"$OUT/bench.txt" 2>&1 || failed+=(bench)
 
 step "compute-sanitizer memcheck: selects incl. cluster (random page tables, page sizes 1-100, rows to 16K)"
@@ -77,21 +78,27 @@ timeout 60 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin/test_inde
 tail -3 "$OUT/racecheck.txt"
 summary+=("racecheck selects (other k): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.txt" | tail -1)")
 
-step "Nsight Compute (if present and permitted): warp stalls of the register and cluster selects at 8K"
+step "Nsight Compute (if present and permitted): the register select at 8K (round 5's first call profiled the cluster select)"
 if command -v ncu >/dev/null; then
-  timeout 100 ncu -k regex:'topk_(reg|cluster)_kernel' -c 4 --section SpeedOfLight --section WarpStateStats \
-    --section SchedulerStats --section LaunchStats "$bin/bench_indexer" "$OUT/ncu-bench.json" --quick --b1 >"$OUT/ncu.txt" 2>&1 || true
-  grep -E "topk_|Duration|Stall|Warp Cycles|Issued Warp|No Eligible|ERR" "$OUT/ncu.txt" | head -40
+  timeout 100 ncu -k regex:'topk_reg_kernel' -c 2 --section SpeedOfLight --section WarpStateStats --section InstructionStats \
+    --section SchedulerStats --print-details all "$bin/bench_indexer" /tmp/ncu-bench.json --quick --b1 >"$OUT/ncu.txt" 2>&1 || true
+  grep -E "topk_|Duration|Stall|Warp Cycles|Issued Warp|Executed Instructions|No Eligible|ERR" "$OUT/ncu.txt" | head -30
 else
   echo "ncu not found"
+fi
+if command -v cuobjdump >/dev/null; then
+  cuobjdump -sass "$bin/obj/kernels_indexer_indexer_topk_cluster.cu.o" >"$OUT/cluster.sass" 2>&1 || true
+  echo "cluster select SASS: $(grep -c '^ */\*[0-9a-f]\{4\}\*/' "$OUT/cluster.sass") instructions in all variants"
 fi
 
 wait "$ptxas_pid"
 step "ptxas (sm_90, sm_120)"
 cat "$OUT/ptxas.txt"
 
+cat "$OUT/build.txt" "$OUT/tests.txt" "$OUT/tests_cluster0.txt" "$OUT/memcheck1.txt" "$OUT/memcheck2.txt" "$OUT/racecheck.txt" >"$OUT/logs.txt" 2>/dev/null
+rm -f "$OUT/build.txt" "$OUT/tests.txt" "$OUT/tests_cluster0.txt" "$OUT/memcheck1.txt" "$OUT/memcheck2.txt" "$OUT/racecheck.txt"
 step "benchmark output"
-grep -v "^  \|^$" "$OUT/bench.txt" | head -40
+grep -v "^  \|^$" "$OUT/bench.txt" | grep -v "^summary\|^round 5 summary\|^new = " | head -40
 step "SUMMARY"
 for l in "${summary[@]}"; do echo "$l"; done
 sed -n '/round 5 summary/,$p' "$OUT/bench.txt"

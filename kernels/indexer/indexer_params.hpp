@@ -96,7 +96,8 @@ struct TopkParams {
   // 2 the register select with three lane-private copies of its first histogram (round 4), 3 the cluster
   // select (round 5: one cluster of 8 blocks per row exchanging histograms through distributed shared
   // memory, rows of at most kRegSelectMaxRowLen keys; on a device without thread block clusters, below
-  // sm_90, it runs the register select). Where -1 chooses a one-block-per-row select for rows longer than
+  // sm_90, it runs the register select), 4 the cluster select with its first digit fixed at the key's top
+  // 11 bits (no cluster min / max). Where -1 chooses a one-block-per-row select for rows longer than
   // k: the cluster select for launches of at most kClusterSelectMaxRows rows (unless the environment sets
   // GLM5RT_INDEXER_CLUSTER=0), else the register select 1.
   int row_kernel = -1;

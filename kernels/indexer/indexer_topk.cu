@@ -389,7 +389,7 @@ namespace detail {
 cudaError_t check_topk(const TopkParams& p) {
   const RowLayout& rows = p.rows;
   if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1 ||
-      p.row_kernel < -1 || p.row_kernel > 3)
+      p.row_kernel < -1 || p.row_kernel > 4)
     return cudaErrorInvalidValue;
   if (p.row_kernel >= 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   if (rows.num_rows == 0) return cudaSuccess;

@@ -84,8 +84,12 @@ __device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
 }
 #endif
 
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams p) {
+// kFixedFirst (row_kernel 4): the first digit is the key's top 11 bits (sign, exponent, 2 mantissa bits)
+// without the cluster min / max, one cluster barrier and DSMEM round fewer; three passes still cover all
+// 32 bits, so rows of one sign or all-equal rows only cost more passes. kProbe (benchmarks only): thread 0
+// of block 0 of row 0 writes clock64() at the phase boundaries to probe[0..10].
+template <int kThreads, bool kFixedFirst, bool kProbe>
+__global__ void __launch_bounds__(kThreads, 1) topk_cluster_kernel(const TopkParams p, unsigned long long* probe) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kWarps = kThreads / 32;
   constexpr int kSpan = 4 * kThreads;           // positions per block
@@ -97,6 +101,16 @@ __global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams
   const uint32_t rank = cluster_rank();
   const int row = blockIdx.x / kCtas, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k = p.k;
+  auto stamp = [&](int i) {
+    if constexpr (kProbe) {
+      if (tid == 0 && rank == 0 && row == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t)::"memory");
+        probe[i] = t;
+      }
+    }
+  };
+  stamp(0);
   // Prologue: nothing here reads what the scores kernel writes.
   const int len = max(0, min(__ldg(p.rows.row_len + row), kCtas * kSpan));  // rows never exceed max_row_len
   const int seq = __ldg(p.rows.row_seq + row);
@@ -120,7 +134,9 @@ __global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams
     return entry * ps + (pos - page * ps);
   };
 
+  stamp(1);
   wait_for_producer();
+  stamp(2);
   const int pos0 = base + 4 * tid;  // this thread's four positions: pos0 .. pos0 + 3
   const float4 x = pos0 < len ? __ldcg(reinterpret_cast<const float4*>(p.scores + static_cast<int64_t>(row) * p.score_stride + pos0))
                               : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -142,33 +158,41 @@ __global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams
   }
 
   uint32_t key[4];
-  uint32_t kmin = 0xffffffffu, kmax = 0u;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    key[q] = detail::order_key(v[q]);
-    if (pos0 + q < len) {
-      kmin = min(kmin, key[q]);
-      kmax = max(kmax, key[q]);
-    }
-  }
-  kmin = __reduce_min_sync(0xffffffffu, kmin);
-  kmax = __reduce_max_sync(0xffffffffu, kmax);
-  if (lane == 0) {
-    s.wmin[warp] = kmin;
-    s.wmax[warp] = kmax;
-  }
-  __syncthreads();  // also orders the histogram clear and the staged table before their use
-  if (warp == 0) {
-    const uint32_t m = __reduce_min_sync(0xffffffffu, lane < kWarps ? s.wmin[lane] : 0xffffffffu);
-    const uint32_t M = __reduce_max_sync(0xffffffffu, lane < kWarps ? s.wmax[lane] : 0u);
+  for (int q = 0; q < 4; ++q) key[q] = detail::order_key(v[q]);
+  uint32_t lo = 0u, hi = 0xffffffffu;  // kFixedFirst: as if the row spanned every key (first digit = top 11 bits)
+  if constexpr (!kFixedFirst) {
+    uint32_t kmin = 0xffffffffu, kmax = 0u;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (pos0 + q < len) {
+        kmin = min(kmin, key[q]);
+        kmax = max(kmax, key[q]);
+      }
+    kmin = __reduce_min_sync(0xffffffffu, kmin);
+    kmax = __reduce_max_sync(0xffffffffu, kmax);
     if (lane == 0) {
-      s.cta_min = m;
-      s.cta_max = M;
+      s.wmin[warp] = kmin;
+      s.wmax[warp] = kmax;
     }
+    __syncthreads();  // also orders the histogram clear and the staged table before their use
+    stamp(3);
+    if (warp == 0) {
+      const uint32_t m = __reduce_min_sync(0xffffffffu, lane < kWarps ? s.wmin[lane] : 0xffffffffu);
+      const uint32_t M = __reduce_max_sync(0xffffffffu, lane < kWarps ? s.wmax[lane] : 0u);
+      if (lane == 0) {
+        s.cta_min = m;
+        s.cta_max = M;
+      }
+    }
+    cluster_sync();  // every block has started, and its cta_min / cta_max are visible
+    lo = __reduce_min_sync(0xffffffffu, lane < kCtas ? ld_remote(&s.cta_min, lane) : 0xffffffffu);
+    hi = __reduce_max_sync(0xffffffffu, lane < kCtas ? ld_remote(&s.cta_max, lane) : 0u);
+  } else {
+    __syncthreads();  // orders the histogram clear and the staged table before their use
+    stamp(3);
   }
-  cluster_sync();  // every block has started, and its cta_min / cta_max are visible
-  const uint32_t lo = __reduce_min_sync(0xffffffffu, lane < kCtas ? ld_remote(&s.cta_min, lane) : 0xffffffffu);
-  const uint32_t hi = __reduce_max_sync(0xffffffffu, lane < kCtas ? ld_remote(&s.cta_max, lane) : 0u);
+  stamp(4);
 
   // Known so far: keys whose bits under `mask` equal `prefix` hold the k-th key; `need` of them (in key
   // order, then position order) complete the k after the keys whose masked bits exceed `prefix`.
@@ -234,6 +258,7 @@ __global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams
       prefix |= static_cast<uint32_t>(S * kSuperWidth + kSuperWidth - 1 - l2) << shift;
       mask |= dmask << shift;
       top = shift - 1;
+      stamp(5 + pass);
       if (count == need) break;  // the bin holds exactly the keys still needed: take it whole
     }
   }
@@ -258,6 +283,7 @@ __global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams
   cluster_sync();  // block totals visible
   const uint32_t t_r = lane < kCtas ? ld_remote(&s.cta_total, lane) : 0u;
   const uint32_t cta_before = __reduce_add_sync(0xffffffffu, lane < static_cast<int>(rank) ? t_r : 0u);
+  stamp(8);
   cluster_arrive();  // no more reads of other blocks' shared memory from this thread
   const uint32_t excl = cta_before + warp_before + xi - packed;
   uint32_t g_next = excl & 0xffffu, e_next = excl >> 16;
@@ -279,12 +305,14 @@ __global__ void __launch_bounds__(kThreads) topk_cluster_kernel(const TopkParams
       if (out_scores) out_scores[idx] = v[q];
     }
   }
+  stamp(9);
   cluster_wait();  // keep this block's shared memory alive until every block has read it
+  stamp(10);
 #endif
 }
 
-template <int kThreads>
-cudaError_t launch_cluster(const TopkParams& p, bool pdl, cudaStream_t stream) {
+template <int kThreads, bool kFixedFirst, bool kProbe = false>
+cudaError_t launch_cluster(const TopkParams& p, bool pdl, cudaStream_t stream, unsigned long long* probe = nullptr) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(kCtas * p.rows.num_rows);
   cfg.blockDim = dim3(kThreads);
@@ -298,7 +326,7 @@ cudaError_t launch_cluster(const TopkParams& p, bool pdl, cudaStream_t stream) {
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 2 : 1;
-  return cudaLaunchKernelEx(&cfg, topk_cluster_kernel<kThreads>, p);
+  return cudaLaunchKernelEx(&cfg, topk_cluster_kernel<kThreads, kFixedFirst, kProbe>, p, probe);
 }
 
 }  // namespace
@@ -324,7 +352,7 @@ bool cluster_select_default() {
 }
 
 bool use_cluster_select(const TopkParams& p) {
-  if (p.row_kernel == 3) return cluster_select_supported();
+  if (p.row_kernel == 3 || p.row_kernel == 4) return cluster_select_supported();
   return p.row_kernel == -1 && p.rows.max_row_len > p.k && p.rows.max_row_len <= kRegSelectMaxRowLen &&
          p.rows.num_rows <= kClusterSelectMaxRows && cluster_select_default() && cluster_select_supported();
 }
@@ -333,8 +361,20 @@ cudaError_t launch_topk_cluster(const TopkParams& p, bool after_scores, cudaStre
   if (p.rows.num_rows == 0) return cudaSuccess;
   if (p.rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   const bool pdl = after_scores;  // sm_90+ only reaches here
-  const cudaError_t err = p.rows.max_row_len <= kCtas * 4 * 256 ? launch_cluster<256>(p, pdl, stream)
-                                                                : launch_cluster<512>(p, pdl, stream);
+  const bool narrow = p.rows.max_row_len <= kCtas * 4 * 256;
+  cudaError_t err;
+  if (p.row_kernel == 4)
+    err = narrow ? launch_cluster<256, true>(p, pdl, stream) : launch_cluster<512, true>(p, pdl, stream);
+  else
+    err = narrow ? launch_cluster<256, false>(p, pdl, stream) : launch_cluster<512, false>(p, pdl, stream);
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
+}
+
+cudaError_t launch_topk_cluster_probe(const TopkParams& p, unsigned long long* probe, cudaStream_t stream) {
+  if (p.rows.num_rows == 0 || p.rows.max_row_len > kCtas * 4 * 256 || !cluster_select_supported()) return cudaErrorInvalidValue;
+  const cudaError_t err = p.row_kernel == 4 ? launch_cluster<256, true, true>(p, false, stream, probe)
+                                            : launch_cluster<256, false, true>(p, false, stream, probe);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
