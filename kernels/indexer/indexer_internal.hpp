@@ -28,9 +28,10 @@ bool round4_default();
 bool reg_select_copies(const TopkParams& p);   // row_kernel 2 only
 bool scores_early_pages(const ScoreParams& p);  // early_pages 1, or -1 with the round-4 default
 cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream);
-// Round 5 (indexer_topk_cluster.cu): one cluster of 8 blocks per row (sm_90+). Taken for row_kernel 3 where
-// the device has clusters (else the register select runs), and for row_kernel -1 where the register
-// select would run and the launch has at most kClusterSelectMaxRows rows, unless GLM5RT_INDEXER_CLUSTER=0.
+// Round 5 (indexer_topk_cluster.cu): one cluster of 8 blocks per row (sm_90+). Taken for row_kernel 3 / 4
+// where the device has clusters (else the register select runs), and for row_kernel -1 (as 4: first digit
+// fixed at the top 11 bits) where the register select would run and the launch has at most
+// kClusterSelectMaxRows rows, unless GLM5RT_INDEXER_CLUSTER=0.
 bool cluster_select_supported();
 bool cluster_select_default();
 bool use_cluster_select(const TopkParams& p);

@@ -1,15 +1,18 @@
 // Exact top-k of rows of at most 16384 scores, one *cluster* of 8 blocks per row (round 5; sm_90+, thread
 // block clusters). Why: the one-block register select (indexer_topk_reg.cu) takes ~8 us for an 8K row on
-// the H200, of which ~5.6 us is the selection of 8 keys per thread in one SM; round 4 refuted shared-atomic
-// contention as the cause (three histogram copies were slower), so this spreads the row over 8 SMs and
-// keeps every per-block step short (8-16 warps per barrier and reduction instead of 32) at the price of a
-// few cluster barriers and distributed-shared-memory (DSMEM) reads.
+// the H200, of which ~6 us is the selection; round 4 refuted shared-atomic contention as the cause (three
+// histogram copies were slower), so this spreads the row over 8 SMs and keeps every per-block step short
+// (8-16 warps per barrier and reduction instead of 32) at the price of cluster barriers and
+// distributed-shared-memory (DSMEM) reads. Measured (H200, docs/PERFORMANCE.md, Indexer, round 5): alone
+// 6.2 us against 8.1 at 8K; behind the scores kernel 11.19 us against 12.84. Its phase probe shows what is
+// left: each cluster-barrier stage costs ~1700-1800 SM cycles (~0.9 us), each pass ~3100.
 //
 // Layout: block r of the cluster holds positions [r * 4T, (r + 1) * 4T) of its row (T threads, one float4
 // each: T = 256 for rows of at most 8K keys, 512 up to 16K), the 32-bit order keys in registers.
 // Algorithm (the register select's, with the block-wide steps made cluster-wide):
-//  - cluster min / max of the keys (one cluster barrier): the first digit starts at the highest bit in
-//    which they differ; all-equal rows skip the passes;
+//  - the first digit: the key's top 11 bits (kFixedFirst, row_kernel 4 and the default), or from the
+//    highest bit in which the cluster's min and max keys differ (row_kernel 3: one more cluster barrier;
+//    all-equal rows then skip the passes);
 //  - up to three radix passes (11 / 11 / <= 10 bits), each: local histogram (shared atomics) -> local
 //    totals of 64 super-bins of 32 bins -> cluster barrier -> each block sums the 64 super-bins over the 8
 //    blocks (DSMEM) -> every warp finds the super-bin, then reads that super-bin's 32 bins from the 8 blocks
@@ -342,7 +345,7 @@ bool cluster_select_supported() {
 }
 
 // The one-line flip: return false here (or set GLM5RT_INDEXER_CLUSTER=0) to make row_kernel -1 take the
-// register select again.
+// register select again (read once per process).
 bool cluster_select_default() {
   static const bool on = [] {
     const char* e = std::getenv("GLM5RT_INDEXER_CLUSTER");
@@ -363,7 +366,9 @@ cudaError_t launch_topk_cluster(const TopkParams& p, bool after_scores, cudaStre
   const bool pdl = after_scores;  // sm_90+ only reaches here
   const bool narrow = p.rows.max_row_len <= kCtas * 4 * 256;
   cudaError_t err;
-  if (p.row_kernel == 4)
+  // row_kernel -1 takes the fixed first digit: H200 (be223c0), b1 8K FP8 scores + select 11.19 us against
+  // 12.00 with the cluster min / max (row_kernel 3) and 12.84 with the register select.
+  if (p.row_kernel == 4 || p.row_kernel == -1)
     err = narrow ? launch_cluster<256, true>(p, pdl, stream) : launch_cluster<512, true>(p, pdl, stream);
   else
     err = narrow ? launch_cluster<256, false>(p, pdl, stream) : launch_cluster<512, false>(p, pdl, stream);
