@@ -408,6 +408,19 @@ __device__ inline RowWork row_work(const SampleParams& p, int row) {
           reinterpret_cast<double*>(base + L.e) + static_cast<size_t>(row) * p.vocab};
 }
 
+// What a one-block-per-row sampling kernel knows of its row before it reads a logit.
+struct RowSetup {
+  const float* logits;
+  bool greedy;    // temperature 0: the argmax of the penalised logits
+  bool penalise;  // a repetition penalty applies (penalty != 1 and a non-empty history window)
+  RowWork work;
+};
+__device__ inline RowSetup row_setup(const SampleParams& p, int row) {
+  const int w0 = p.window_offsets ? p.window_offsets[row] : 0;
+  const int w1 = p.window_offsets ? p.window_offsets[row + 1] : 0;
+  return {p.logits[row], !(p.temperature > 0.0f), p.repetition_penalty != 1.0f && w1 > w0, row_work(p, row)};
+}
+
 // c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float operations,
 // into the row's workspace. Block-wide; ends with a barrier.
 // kU > 1: that many loads in flight per thread (round 2); 1: round 1's loop.

@@ -206,12 +206,10 @@ __global__ void __launch_bounds__(kThreads) sample_rows_v2_kernel(const SamplePa
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   Shared& s = sm.r1;
   const int row = blockIdx.x, tid = threadIdx.x, V = p.vocab;
-  const float* l = p.logits[row];
-  const bool greedy = !(p.temperature > 0.0f);
-  const int w0 = p.window_offsets ? p.window_offsets[row] : 0;
-  const int w1 = p.window_offsets ? p.window_offsets[row + 1] : 0;
-  const bool penalise = p.repetition_penalty != 1.0f && w1 > w0;
-  const RowWork work = row_work(p, row);
+  const RowSetup setup = row_setup(p, row);
+  const float* l = setup.logits;
+  const bool greedy = setup.greedy, penalise = setup.penalise;
+  const RowWork work = setup.work;
 
   // 1. c = penalised logits (greedy) or penalised logits / temperature, with sampler.cpp's float ops;
   // 2. the top key (the greedy token, max c) and the smallest finite c (the linear bins' range). Without

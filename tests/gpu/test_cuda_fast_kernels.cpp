@@ -37,6 +37,7 @@
 #include "model/config.hpp"
 #include "model/weights.hpp"
 #include "tests/gpu/backend_agreement.hpp"
+#include "tests/gpu/random_glm5_model.hpp"
 
 using namespace glm5rt;
 using namespace glm5rt_test;
@@ -44,106 +45,19 @@ using namespace glm5rt_test;
 namespace {
 
 
-// A model with GLM-5's attention shapes, small elsewhere; weights (bf16-exact) are float32 views into
-// owned vectors.
-struct HostModel {
-  ModelConfig c;
-  ModelWeights w;
-  std::vector<std::unique_ptr<std::vector<float>>> store;
-  std::mt19937_64 rng;
-
-  explicit HostModel(uint64_t seed) : rng(seed) {}
-
-  TensorView tensor(const std::string& name, std::vector<int64_t> shape, float center, float spread) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    auto v = std::make_unique<std::vector<float>>(static_cast<size_t>(n));
-    std::uniform_real_distribution<float> u(-1.f, 1.f);
-    for (auto& x : *v) x = bf16_representable(center + spread * u(rng));
-    TensorView t;
-    t.name = name;
-    t.dtype = DType::f32;
-    t.shape = std::move(shape);
-    t.data = v->data();
-    store.push_back(std::move(v));
-    return t;
-  }
-  // [out, in] with entries ~ U(-1, 1) * sqrt(3 / in): unit-variance outputs for unit-variance inputs.
-  TensorView linear(const std::string& name, int64_t out, int64_t in) {
-    return tensor(name, {out, in}, 0.f, std::sqrt(3.f / static_cast<float>(in)));
-  }
-  TensorView norm(const std::string& name, int64_t n) { return tensor(name, {n}, 1.f, 0.2f); }
-  MlpWeights mlp(const std::string& p, int64_t d, int64_t i) {
-    return {linear(p + ".gate_proj", i, d), linear(p + ".up_proj", i, d), linear(p + ".down_proj", d, i)};
-  }
-};
-
-std::unique_ptr<HostModel> glm5_attention_model(uint64_t seed) {
-  auto m = std::make_unique<HostModel>(seed);
+// GLM-5's attention shapes, float32 (bf16-exact) weights, 8 routed experts of 96 (top-2) + 1 shared.
+std::unique_ptr<RandomGlm5Model> glm5_attention_model(uint64_t seed) {
+  auto m = std::make_unique<RandomGlm5Model>(seed);
   ModelConfig& c = m->c;
-  c.vocab_size = 512;
-  c.hidden_size = 256;
-  c.num_hidden_layers = 3;
-  c.intermediate_size = 384;
+  set_glm5_attention_config(c);
   c.moe_intermediate_size = 96;
   c.n_routed_experts = 8;
   c.num_experts_per_tok = 2;
-  c.n_shared_experts = 1;
   c.n_group = 1;
   c.topk_group = 1;
-  c.routed_scaling_factor = 2.5;
-  c.norm_topk_prob = true;
-  c.num_attention_heads = 16;
   c.q_lora_rank = 192;
-  c.kv_lora_rank = 512;
-  c.qk_nope_head_dim = 64;
-  c.qk_rope_head_dim = 64;
-  c.v_head_dim = 64;
-  c.index_n_heads = 32;
-  c.index_head_dim = 128;
-  c.index_topk = 64;
-  c.rms_norm_eps = 1e-5;
-  c.rope.theta = 10000.0;
-  c.max_position_embeddings = 4096;
-  c.indexer_types = {IndexerType::full, IndexerType::full, IndexerType::shared};
-  c.mlp_types = {MlpType::dense, MlpType::moe, MlpType::moe};
   c.torch_dtype = "float32";
-  const int64_t D = c.hidden_size, H = c.num_attention_heads;
-  ModelWeights& w = m->w;
-  w.embed_tokens = m->tensor("embed_tokens", {c.vocab_size, D}, 0.f, 1.f);
-  w.final_norm = m->norm("norm", D);
-  w.lm_head = m->linear("lm_head", c.vocab_size, D);
-  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
-    const std::string p = "layers." + std::to_string(li) + ".";
-    LayerWeights L;
-    L.input_layernorm = m->norm(p + "input_layernorm", D);
-    L.post_attention_layernorm = m->norm(p + "post_attention_layernorm", D);
-    L.q_a_proj = m->linear(p + "q_a_proj", c.q_lora_rank, D);
-    L.q_a_layernorm = m->norm(p + "q_a_layernorm", c.q_lora_rank);
-    L.q_b_proj = m->linear(p + "q_b_proj", H * c.qk_head_dim(), c.q_lora_rank);
-    L.kv_a_proj_with_mqa = m->linear(p + "kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, D);
-    L.kv_a_layernorm = m->norm(p + "kv_a_layernorm", c.kv_lora_rank);
-    L.kv_b_proj = m->linear(p + "kv_b_proj", H * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
-    L.o_proj = m->linear(p + "o_proj", D, H * c.v_head_dim);
-    if (c.indexer_types[li] == IndexerType::full) {
-      L.idx_wq_b = m->linear(p + "indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
-      L.idx_wk = m->linear(p + "indexer.wk", c.index_head_dim, D);
-      L.idx_k_norm_weight = m->norm(p + "indexer.k_norm.weight", c.index_head_dim);
-      L.idx_k_norm_bias = m->tensor(p + "indexer.k_norm.bias", {c.index_head_dim}, 0.f, 0.1f);
-      L.idx_weights_proj = m->linear(p + "indexer.weights_proj", c.index_n_heads, D);
-    }
-    L.is_moe = c.mlp_types[li] == MlpType::moe;
-    if (!L.is_moe) {
-      L.dense = m->mlp(p + "mlp", D, c.intermediate_size);
-    } else {
-      L.router_weight = m->linear(p + "mlp.gate", c.n_routed_experts, D);
-      L.router_bias = m->tensor(p + "mlp.gate.e_score_correction_bias", {c.n_routed_experts}, 0.f, 0.05f);
-      for (int64_t e = 0; e < c.n_routed_experts; ++e)
-        L.experts.push_back(m->mlp(p + "mlp.experts." + std::to_string(e), D, c.moe_intermediate_size));
-      L.shared_expert = m->mlp(p + "mlp.shared_experts", D, c.moe_intermediate_size * c.n_shared_experts);
-    }
-    w.layers.push_back(std::move(L));
-  }
+  draw_random_weights(*m);
   return m;
 }
 

@@ -139,6 +139,22 @@ int32_t record_dtype(int32_t requested, const char* what) {
        "FP8_E4M3), got dtype ", requested);
 }
 
+// The names the setters accept and the getters return, indexed by the backend's numeric choice: one table
+// each, so that a new choice is spelled in one place.
+constexpr const char* kFp8PathNames[] = {"auto", "direct", "dequant", "gemm"};
+constexpr const char* kKernelNames[] = {"simple", "fast-mla", "fast-attn", "fast"};
+
+// The index of `name` in `names`; otherwise fails with the list of accepted names.
+template <size_t N>
+int named_choice(const char* const (&names)[N], const std::string& name, const char* what) {
+  std::string accepted;
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i]) return static_cast<int>(i);
+    accepted += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(names[i]);
+  }
+  fail(Status::invalid_argument, what, " must be ", accepted, ", got ", name);
+}
+
 }  // namespace
 
 // ---- cache ----
@@ -324,11 +340,7 @@ void CudaBackend::clear_graphs() {
 }
 
 void CudaBackend::set_fp8_path(const std::string& path) {
-  if (path == "auto") fp8_path_ = 0;
-  else if (path == "direct") fp8_path_ = 1;
-  else if (path == "dequant") fp8_path_ = 2;
-  else if (path == "gemm") fp8_path_ = 3;
-  else fail(Status::invalid_argument, "FP8 path must be auto, gemm, dequant or direct, got ", path);
+  fp8_path_ = named_choice(kFp8PathNames, path, "FP8 path");
   clear_graphs();
 }
 
@@ -349,16 +361,11 @@ int32_t CudaBackend::split_slices(const DevLinear& L) const {
 }
 
 std::string CudaBackend::fp8_path() const {
-  static const char* const names[] = {"auto", "direct", "dequant", "gemm"};
-  return names[fp8_path_];
+  return kFp8PathNames[fp8_path_];
 }
 
 void CudaBackend::set_kernels(const std::string& which) {
-  if (which == "simple") kernels_ = 0;
-  else if (which == "fast-mla") kernels_ = 1;
-  else if (which == "fast-attn") kernels_ = 2;
-  else if (which == "fast") kernels_ = 3;
-  else fail(Status::invalid_argument, "CUDA kernels must be simple, fast-mla, fast-attn or fast, got ", which);
+  kernels_ = named_choice(kKernelNames, which, "CUDA kernels");
   clear_graphs();
 }
 
@@ -368,8 +375,7 @@ void CudaBackend::set_batch_attention(bool on) {
 }
 
 std::string CudaBackend::kernels() const {
-  static const char* const names[] = {"simple", "fast-mla", "fast-attn", "fast"};
-  return names[kernels_];
+  return kKernelNames[kernels_];
 }
 
 int64_t CudaBackend::fast_moe_layers() const {
