@@ -10,7 +10,7 @@ jobs=${3:-2}
 mkdir -p "$out/obj"
 export PATH=/usr/local/cuda/bin:$PATH
 flags=(-std=c++17 -O3 -I. -arch=sm_$arch --expt-relaxed-constexpr -lineinfo -Xptxas=-warn-spills)
-srcs=(kernels/indexer/indexer_scores.cu kernels/indexer/indexer_topk.cu kernels/indexer/indexer_topk_reg.cu kernels/indexer/indexer_launch.cu
+srcs=(kernels/indexer/indexer_scores.cu kernels/indexer/indexer_topk.cu kernels/indexer/indexer_topk_reg.cu kernels/indexer/indexer_topk_cluster.cu kernels/indexer/indexer_launch.cu
       tests/gpu/test_indexer.cu tests/support/doctest_main_gpu.cpp bench/indexer/bench_indexer.cu)
 printf '%s\n' "${srcs[@]}" | xargs -P "$jobs" -I{} sh -c \
   'f={}; o='"$out"'/obj/$(echo "$f" | tr / _).o; case "$f" in *.cpp) x="-x cu";; *) x="";; esac; nvcc '"${flags[*]}"' $x -c "$f" -o "$o"'

@@ -1,12 +1,15 @@
 // Benchmark of the lightning-indexer kernels (scores + top-k, k = 2048) on an H200 or any CUDA GPU.
 // Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick] [--b1]
-// --b1: batch-1 decode only, contexts 1K, 8K, 32K, 128K, both key formats (round 4's old-vs-new check:
+// --b1: batch-1 decode only, contexts 1K, 8K, 32K, 128K, both key formats (round 5: total_old_us / total_cl_us
+// = round-4 scores + register select / + cluster select, alternated 4 times at 8K, plus FP8 batch 32 at 8K;
+// round 4's old-vs-new check:
 // total_r3_us / total_r4_us = launch_indexer with the round-3 / round-4 paths forced, same process).
 // Cases: decode batch 1 and 32 at context 1K..200K, prefill 4K x 4K causal, FP8 and bf16 keys. Each case
 // replays a CUDA graph of several calls over rotating inputs (different pages and queries, more bytes
 // than the L2 holds), so launch overhead and cache reuse stay out; the median of the replays is reported.
 // The floor is the bytes that must move (keys once, q, weights, output) over the measured copy bandwidth.
 #include "bench/common/bench_cuda.cuh"
+#include "kernels/indexer/indexer_internal.hpp"  // launch_topk_cluster_probe (phase timestamps)
 #include "kernels/indexer/indexer_params.hpp"
 
 #include <cuda_runtime.h>
@@ -71,6 +74,16 @@ struct Case {
 struct Result {
   Case c;
   int rows = 0, rotations = 0;
+  // Round 5: scores (round 4 start-up) + the cluster select (row_kernel 3) against the same scores + round
+  // 3's register select (row_kernel 1, the default before round 5), alternated kRepeats times in --b1.
+  static constexpr int kRepeats = 4;
+  double total_cl_us = 0, total_old_us = 0, topk_cl_us = 0, cl_rep[kRepeats] = {}, old_rep[kRepeats] = {};
+  double total_clf_us = 0, topk_clf_us = 0, clf_rep[kRepeats] = {};  // row_kernel 4: fixed first digit
+  // Phase cycles of the cluster select (row_kernel 3 / 4) alone, block 0 of row 0, median of 21 launches:
+  // prologue, wait, keys loaded, first digit, pass 0, pass 1, pass 2, exchange, stores, exit; passes run.
+  double phase_cl[10] = {}, phase_clf[10] = {};
+  double passes_cl = 0, passes_clf = 0;
+  int repeats = 0;
   double total_r3_us = 0, total_r4_us = 0, total_reg4_us = 0, topk_reg4_us = 0, scores_r3_us = 0;
   double total_us = 0, total_fused_us = 0, total_unfused_us = 0, total_reg_us = 0, total_r1_us = 0, topk_reg_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
 };
@@ -128,7 +141,7 @@ double copy_bandwidth_gbps(cudaStream_t stream) {
   return 2.0 * bytes / (us * 1e-6) / 1e9;  // bytes read + written
 }
 
-Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937_64& rng) {
+Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937_64& rng, bool b1) {
   const int k = 2048, page_size = 64;
   const bool prefill = c.prefill_rows > 0;
   const int seqs = prefill ? 1 : c.batch;
@@ -257,6 +270,88 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
     res.total_reg_us = time_graph_us(stream, rot, [&](int r) {
       CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 1, stream));
     });
+    early_pages = 1;  // round 5: the cluster select against the previous default, alternated
+    auto time_select = [&](int row_kernel) {
+      return time_graph_us(stream, rot, [&](int r) {
+        CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, row_kernel, stream));
+      });
+    };
+    if (reg_case) {
+      res.repeats = b1 ? Result::kRepeats : 1;
+      for (int i = 0; i < res.repeats; ++i) {
+        res.old_rep[i] = time_select(1);
+        res.cl_rep[i] = time_select(3);
+        res.clf_rep[i] = time_select(4);
+      }
+      auto median = [](const double* v, int n) {
+        std::vector<double> x(v, v + n);
+        std::sort(x.begin(), x.end());
+        return x[x.size() / 2];
+      };
+      res.total_old_us = median(res.old_rep, res.repeats);
+      res.total_cl_us = median(res.cl_rep, res.repeats);
+      res.total_clf_us = median(res.clf_rep, res.repeats);
+      if (b1 && c.batch == 1 && c.context <= 8192) {  // phase probe of the cluster select, without PDL
+        unsigned long long* d_probe;
+        CHECK_CUDA(cudaMalloc(&d_probe, 16 * sizeof(unsigned long long)));
+        for (int variant : {3, 4}) {
+          std::vector<std::vector<double>> d(10);
+          double passes = 0;
+          const int n = 21;
+          for (int i = 0; i < n; ++i) {
+            CHECK_CUDA(cudaMemset(d_probe, 0, 16 * sizeof(unsigned long long)));
+            auto tp = topk_params(i % rot);
+            tp.split = 0;
+            tp.row_kernel = variant;
+            CHECK_CUDA(ki::detail::launch_topk_cluster_probe(tp, d_probe, stream));
+            unsigned long long h[16];
+            CHECK_CUDA(cudaMemcpyAsync(h, d_probe, sizeof h, cudaMemcpyDeviceToHost, stream));
+            CHECK_CUDA(cudaStreamSynchronize(stream));
+            // phases: 0-1 prologue, 1-2 wait, 2-3 load, 3-4 first digit, passes 4-5, 5-6, 6-7 (0 when not
+            // run: the interval then ends at the last pass's stamp), 7-8 exchange, 8-9 stores, 9-10 exit
+            unsigned long long last = h[4];
+            int np = 0;
+            double ph[10] = {double(h[1] - h[0]), double(h[2] - h[1]), double(h[3] - h[2]), double(h[4] - h[3])};
+            for (int q = 0; q < 3; ++q) {
+              ph[4 + q] = h[5 + q] ? double(h[5 + q] - last) : 0.0;
+              if (h[5 + q]) {
+                last = h[5 + q];
+                ++np;
+              }
+            }
+            ph[7] = double(h[8] - last);
+            ph[8] = double(h[9] - h[8]);
+            ph[9] = double(h[10] - h[9]);
+            for (int q = 0; q < 10; ++q) d[q].push_back(ph[q]);
+            passes += np;
+          }
+          double* out = variant == 3 ? res.phase_cl : res.phase_clf;
+          for (int q = 0; q < 10; ++q) {
+            std::sort(d[q].begin(), d[q].end());
+            out[q] = d[q][n / 2];
+          }
+          (variant == 3 ? res.passes_cl : res.passes_clf) = passes / n;
+        }
+        cudaFree(d_probe);
+      }
+    } else {
+      res.total_cl_us = time_select(3);
+      res.total_clf_us = time_select(4);
+      res.total_old_us = time_select(1);
+    }
+    early_pages = -1;
+    res.topk_cl_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 0;
+      tp.row_kernel = 3;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+    });
+    res.topk_clf_us = time_graph_us(stream, rot, [&](int r) {
+      auto tp = topk_params(r);
+      tp.split = 0;
+      tp.row_kernel = 4;
+      CHECK_CUDA(ki::launch_indexer_topk(tp, stream));
+    });
     early_pages = 1;  // +reg4: round 4
     res.total_reg4_us = time_graph_us(stream, rot, [&](int r) {
       CHECK_CUDA(ki::launch_indexer_ex(params(r), k, out, nullptr, ws, ws_bytes, 0, 2, stream));
@@ -311,6 +406,16 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   return res;
 }
 
+std::string join_us(const double* v, int n) {
+  std::string o;
+  char buf[32];
+  for (int i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.3f", i ? ", " : "", v[i]);
+    o += buf;
+  }
+  return o;
+}
+
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char ch : s) {
@@ -358,15 +463,30 @@ int main(int argc, char** argv) {
       for (int ctx : contexts) cases.push_back({std::string("decode_") + f + "_b" + std::to_string(batch) + "_ctx" + std::to_string(ctx), fmt, batch, ctx, 0});
     }
     if (!b1) cases.push_back({std::string("prefill_") + f + "_4096x4096", fmt, 0, 4096, 4096});
+    // --b1 also times batch 32 at 8K once (FP8): whether the cluster select should serve more than
+    // kClusterSelectMaxRows rows (launch_indexer keeps the register select there).
+    if (b1 && fmt == ki::KeyFormat::kFp8) cases.push_back({"decode_fp8_b32_ctx8192", fmt, 32, 8192, 0});
   }
   std::vector<Result> results;
   for (const Case& c : cases) {
-    results.push_back(run_case(c, bw, stream, rng));
+    results.push_back(run_case(c, bw, stream, rng, b1));
     const Result& r = results.back();
     std::printf("%-28s total %9.2f us (fused %7.2f unfused %7.2f; +reg %7.2f +r1 %7.2f)  scores %9.2f  topk %9.2f (row %9.2f reg %7.2f split %9.2f)  floor %8.2f  x%.2f\n", c.name.c_str(),
                 r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_reg_us, r.topk_split_us, r.floor_us, r.total_us / r.floor_us);
     std::printf("%-28s round 3 %8.2f us  round 4 %8.2f us  (scores r3 %7.2f r4 %7.2f; +reg r3 %7.2f r4 %7.2f; reg alone r3 %7.2f r4 %7.2f)\n",
                 "", r.total_r3_us, r.total_r4_us, r.scores_r3_us, r.scores_us, r.total_reg_us, r.total_reg4_us, r.topk_reg_us, r.topk_reg4_us);
+    if (r.total_cl_us > 0) {
+      std::printf("%-28s round 5: old (r4 scores + reg select) %7.2f us, new (r4 scores + cluster select) %7.2f us, fixed first digit %7.2f us; cluster select alone %7.2f / %7.2f us; repeats old/new/fixed:",
+                  "", r.total_old_us, r.total_cl_us, r.total_clf_us, r.topk_cl_us, r.topk_clf_us);
+      for (int i = 0; i < r.repeats; ++i) std::printf(" %.2f/%.2f/%.2f", r.old_rep[i], r.cl_rep[i], r.clf_rep[i]);
+      std::printf("\n");
+      for (int v = 0; v < 2; ++v) {
+        const double* ph = v ? r.phase_clf : r.phase_cl;
+        if (ph[2] == 0 && ph[3] == 0) continue;
+        std::printf("%-28s phases %s (SM cycles, block 0, median of 21, %.1f passes): prologue %.0f wait %.0f load %.0f first-digit %.0f pass0 %.0f pass1 %.0f pass2 %.0f exchange %.0f stores %.0f exit %.0f\n",
+                    "", v ? "fixed first digit" : "cluster select", v ? r.passes_clf : r.passes_cl, ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], ph[6], ph[7], ph[8], ph[9]);
+      }
+    }
     std::fflush(stdout);
   }
   // Summary last (the device call's output tail): round 3 against round 4, same process, per case.
@@ -375,6 +495,22 @@ int main(int argc, char** argv) {
   for (const Result& r : results)
     std::printf("  %-28s %8.2f %8.2f %8.2f | %8.2f %8.2f | %8.2f %8.2f\n", r.c.name.c_str(), r.total_r3_us, r.total_r4_us, r.total_us,
                 r.scores_r3_us, r.scores_us, r.topk_reg_us, r.topk_reg4_us);
+  std::printf("\nround 5 summary (us; one call = scores + top-k; old = round-4 scores + register select, the default before round 5;\n"
+              "new = round-4 scores + cluster select; medians of the alternated repeats; default = launch_indexer as committed)\n");
+  std::printf("  %-26s %7s %7s %7s %7s | %7s %7s %7s | %s\n", "case", "old", "new", "fixed", "default", "reg", "cl", "fixed", "repeats old/new/fixed");
+  for (const Result& r : results) {
+    std::printf("  %-26s %7.2f %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f |", r.c.name.c_str(), r.total_old_us, r.total_cl_us, r.total_clf_us, r.total_us,
+                r.topk_reg_us, r.topk_cl_us, r.topk_clf_us);
+    for (int i = 0; i < r.repeats; ++i) std::printf(" %.2f/%.2f/%.2f", r.old_rep[i], r.cl_rep[i], r.clf_rep[i]);
+    std::printf("\n");
+  }
+  for (const Result& r : results)
+    for (int v = 0; v < 2; ++v) {
+      const double* ph = v ? r.phase_clf : r.phase_cl;
+      if (ph[2] == 0 && ph[3] == 0) continue;
+      std::printf("  %-26s %s phases (cycles): prologue %.0f wait %.0f load %.0f digit0 %.0f p0 %.0f p1 %.0f p2 %.0f exch %.0f stores %.0f exit %.0f (%.1f passes)\n",
+                  r.c.name.c_str(), v ? "fixed" : "cl", ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], ph[6], ph[7], ph[8], ph[9], v ? r.passes_clf : r.passes_cl);
+    }
 
   char date[64];
   const std::time_t now = std::time(nullptr);
@@ -392,11 +528,14 @@ int main(int argc, char** argv) {
     const Result& r = results[i];
     std::fprintf(f,
                  "    {\"name\": \"%s\", \"format\": \"%s\", \"kind\": \"%s\", \"batch\": %d, \"rows\": %d, \"context\": %d, "
-                 "\"rotations\": %d, \"total_r3_us\": %.3f, \"total_r4_us\": %.3f, \"total_reg4_us\": %.3f, \"topk_reg4_us\": %.3f, \"scores_r3_us\": %.3f, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
+                 "\"rotations\": %d, \"total_old_us\": %.3f, \"total_cl_us\": %.3f, \"topk_cl_us\": %.3f, \"repeats_old_us\": [%s], \"repeats_cl_us\": [%s], "
+                 "\"total_clf_us\": %.3f, \"topk_clf_us\": %.3f, \"repeats_clf_us\": [%s], \"phases_cl_cycles\": [%s], \"phases_clf_cycles\": [%s], \"passes_cl\": %.2f, \"passes_clf\": %.2f, \"total_r3_us\": %.3f, \"total_r4_us\": %.3f, \"total_reg4_us\": %.3f, \"topk_reg4_us\": %.3f, \"scores_r3_us\": %.3f, \"total_us\": %.3f, \"total_fused_us\": %.3f, \"total_unfused_us\": %.3f, \"total_reg_us\": %.3f, \"total_r1_us\": %.3f, \"topk_reg_us\": %.3f, \"scores_us\": %.3f, \"topk_us\": %.3f, \"topk_row_us\": %.3f, "
                  "\"topk_split_us\": %.3f, \"bytes\": %.0f, "
                  "\"floor_us\": %.3f, \"ratio_to_floor\": %.3f, \"score_tflops\": %.2f}%s\n",
                  r.c.name.c_str(), r.c.fmt == ki::KeyFormat::kFp8 ? "fp8" : "bf16", r.c.prefill_rows ? "prefill" : "decode",
-                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_r3_us, r.total_r4_us, r.total_reg4_us, r.topk_reg4_us, r.scores_r3_us, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
+                 r.c.batch, r.rows, r.c.context, r.rotations, r.total_old_us, r.total_cl_us, r.topk_cl_us, join_us(r.old_rep, r.repeats).c_str(),
+                 join_us(r.cl_rep, r.repeats).c_str(), r.total_clf_us, r.topk_clf_us, join_us(r.clf_rep, r.repeats).c_str(),
+                 join_us(r.phase_cl, r.phase_cl[2] > 0 ? 10 : 0).c_str(), join_us(r.phase_clf, r.phase_clf[2] > 0 ? 10 : 0).c_str(), r.passes_cl, r.passes_clf, r.total_r3_us, r.total_r4_us, r.total_reg4_us, r.topk_reg4_us, r.scores_r3_us, r.total_us, r.total_fused_us, r.total_unfused_us, r.total_reg_us, r.total_r1_us, r.topk_reg_us, r.scores_us, r.topk_us, r.topk_row_us, r.topk_split_us, r.bytes, r.floor_us,
                  r.total_us / r.floor_us, r.flops / (r.scores_us * 1e-6) / 1e12, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");

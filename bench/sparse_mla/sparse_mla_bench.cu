@@ -80,11 +80,19 @@ struct Result {
   double v3_graph_us;  // variant 3 (32-head CTAs compiled for 2 per SM); 0 when H < 32 (same as variant 2)
   double v5_graph_us;  // round 3's warp-specialized kernel (variant 5; sm_90+: bulk copies for bf16 records)
   int v5_splits;       // the split count the planner gives variant 5
+  double v6_graph_us;  // round 5's variant 6 (variant 5 with bulk-copied FP8 records); 0 for bf16 (= variant 5)
   // Round 4 (--combine-compare): the automatic kernel with each merge of the split partials, same inputs.
   int auto_combine;            // SparseMlaParams::combine the automatic choice resolves to (0 = no splits)
   double combine_old_us;       // combine = 1: round 3's combine kernel (the old path)
   double combine_chunked_us;   // combine = 2: chunked combine kernel
   double combine_fused_us;     // combine = 3: fused last-CTA merge (the launcher runs 2 where not allowed)
+  // Round 5 (--plan-sweep): the plan (heads per CTA, splits) of the automatic call (round 5's planner) and
+  // round 4's planner (SparseMlaParams::planner = 1) timed on the same inputs, and the best swept plan.
+  int auto_hc;
+  int old_hc, old_splits;
+  double old_planner_us;
+  int best_hc, best_splits;
+  double best_us;
 };
 
 double median(std::vector<double> v) {
@@ -103,6 +111,10 @@ int main(int argc, char** argv) {
   // Round 4: --combine-compare times the automatic kernel with each merge (old combine kernel, chunked,
   // fused, automatic) and skips the per-variant timings and the sweep; --T / --H restrict the decode shapes.
   bool combine_compare = false;
+  // Round 5: --plan-sweep times, for T <= 8, every heads_per_cta (8 / 16 / 32 dividing H) x split count
+  // (T = 1: 8..64, else 1..64) besides the automatic plan of both planners, and skips the per-variant
+  // timings; JSON "split_sweep" entries carry heads_per_cta, the plan summary is in "results".
+  bool plan_sweep = false;
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   auto parse_list = [](const char* a) {
     std::vector<int> v;
@@ -116,6 +128,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--combine-compare")) combine_compare = true;
+    else if (!std::strcmp(argv[i], "--plan-sweep")) plan_sweep = true;
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
@@ -124,7 +137,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
     else {
       std::fprintf(stderr,
-                   "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] "
+                   "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
                    "[--T 1,8,128] [--H 8,16,64]\n",
                    argv[0]);
       return 2;
@@ -176,7 +189,7 @@ int main(int argc, char** argv) {
   for (int T : t_list)
     for (int H : h_list)
       for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"decode", T, H, f});
-  if (!quick && !combine_compare)
+  if (!quick && !combine_compare && !plan_sweep)
     for (int T : {1024, 4096})
       for (int H : {64, 16, 8})
         for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"prefill", T, H, f});
@@ -216,12 +229,14 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v5_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
-                 "\"combine_fused_us\": %.3f}%s\n",
+                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
+                 "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
+                 "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
+                 "\"best_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits,
-                 r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us,
-                 i + 1 < results.size() ? "," : "");
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us,
+                 r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
+                 r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
@@ -352,6 +367,7 @@ int main(int argc, char** argv) {
     const double g_us = time_config(0, &ev_us);
     p.num_splits = 0;
     const int auto_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+    const int auto_hc = glm5rt::kernels::sparse_mla_heads_per_cta(p);
     // Sanity: outputs finite.
     {
       std::vector<uint16_t> ob(static_cast<size_t>(c.T) * c.H * 512);
@@ -361,7 +377,7 @@ int main(int argc, char** argv) {
       if (bad) std::printf("WARNING: %zu non-finite outputs in %s T=%d H=%d\n", bad, c.phase, c.T, c.H);
     }
     // Split sweep of the new kernel (variant 5), whose plan uses round 2's cost model.
-    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick && sweep && !combine_compare) {
+    if (decode && (c.T == 1 || c.T == 32 || c.T == 128) && !quick && sweep && !combine_compare && !plan_sweep) {
       p.kernel_variant = 5;
       for (int s : sweep_splits) {
         if (s > (topk + 31) / 32) continue;
@@ -371,12 +387,46 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0;
     int v5_splits = 0;
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
     const int auto_combine = glm5rt::kernels::sparse_mla_combine_kind(p);
-    if (combine_compare) {
+    int old_hc = 0, old_splits = 0, best_hc = 0, best_splits = 0;
+    double old_us = 0, best_us = 0;
+    if (plan_sweep) {
+      double e;
+      p.planner = 1;  // round 4's planner, same inputs
+      old_hc = glm5rt::kernels::sparse_mla_heads_per_cta(p);
+      old_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+      old_us = time_config(0, &e);
+      p.planner = 0;
+      best_hc = auto_hc;
+      best_splits = auto_splits;
+      best_us = std::min(g_us, old_us);
+      if (old_us < g_us) best_hc = old_hc, best_splits = old_splits;
+      if (c.T <= glm5rt::kernels::kMlaJointPlanMaxTokens) {
+        for (int hc : {8, 16, 32}) {
+          if (hc > c.H || c.H % hc != 0) continue;
+          p.heads_per_cta = hc;
+          for (int sp : {1, 2, 4, 8, 16, 32, 64}) {
+            if (c.T == 1 && sp < 8) continue;  // far from the best at one token (round 3's sweep: >= 2x)
+            if (c.T <= 4 && sp < 4) continue;  // likewise at 2-4 tokens (round 5's T = 8 sweep: 1-2 splits >= 2x)
+            p.num_splits = sp;
+            if (glm5rt::kernels::sparse_mla_num_splits(p) != sp) continue;  // clamped: timed already
+            const double us = time_config(sp, &e);
+            sweeps.push_back({c.T, c.H, c.fmt, sp, hc, us, 0});
+            if (us < best_us) best_us = us, best_hc = hc, best_splits = sp;
+          }
+        }
+        p.heads_per_cta = 0;
+        p.num_splits = 0;
+      }
+      std::printf("plan    %-4s T=%5d H=%3d  round 5: %2d heads/CTA x %2d splits %7.2f us | round 4: %2d x %2d %7.2f us"
+                  " | best swept: %2d x %2d %7.2f us | r4 / r5 %.3f, best / r5 %.3f\n",
+                  c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_hc, auto_splits, g_us, old_hc,
+                  old_splits, old_us, best_hc, best_splits, best_us, old_us / g_us, best_us / g_us);
+    } else if (combine_compare) {
       // Old first, then the new ones, then old again: the two old timings bracket drift (reported: the mean).
       double e, old2;
       p.combine = 1;
@@ -407,6 +457,10 @@ int main(int argc, char** argv) {
       v5_us = time_config(0, &e);
       p.num_splits = 0;
       v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+      if (c.fmt == MlaCacheFormat::kFp8) {
+        p.kernel_variant = 6;
+        v6_us = time_config(0, &e);
+      }
       p.kernel_variant = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
@@ -414,18 +468,19 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, auto_combine, comb_us[1], comb_us[2],
-                       comb_us[3]});
-    if (combine_compare)
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, auto_combine, comb_us[1], comb_us[2],
+                       comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us});
+    if (plan_sweep) {
+    } else if (combine_compare)
       std::printf("%-7s %-4s T=%5d H=%3d splits=%2d  auto (combine %d) %8.2f us | old combine %8.2f  chunked %8.2f"
                   "  fused %8.2f us | old / auto %.3f\n",
                   c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, auto_combine, g_us,
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v6 %9.2f\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

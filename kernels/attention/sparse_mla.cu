@@ -19,7 +19,9 @@ constexpr int kMaxSplits = 128;  // the combine kernel's block size
 
 bool valid_heads(int h) { return h == 8 || h == 16 || h == 32 || h == 64 || h == 128; }
 
-int heads_per_cta(const SparseMlaParams& p) {
+// Heads per CTA as the caller forced it (8 / 16 / 32 dividing H), or round 4's default min(H, 32) when
+// automatic; 0 = an invalid override. The planner may replace the default (see plan()).
+int requested_heads_per_cta(const SparseMlaParams& p) {
   if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
     return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
   if (p.heads_per_cta != 0) return 0;
@@ -42,8 +44,19 @@ int smem_per_sm() {
   return smem;
 }
 
-// Which kernel runs: the fastest of the H200 run of record of round 3 (run 4, docs/PERFORMANCE.md, "Round 3";
-// every variant timed on the same inputs):
+// Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
+int planner_mode(const SparseMlaParams& p) {
+  static const int env = [] {
+    const char* e = std::getenv("GLM5RT_MLA_PLANNER");
+    const int v = e ? std::atoi(e) : 0;
+    return v == 1 || v == 2 ? v : 0;
+  }();
+  const int mode = p.planner == 1 || p.planner == 2 ? p.planner : env;
+  return mode == 0 ? 2 : mode;
+}
+
+// Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
+// docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
 //     16 heads per CTA at 8 < T <= 64 (measured at T=32: variant 2, 1.05x). Over the best earlier kernel:
 //     32 heads 1.06-1.32x (T=128 1.31x, prefill 1.32x), 16 heads 1.06-1.43x, 8 heads 0.99-1.34x.
@@ -51,10 +64,15 @@ int smem_per_sm() {
 //     32 heads per CTA: variant 3 (two pipelined CTAs per SM) for T >= 32 where an SM holds two (H100 /
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
-int kernel_variant(const SparseMlaParams& p) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 5) return p.kernel_variant;  // 4 is rejected earlier
-  const int hc = heads_per_cta(p);
-  if (p.format == MlaCacheFormat::kBf16) return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
+int kernel_variant(const SparseMlaParams& p, int hc) {
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 6) return p.kernel_variant;  // 4 is rejected earlier
+  if (p.format == MlaCacheFormat::kBf16) {
+    // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
+    // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
+    // 6.52 / 7.09 against 6.96 / 7.69 us; at T = 1 H = 64 (8 x 32) and at T = 8 it does not.
+    if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
+    return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
+  }
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
@@ -68,7 +86,7 @@ int kernel_variant(const SparseMlaParams& p) {
 // more than 128 per thread at 256 threads: one per SM, as the 288-thread 32-head kernel of variant 5;
 // variant 3 and the 128 / 160-thread kernels fit two).
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
-  const int variant = kernel_variant(p);
+  const int variant = kernel_variant(p, hc);
   const int smem = smem_per_sm();
   const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
   const int by_smem = smem / need;
@@ -77,32 +95,35 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   return n > 1 ? n : 1;
 }
 
-// Splits so that small T still fills the GPU. A CTA is latency-bound (about one gather round trip per
-// 32-token tile), so the model is in microseconds: waves * (tiles per split * 1 us + 2 us of Q / index
-// loads and epilogue) + for s > 1 the combine kernel (2 us + 0.03 us per split + writing and reading the
-// fp32 partials at 3 TB/s). Fitted to the split sweeps of the H200 runs (docs/PERFORMANCE.md): it picks
-// the measured best split count for every swept decode shape.
-int plan_splits(const SparseMlaParams& p) {
-  const int ntiles = (p.topk + kTileTokens - 1) / kTileTokens;
-  const int max_tps = kMaxSplitEntries / kTileTokens;  // a split's indices must fit in shared memory
+int num_tiles(const SparseMlaParams& p) { return (p.topk + kTileTokens - 1) / kTileTokens; }
+
+// The split count actually run when `want` is asked for: at most one split per 32-token tile and
+// kMaxSplits, at least enough that a split's indices fit in shared memory, and no empty trailing split.
+int effective_splits(const SparseMlaParams& p, int want) {
+  const int ntiles = num_tiles(p);
+  const int max_tps = kMaxSplitEntries / kTileTokens;
   const int min_s = (ntiles + max_tps - 1) / max_tps;
-  auto effective = [&](int want) {
-    want = want > ntiles ? ntiles : want;
-    want = want > kMaxSplits ? kMaxSplits : want;
-    want = want < min_s ? min_s : want;
-    const int tps = (ntiles + want - 1) / want;
-    return (ntiles + tps - 1) / tps;
-  };
-  if (p.num_splits > 0) return effective(p.num_splits);
-  const int hc = heads_per_cta(p);
+  want = want > ntiles ? ntiles : want;
+  want = want > kMaxSplits ? kMaxSplits : want;
+  want = want < min_s ? min_s : want;
+  const int tps = (ntiles + want - 1) / want;
+  return (ntiles + tps - 1) / tps;
+}
+
+// Round 4's split choice (SparseMlaParams::planner = 1, and every T > kMlaJointPlanMaxTokens): a CTA is
+// latency-bound (about one gather round trip per 32-token tile), so the model is in microseconds: waves *
+// (tiles per split * 1 us + 2 us of Q / index loads and epilogue) + for s > 1 the combine kernel (2 us +
+// 0.03 us per split + writing and reading the fp32 partials at 3 TB/s). Fitted to round 2-3's split sweeps.
+int plan_splits_r4(const SparseMlaParams& p, int hc) {
+  const int ntiles = num_tiles(p);
   const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, hc);
   const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
-  int best = effective(1);
+  int best = effective_splits(p, 1);
   double best_cost = 1e300;
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
   // Powers of two only: the grid the sweeps measured (and enough resolution for the model).
   for (int want = 1; want <= max_s; want *= 2) {
-    const int s = effective(want);
+    const int s = effective_splits(p, want);
     if (s != want && want != 1) continue;  // clamped: the same work as another candidate
     const int tps = (ntiles + s - 1) / s;
     const double waves = std::ceil(static_cast<double>(base * s) / static_cast<double>(slots));
@@ -114,6 +135,161 @@ int plan_splits(const SparseMlaParams& p) {
     }
   }
   return best;
+}
+
+// Round 5's cost model (SparseMlaParams::planner = 2), in microseconds, for `hc` heads per CTA and `s`
+// splits of a small-T launch:
+//   waves * (cta_us[hc] + step_us[hc] * 16-token steps per split) + (s > 1 ? merge_us + merge_us_per_mb *
+//   MB of fp32 partials (T * H * s * 2 KB, written by the main kernel and read by the merge) : 0),
+// waves = ceil(T * H / hc * s / (SMs * CTAs per SM)). Constants per record format and heads per CTA
+// (index 0 / 1 / 2 = 8 / 16 / 32), fitted by bench/sparse_mla/fit_plan.py to the H200 sweep of
+// heads_per_cta x splits at T = 1 and 8 (docs/PERFORMANCE.md, "Round 5"); change them only to values that
+// fit script prints for a measured sweep. Every (hc, s) it can pick at T <= 8 ran in that device call's
+// tests (tests/gpu/test_sparse_mla.cu, "planner choices").
+struct PlanModel {
+  double cta_us[3];
+  double step_us[3];
+  double merge_us;
+  double merge_us_per_mb;
+};
+// Fitted by fit_plan.py to the second round-5 H200 sweep (bench/results/sparse_mla-h200-round5b.json: 504
+// timed plans at T = 1, 2, 4 and 8, H = 8..128; median model error 2.6% bf16 / 2.4% FP8, worst 15% / 11%).
+// Earlier constants: after the first sweep (T = 1 and 8 only) bf16 {1.86, 2.19, 2.83}, {0.772, 0.788,
+// 0.869}, 2.88, 0.61, FP8 {1.56, 1.76, 2.89}, {1.63, 1.78, 1.52}, 2.46, 0.571; before any round-5 sweep
+// (solved from round 4's 9 points) bf16 {4.1, 5.0, 2.6}, {0.74, 0.75, 1.23}, 0.6, 0.65 and FP8 {3.9, 3.3,
+// 2.7}, {1.57, 1.86, 1.89}, 0.6, 0.65.
+constexpr PlanModel kPlanModel[2] = {
+    /* bf16 */ {{1.72, 2.02, 2.55}, {0.779, 0.789, 0.886}, 3.05, 0.604},
+    /* fp8  */ {{1.28, 1.31, 2.19}, {1.64, 1.78, 1.57}, 2.72, 0.6},
+};
+
+// The measured best plan of those sweeps for their exact shapes (top-k 2048, 132 SMs as on the H200, T = 1,
+// 2, 4 and 8; T = 1 / 8 from the first sweep, T = 2 / 4 from the second), where the model's pick was slower
+// (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
+// everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
+// calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
+struct MeasuredPlan {
+  MlaCacheFormat format;
+  int tokens, heads, hc, splits;
+};
+constexpr MeasuredPlan kMeasuredPlans[] = {
+    {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
+    {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
+    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
+    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32},    {MlaCacheFormat::kBf16, 4, 16, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
+    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
+    {MlaCacheFormat::kBf16, 8, 16, 8, 16},   {MlaCacheFormat::kBf16, 8, 32, 16, 16},
+    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
+    {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
+    {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 32, 64},
+    {MlaCacheFormat::kFp8, 1, 128, 32, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
+    {MlaCacheFormat::kFp8, 2, 16, 16, 64},   {MlaCacheFormat::kFp8, 2, 32, 32, 64},
+    {MlaCacheFormat::kFp8, 2, 64, 32, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 16, 32},
+    {MlaCacheFormat::kFp8, 4, 32, 32, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
+    {MlaCacheFormat::kFp8, 8, 16, 16, 32},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
+    {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
+};
+constexpr int kMeasuredPlanTopk = 2048;
+constexpr int kMeasuredPlanSms = 132;
+
+int hc_index(int hc) { return hc == 8 ? 0 : hc == 16 ? 1 : 2; }
+
+double plan_cost_r5(const SparseMlaParams& p, int hc, int s) {
+  const PlanModel& m = kPlanModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
+  const int ntiles = num_tiles(p);
+  const int tps = (ntiles + s - 1) / s;
+  const double steps = 2.0 * tps;  // 16-token steps per split
+  const double ctas = static_cast<double>(p.num_tokens) * (p.num_heads / hc) * s;
+  const double slots = static_cast<double>(sm_count(p)) * ctas_per_sm(p, hc);
+  const double waves = std::ceil(ctas / slots);
+  const int i = hc_index(hc);
+  const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * 4 / 1e6;
+  return waves * (m.cta_us[i] + m.step_us[i] * steps) + (s > 1 ? m.merge_us + m.merge_us_per_mb * mb : 0.0);
+}
+
+struct Plan {
+  int hc = 0;      // heads per CTA (0: invalid parameters)
+  int splits = 1;
+};
+
+// Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5.
+Plan plan_r5_for(const SparseMlaParams& p, int hc) {
+  Plan best{hc, effective_splits(p, 1)};
+  double best_cost = 1e300;
+  const int ntiles = num_tiles(p);
+  const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
+  for (int want = 1; want <= max_s; want *= 2) {
+    const int s = effective_splits(p, want);
+    if (s != want && want != 1) continue;
+    const double c = plan_cost_r5(p, hc, s);
+    if (c < best_cost - 1e-9) {
+      best_cost = c;
+      best.splits = s;
+    }
+  }
+  return best;
+}
+
+
+// Heads per CTA and split count of a launch (a pure function of the parameters, the SM count and the
+// device's shared memory per SM, so workspace_size, num_splits and forward agree).
+Plan plan(const SparseMlaParams& p) {
+  const int hc0 = requested_heads_per_cta(p);
+  if (hc0 == 0) return Plan{0, 1};
+  if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
+  if (planner_mode(p) == 1 || p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_r4(p, hc0)};
+  if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
+  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
+    for (const MeasuredPlan& m : kMeasuredPlans)
+      if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
+        return Plan{m.hc, effective_splits(p, m.splits)};
+  // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
+  // re-reads of the records from L2).
+  Plan best{0, 1};
+  double best_cost = 1e300;
+  for (int hc : {32, 16, 8}) {
+    if (hc > p.num_heads || p.num_heads % hc != 0) continue;
+    const Plan c = plan_r5_for(p, hc);
+    const double cost = plan_cost_r5(p, c.hc, c.splits);
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// The split weights of one (t, h) row, shared by both combine kernels: a block of 128 threads (4 warps)
+// in which thread tid holds split tid's log2-domain LSE (-inf past nsplit and for empty splits). Writes
+// w_s[tid] = exp2(ls - block max) (0 for -inf) and returns the block max and the sum of the weights (the
+// same for every thread). Three block barriers; the caller may reuse red[] only after a fourth.
+struct SplitWeights {
+  float m;     // max of the split LSEs (-inf when every split is empty)
+  float wsum;  // sum of w_s over the splits (0 when every split is empty)
+};
+__device__ __forceinline__ SplitWeights split_weights_128(float ls, float* w_s, float* red) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float m = ls;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+  const float m_use = m == -INFINITY ? 0.f : m;
+  const float w = ls == -INFINITY ? 0.f : exp2f(ls - m_use);
+  w_s[tid] = w;
+  float wsum = w;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
+  __syncthreads();  // w_s complete; red[] reads above are done
+  if (lane == 0) red[warp] = wsum;
+  __syncthreads();
+  return SplitWeights{m, (red[0] + red[1]) + (red[2] + red[3])};
 }
 
 // One block of 128 threads per (t, h) row: the split LSEs are loaded in parallel (one per thread) and turned
@@ -132,24 +308,10 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   const int64_t row = blockIdx.x;  // t * H + h
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x;
   const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
-  float m = ls;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (lane == 0) red[warp] = m;
-  __syncthreads();
-  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-  const float m_use = m == -INFINITY ? 0.f : m;
-  const float w = ls == -INFINITY ? 0.f : exp2f(ls - m_use);
-  w_s[tid] = w;
-  float wsum = w;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
-  __syncthreads();  // w_s complete; red[] reads above are done
-  if (lane == 0) red[warp] = wsum;
-  __syncthreads();
-  wsum = (red[0] + red[1]) + (red[2] + red[3]);
+  const SplitWeights sw = split_weights_128(ls, w_s, red);
+  const float m = sw.m, wsum = sw.wsum;
   const int d = tid * 4;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
   if (wsum > 0.f) {
@@ -207,20 +369,8 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
     const int s = min(warp + 4 * i, nsplit - 1);
     x[i] = sparse_mla_detail::ld_cg_pinned(part_o + (s * rows + row) * kMlaLatentDim + d);
   }
-  float m = ls;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (lane == 0) red[warp] = m;
-  __syncthreads();
-  m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
-  const float m_use = m == -INFINITY ? 0.f : m;
-  const float w = ls == -INFINITY ? 0.f : exp2f(ls - m_use);
-  w_s[tid] = w;
-  float wsum = w;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, off);
-  __syncthreads();  // w_s complete; red[] reads above are done
-  if (lane == 0) red[warp] = wsum;
+  const SplitWeights sw = split_weights_128(ls, w_s, red);
+  const float m = sw.m, wsum = sw.wsum;
   float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -233,7 +383,6 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
   }
   part[warp][lane] = o;
   __syncthreads();
-  wsum = (red[0] + red[1]) + (red[2] + red[3]);
   if (warp == 0) {
     const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
     float4 r = part[0][lane];
@@ -276,14 +425,20 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 int sparse_mla_num_splits(const SparseMlaParams& p) {
-  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || heads_per_cta(p) == 0) return 1;
-  return plan_splits(p);
+  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || requested_heads_per_cta(p) == 0) return 1;
+  return plan(p).splits;
+}
+
+int sparse_mla_heads_per_cta(const SparseMlaParams& p) {
+  if (!valid_heads(p.num_heads) || requested_heads_per_cta(p) == 0) return 0;
+  if (p.topk < 1 || p.num_tokens < 1) return requested_heads_per_cta(p);
+  return plan(p).hc;
 }
 
 int sparse_mla_combine_kind(const SparseMlaParams& p) {
   const int s = sparse_mla_num_splits(p);
   if (s <= 1) return 0;
-  return combine_mode(p, s, heads_per_cta(p));
+  return combine_mode(p, s, sparse_mla_heads_per_cta(p));
 }
 
 size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
@@ -300,15 +455,18 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool multi = p.pools != nullptr;
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
-      (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 5 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3)
+      (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
+      p.kernel_variant < 0 || p.kernel_variant > 6 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
+      p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
   if (!p.q || (!multi && !p.cache) || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
   if (!aligned16(p.q) || (!multi && !aligned16(p.cache)) || !aligned16(p.out) || !aligned16(workspace))
     return cudaErrorInvalidValue;
-  const int nsplit = sparse_mla_num_splits(p);
+  const Plan pl = plan(p);
+  const int nsplit = pl.splits;
+  const int hc = pl.hc;
   const size_t need = sparse_mla_workspace_size(p);
   if (need > 0 && (workspace == nullptr || workspace_bytes < need)) return cudaErrorInvalidValue;
 
@@ -333,7 +491,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.num_pools = p.num_pools;
   a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
-  const int hc = heads_per_cta(p);
   const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc) : 0;
   a.counters = nullptr;
   if (nsplit > 1) {
@@ -343,8 +500,11 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
-  const int variant = kernel_variant(p);
-  if (variant == 5) {
+  const int variant = kernel_variant(p, hc);
+  if (variant == 6) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
+  } else if (variant == 5) {
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {

@@ -71,7 +71,9 @@ struct SparseMlaParams {
   // no difference: removed in round 3, rejected as invalid. Appended in round 3: 5 = warp-specialized
   // kernel (producer warps gather 16-token steps into a ring on mbarriers, one bulk copy per bf16 record
   // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
-  // barriers). Same results whichever runs.
+  // barriers). Appended in round 5: 6 = variant 5 with FP8 records gathered by one bulk copy per 656-byte
+  // record on sm_90+ (the producer warps only dequantize; bf16 records and sm_80: as 5); never chosen
+  // automatically. Same results whichever runs.
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
   // pools = nullptr: every row reads `cache` / `num_slots` (as before). Otherwise row t reads the pool
@@ -95,7 +97,21 @@ struct SparseMlaParams {
   //     Needs splits * heads_per_cta <= kMlaFusedMaxPartials and T * H / heads_per_cta <=
   //     kMlaCombineCounters; elsewhere the launcher runs 2 instead.
   int combine = 0;
+  // Appended in round 5: how the plan (heads per CTA and split count) is chosen when they are automatic.
+  // 0 = automatic: the round-5 planner (2) unless GLM5RT_MLA_PLANNER=1 is set in the environment;
+  // 1 = round 4's planner: heads per CTA = min(H, 32), splits from round 2's cost model, and round 4's
+  //     automatic kernel variant (round 5 runs variant 2 for bf16 records at T = 1 with 8-head CTAs);
+  // 2 = round 5's planner: for T <= kMlaJointPlanMaxTokens with both heads_per_cta and num_splits
+  //     automatic, heads per CTA (8 / 16 / 32) and splits are chosen together from a cost model fitted to
+  //     H200 sweeps, and the sweeps' measured best plan at their exact shapes (T = 1, 2, 4, 8, top-k 2048,
+  //     132 SMs); smaller head groups put more CTAs on the SMs at T = 1, each re-reading the records from
+  //     L2; with heads_per_cta forced, only the splits, from the same model. Larger T, or num_splits
+  //     forced: as 1. Same results whichever runs.
+  int planner = 0;
 };
+
+// Round 5's joint (heads per CTA, splits) choice applies up to this many query tokens (the swept range).
+inline constexpr int kMlaJointPlanMaxTokens = 8;
 
 // The first kMlaCombineCounterBytes of a workspace (when sparse_mla_workspace_size > 0) hold the fused
 // combine's per-row-group counters: they must be ZERO before the first call that uses the workspace
@@ -109,6 +125,9 @@ inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: part
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
 // with the same parameters (and the same current device) as sparse_mla_forward.
 int sparse_mla_num_splits(const SparseMlaParams& p);
+// The heads per CTA the launcher will use (8, 16 or 32; appended in round 5, when the planner began to
+// choose it), or 0 when heads_per_cta / num_heads are invalid.
+int sparse_mla_heads_per_cta(const SparseMlaParams& p);
 size_t sparse_mla_workspace_size(const SparseMlaParams& p);
 // The merge sparse_mla_forward will run for these parameters: 0 = none (one split), else the
 // SparseMlaParams::combine value it resolves to (1, 2 or 3) after the automatic choice, the environment

@@ -19,6 +19,8 @@ cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs
 // The warp-specialized kernel (producer warp + 16-head consumer groups on mbarriers), same grid and arguments.
 cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+// kernel_variant 6: the warp-specialized kernel with FP8 records gathered by bulk copies (sm_90+).
+cudaError_t launch_ws_fp8_bulk(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -32,7 +34,7 @@ int smem_of(int hc, bool fp8) {
 }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
-  return variant == 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
+  return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
 template <int HC, bool FP8>
@@ -67,10 +69,10 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8>
+template <int HC, bool FP8, bool FP8_BULK = false>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   using C = WsCfg<HC, FP8>;
-  auto kernel = sparse_mla_ws_kernel<HC, FP8>;
+  auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);

@@ -6,10 +6,11 @@
 //     finish selects the top-k from shared memory: exact, but slower than the two kernels (see below);
 //   long decode rows (<= 64 rows, workspace): scores that count the first histogram, filter, finish
 //     (three kernels; the finishing kernel clears the workspace header, no memset node);
-//   otherwise (prefill, big batches, no workspace): scores, then one block per row: the register select
-//     (indexer_topk_reg.cu) when some row is longer than k and none longer than 16384 keys, launched with
-//     programmatic dependent launch so that its start overlaps the scores kernel's end (H200, b1 8K FP8:
-//     12.6 us against 15.1 with the round-1 row kernel), else the round-1 row kernel.
+//   otherwise (prefill, big batches, no workspace): scores, then a select per row when some row is longer
+//     than k and none longer than 16384 keys, launched with programmatic dependent launch so that its
+//     start overlaps the scores kernel's end: for at most 4 rows one cluster of 8 blocks per row
+//     (indexer_topk_cluster.cu; H200, b1 8K FP8: 11.2 us), else the one-block register select
+//     (indexer_topk_reg.cu; 12.8 us at b1 8K, faster at b32); else the round-1 row kernel.
 #include "kernels/indexer/indexer_internal.hpp"
 #include "kernels/indexer/indexer_params.hpp"
 

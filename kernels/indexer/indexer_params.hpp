@@ -93,12 +93,20 @@ struct TopkParams {
   int split = -1;
   // Which one-block-per-row kernel: -1 choose, 0 the radix kernel that streams the row from L2 (any
   // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3),
-  // 2 the register select with three lane-private copies of its first histogram (round 4). Where -1
-  // chooses the register select it takes 1 (round 4's select measured slower at 8K on the H200).
+  // 2 the register select with three lane-private copies of its first histogram (round 4), 3 the cluster
+  // select (round 5: one cluster of 8 blocks per row exchanging histograms through distributed shared
+  // memory, rows of at most kRegSelectMaxRowLen keys; on a device without thread block clusters, below
+  // sm_90, it runs the register select), 4 the cluster select with its first digit fixed at the key's top
+  // 11 bits (no cluster min / max). Where -1 chooses a one-block-per-row select for rows longer than
+  // k: the cluster select of 4 for launches of at most kClusterSelectMaxRows rows (unless the environment
+  // sets GLM5RT_INDEXER_CLUSTER=0), else the register select 1. H200, scores + select, b1 8K FP8: 11.19 us
+  // (4) against 12.00 (3) and 12.84 (1); b32 8K: 37.1 (4) against 35.3 (1), hence the row limit.
   int row_kernel = -1;
 };
 
 inline constexpr int kRegSelectMaxRowLen = 16384;
+// Batch 1 measured faster with the cluster select, batch 32 slower; 2-4 rows are an unmeasured middle.
+inline constexpr int kClusterSelectMaxRows = 4;
 
 // Device workspace the split top-k path and the fused decode kernel need for T rows (about 45 KB per
 // row). It must be zero-filled once before its first use (clear_indexer_topk_workspace, or any
@@ -127,7 +135,8 @@ cudaError_t launch_indexer_topk(const TopkParams& params, cudaStream_t stream);
 // With the workspace: the fused kernel when all rows have at most k keys (and <= 8 rows), the split path
 // for few rows longer than 16384 keys (scores that count the first histogram, filter, finish), else
 // scores + one block per row; without a workspace: scores + one block per row. One block per row is the
-// register select (launched behind the scores with PDL) when k < max_row_len <= kRegSelectMaxRowLen.
+// register select (launched behind the scores with PDL) when k < max_row_len <= kRegSelectMaxRowLen, or
+// for at most kClusterSelectMaxRows rows on sm_90+ the cluster select (one cluster of 8 blocks per row).
 cudaError_t launch_indexer(const ScoreParams& params, int k, int32_t* out_slots, float* out_scores,
                            void* topk_workspace, size_t topk_workspace_bytes, cudaStream_t stream);
 // The same with the fused kernel forced (fused = 1: cudaErrorInvalidValue when not eligible), refused

@@ -389,7 +389,7 @@ namespace detail {
 cudaError_t check_topk(const TopkParams& p) {
   const RowLayout& rows = p.rows;
   if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1 ||
-      p.row_kernel < -1 || p.row_kernel > 2)
+      p.row_kernel < -1 || p.row_kernel > 4)
     return cudaErrorInvalidValue;
   if (p.row_kernel >= 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   if (rows.num_rows == 0) return cudaSuccess;
@@ -419,6 +419,7 @@ bool use_reg_select(const TopkParams& p) {
 }
 
 cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores) {
+  if (use_cluster_select(p)) return launch_topk_cluster(p, after_scores, stream);
   if (use_reg_select(p)) return launch_topk_reg(p, after_scores, stream);
   topk_row_kernel<<<p.rows.num_rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();

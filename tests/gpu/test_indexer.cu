@@ -160,7 +160,9 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
     }
     INFO("row " << t << " len " << lens[t] << " k " << k << " page size " << page_size
                 << (split == 1 ? " (split path)" : row_kernel == 1 ? " (register select)"
-                                   : row_kernel == 2 ? " (register select, histogram copies)" : " (one block per row)"));
+                                   : row_kernel == 2 ? " (register select, histogram copies)"
+                                   : row_kernel == 3 ? " (cluster select)"
+                                   : row_kernel == 4 ? " (cluster select, fixed first digit)" : " (one block per row)"));
     CHECK(padding == std::max(0, k - lens[t]));
     CHECK(got == want);
     CHECK(scores_ok);
@@ -174,10 +176,14 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
 }
 
 // The register select (one block per row, rows of at most 16384 keys in registers): round 3's (one first
-// histogram, row_kernel 1) and round 4's (three lane-private copies of it, row_kernel 2).
+// histogram, row_kernel 1) and round 4's (three lane-private copies of it, row_kernel 2); and round 5's
+// cluster select (row_kernel 3: one cluster of 8 blocks per row; 4: the same with its first digit fixed at
+// the top 11 bits) on the same rows.
 void check_topk_rows_reg(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int page_size = 64) {
   check_topk_rows_path(rows_scores, k, rng, 0, 1, page_size);
   check_topk_rows_path(rows_scores, k, rng, 0, 2, page_size);
+  check_topk_rows_path(rows_scores, k, rng, 0, 3, page_size);
+  check_topk_rows_path(rows_scores, k, rng, 0, 4, page_size);
 }
 
 }  // namespace
@@ -386,7 +392,11 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   p.row_kernel = 2;  // round 4's register select: same limit
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
-  p.row_kernel = 3;
+  p.row_kernel = 3;  // round 5's cluster selects: same limit
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.row_kernel = 4;
+  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  p.row_kernel = 5;
   p.rows.max_row_len = 4;
   p.score_stride = 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
@@ -602,6 +612,22 @@ void check_recall(const Problem& p, const std::vector<int32_t>& slots, int k, in
   }
 }
 
+// Zero keys (and FP8 scales) make every score 0: each row's top-k must be positions 0..k-1 (ties to the
+// lower position). Rows of 12000 and 3000 keys through launch_indexer_ex(fused, row_kernel).
+void check_all_equal_rows(KeyFormat fmt, std::mt19937_64& rng, int k, int fused, int row_kernel, int early_pages,
+                          const char* what) {
+  Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
+  std::fill(zero.cache.begin(), zero.cache.end(), 0);
+  DeviceProblem dz(zero);
+  dz.early_pages = early_pages;
+  const auto slots = run_pipeline(zero, dz, k, fused, true, 2, what, row_kernel);
+  for (int t = 0; t < 2; ++t) {
+    std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
+    for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
+    CHECK_MESSAGE(got == want, what << ": all-equal row " << t << ": not positions 0..k-1");
+  }
+}
+
 bool same_sets(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int rows, int k) {
   bool same = true;
   for (int t = 0; t < rows; ++t) {
@@ -653,15 +679,7 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       const Problem short_rows = make_problem(fmt, {1, 700, 2048}, {0, 1, 2}, {1, 700, 2048}, rng);
       DeviceProblem ds(short_rows);
       run_pipeline(short_rows, ds, k, -1, true, 2, "rows of at most k keys, automatic path");
-      Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
-      std::fill(zero.cache.begin(), zero.cache.end(), 0);  // zero keys (and FP8 scales): every score is 0
-      DeviceProblem dz(zero);
-      const auto slots = run_pipeline(zero, dz, k, 1, true, 2, "fused, all-equal scores");
-      for (int t = 0; t < 2; ++t) {
-        std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
-        for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
-        CHECK_MESSAGE(got == want, "all-equal row " << t << ": not positions 0..k-1");
-      }
+      check_all_equal_rows(fmt, rng, k, 1, -1, -1, "fused, all-equal scores");
     }
   }
   SUBCASE("scores + register select (launched behind the scores kernel with PDL), both key formats") {
@@ -674,32 +692,31 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       const auto reg = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select" : "fp8 register select", 1);
       d.early_pages = 1;
       const auto reg4 = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select r4" : "fp8 register select r4", 2);
+      // Round 5: the cluster select behind round 4's scores (3 calls: its shared memory is reused).
+      const auto cl = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 cluster select" : "fp8 cluster select", 3);
+      const auto clf = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 cluster select, fixed first digit" : "fp8 cluster select, fixed first digit", 4);
       d.early_pages = -1;
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "round-1 row kernel", 0);
       CHECK_MESSAGE(same_sets(reg, rows, p.rows(), k), "register select and round-1 row kernel differ");
       CHECK_MESSAGE(same_sets(reg4, rows, p.rows(), k), "round-4 register select and round-1 row kernel differ");
+      CHECK_MESSAGE(same_sets(cl, rows, p.rows(), k), "cluster select and round-1 row kernel differ");
+      CHECK_MESSAGE(same_sets(clf, rows, p.rows(), k), "cluster select (fixed first digit) and round-1 row kernel differ");
       for (int t : {4, 5}) check_recall(p, reg, k, t, fmt);
       for (int t : {4, 5}) check_recall(p, reg4, k, t, fmt);
+      for (int t : {4, 5}) check_recall(p, cl, k, t, fmt);
       const Problem b1 = make_problem(fmt, {8192}, {0}, {8192}, rng);
       DeviceProblem d1(b1);
-      for (int rk : {1, 2}) {
-        d1.early_pages = rk == 2 ? 1 : 0;
-        run_pipeline(b1, d1, k, 0, false, 2, rk == 2 ? "register select b1 8K r4" : "register select b1 8K", rk);
+      for (int rk : {1, 2, 3, 4}) {
+        d1.early_pages = rk == 1 ? 0 : 1;
+        run_pipeline(b1, d1, k, 0, false, 2, rk == 4 ? "cluster select (fixed first digit) b1 8K" : rk == 3 ? "cluster select b1 8K" : rk == 2 ? "register select b1 8K r4" : "register select b1 8K", rk);
         // and what launch_indexer picks by itself (round 4's scores start-up with round 3's select)
         run_pipeline(b1, d1, k, -1, true, 2, "b1 8K, automatic path");
       }
-      Problem zero = make_problem(fmt, {12000, 3000}, {0, 1}, {12000, 3000}, rng);
-      std::fill(zero.cache.begin(), zero.cache.end(), 0);  // every score is 0: positions 0..k-1 win
-      DeviceProblem dz(zero);
-      for (int rk : {1, 2}) {
-        dz.early_pages = rk == 2 ? 1 : 0;
-        const auto slots = run_pipeline(zero, dz, k, 0, true, 2, rk == 2 ? "register select r4, all-equal scores" : "register select, all-equal scores", rk);
-        for (int t = 0; t < 2; ++t) {
-          std::set<int32_t> got(slots.begin() + t * k, slots.begin() + (t + 1) * k), want;
-          for (int pos = 0; pos < k; ++pos) want.insert(slot_of(zero, t, pos));
-          CHECK_MESSAGE(got == want, "all-equal row " << t << " (row_kernel " << rk << "): not positions 0..k-1");
-        }
-      }
+      check_all_equal_rows(fmt, rng, k, 0, 1, 0, "register select, all-equal scores");
+      check_all_equal_rows(fmt, rng, k, 0, 2, 1, "register select r4, all-equal scores");
+      check_all_equal_rows(fmt, rng, k, 0, 3, 1, "cluster select, all-equal scores");
+      check_all_equal_rows(fmt, rng, k, 0, 4, 1, "cluster select (fixed first digit), all-equal scores");
+      check_all_equal_rows(fmt, rng, k, -1, -1, -1, "automatic path, all-equal scores");
     }
   }
   SUBCASE("batch 32 decode (split path) and a causal prefill chunk (one block per row)") {

@@ -92,6 +92,13 @@ struct Problem {
   int heads_per_cta = 0;
   bool use_lengths = false;
   std::vector<RowKind> kinds;  // cycled over rows; empty = all full
+  int planner = 0;             // SparseMlaParams::planner
+  // Several plans on the same inputs and reference (each with every kernel variant and merge); empty =
+  // the one plan above (splits, heads_per_cta, planner).
+  struct Plan {
+    int splits, heads_per_cta, planner;
+  };
+  std::vector<Plan> plans;
 };
 
 struct HostData {
@@ -233,10 +240,11 @@ Reference reference(const Problem& pb, const HostData& d) {
 std::string describe(const Problem& pb) {
   return "T=" + std::to_string(pb.T) + " H=" + std::to_string(pb.H) + " topk=" + std::to_string(pb.topk) +
          (pb.fmt == MlaCacheFormat::kBf16 ? " bf16" : " fp8") + " splits=" + std::to_string(pb.splits) +
-         " heads/cta=" + std::to_string(pb.heads_per_cta) + (pb.use_lengths ? " lengths" : "");
+         " heads/cta=" + std::to_string(pb.heads_per_cta) + " planner=" + std::to_string(pb.planner) +
+         (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 0};
+constexpr int kVariants[] = {1, 2, 3, 5, 6, 0};
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases).
 constexpr int kCombines[] = {1, 2, 3};
@@ -267,14 +275,18 @@ void run_and_check(const Problem& pb) {
   p.num_heads = pb.H;
   p.topk = pb.topk;
   p.softmax_scale = pb.scale;
-  p.num_splits = pb.splits;
-  p.heads_per_cta = pb.heads_per_cta;
+  std::vector<Problem::Plan> plans = pb.plans;
+  if (plans.empty()) plans.push_back({pb.splits, pb.heads_per_cta, pb.planner});
   // The plan can differ between kernel variants (CTAs per SM): size the workspace for the largest.
   size_t ws_max = 0;
-  for (int v : kVariants) {
-    p.kernel_variant = v;
-    ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
-  }
+  for (const Problem::Plan& pl : plans)
+    for (int v : kVariants) {
+      p.num_splits = pl.splits;
+      p.heads_per_cta = pl.heads_per_cta;
+      p.planner = pl.planner;
+      p.kernel_variant = v;
+      ws_max = std::max(ws_max, glm5rt::kernels::sparse_mla_workspace_size(p));
+    }
   DevBuf ws(ws_max);
   // The fused combine's counters must be zero before the first call; every call leaves them zero (checked
   // below: they are never cleared again, only the partials are poisoned).
@@ -283,6 +295,17 @@ void run_and_check(const Problem& pb) {
   // Every kernel variant (round 1, pipelined, pipelined with two 32-head CTAs per SM, warp-specialized) and
   // the automatic choice (0) on the same inputs and reference, once with each combine (round 3's kernel,
   // the chunked kernel, the fused last-CTA merge; the automatic combine for the automatic variant).
+  for (const Problem::Plan& pl : plans) {
+  p.num_splits = pl.splits;
+  p.heads_per_cta = pl.heads_per_cta;
+  p.planner = pl.planner;
+  const std::string plan_desc = "plan: splits " + std::to_string(pl.splits) + " heads/cta " +
+                                std::to_string(pl.heads_per_cta) + " planner " + std::to_string(pl.planner);
+  INFO(plan_desc);
+  if (pl.heads_per_cta != 0) {
+    p.kernel_variant = 0;
+    CHECK(glm5rt::kernels::sparse_mla_heads_per_cta(p) == pl.heads_per_cta);
+  }
   for (int run = 0; run < static_cast<int>(std::size(kVariants) * std::size(kCombines)); ++run) {
     p.kernel_variant = kVariants[run / std::size(kCombines)];
     p.combine = kCombines[run % std::size(kCombines)];
@@ -351,10 +374,13 @@ void run_and_check(const Problem& pb) {
       }
     }
     const double global = ref2 > 0 ? std::sqrt(err2 / ref2) : 0.0;
-    MESSAGE(describe(pb), " kernel ", p.kernel_variant, " combine ", p.combine, " run ", run, " nsplit=", nsplit, ": rel L2 ", global, ", worst row ", worst_row,
+    MESSAGE(describe(pb), " ", plan_desc, " kernel ", p.kernel_variant, " combine ", p.combine, " run ", run,
+            " nsplit=", nsplit, " heads/cta=", glm5rt::kernels::sparse_mla_heads_per_cta(p), " merge=",
+            glm5rt::kernels::sparse_mla_combine_kind(p), ": rel L2 ", global, ", worst row ", worst_row,
             ", worst lse err ", worst_lse, ", bad rows ", bad);
     CHECK(bad == 0);
     CHECK(global <= 1e-2);
+  }
   }
   // The fused combine's counters are back to zero after every call (the next call depends on it).
   if (ws_max) {
@@ -434,6 +460,94 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
       pb.splits = 64;
       run_and_check(pb);
     }
+}
+
+// Every plan round 5's planner (SparseMlaParams::planner = 2) can choose at T <= kMlaJointPlanMaxTokens:
+// heads per CTA 8 / 16 / 32 (dividing H) x power-of-two splits 1..128 (at top-k 2048 128 is clamped to
+// 64, one split per 32-token tile), plus the automatic plan of both planners (1 = round 4's). The
+// automatic round-5 plan must be one of the forced ones, so a planner constant changed after a device run
+// can only pick a plan this test has run.
+std::vector<Problem::Plan> planner_grid(int H) {
+  std::vector<Problem::Plan> v;
+  for (int hc : {8, 16, 32})
+    if (hc <= H && H % hc == 0)
+      for (int s : {1, 2, 4, 8, 16, 32, 64, 128}) v.push_back({s, hc, 0});
+  v.push_back({0, 0, 1});
+  v.push_back({0, 0, 2});
+  return v;
+}
+
+// The automatic round-5 plan for pb (kernel variant 0) is one of the grid's forced plans.
+void check_auto_plan_in_grid(const Problem& pb) {
+  SparseMlaParams p;
+  p.num_slots = pb.num_slots;
+  p.format = pb.fmt;
+  p.num_tokens = pb.T;
+  p.num_heads = pb.H;
+  p.topk = pb.topk;
+  p.softmax_scale = pb.scale;
+  p.planner = 2;
+  const int hc = glm5rt::kernels::sparse_mla_heads_per_cta(p), s = glm5rt::kernels::sparse_mla_num_splits(p);
+  bool found = false;
+  for (const Problem::Plan& pl : pb.plans) {
+    if (pl.heads_per_cta == 0) continue;
+    p.heads_per_cta = pl.heads_per_cta;
+    p.num_splits = pl.splits;
+    found |= glm5rt::kernels::sparse_mla_heads_per_cta(p) == hc && glm5rt::kernels::sparse_mla_num_splits(p) == s;
+  }
+  MESSAGE(describe(pb), ": round-5 plan heads/cta ", hc, " splits ", s);
+  CHECK_MESSAGE(found, "automatic plan heads/cta ", hc, " splits ", s, " not among the forced plans");
+}
+
+TEST_CASE("sparse MLA: planner choices at T = 1 (every heads-per-CTA x split count, top-k 2048)") {
+  for (int H : {8, 16, 32, 64, 128})
+    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      Problem pb;
+      pb.T = 1;
+      pb.H = H;
+      pb.topk = 2048;
+      pb.fmt = fmt;
+      pb.num_slots = 9000;
+      pb.scale = 0.0625f;  // GLM-5
+      pb.plans = planner_grid(H);
+      check_auto_plan_in_grid(pb);
+      run_and_check(pb);
+    }
+}
+
+TEST_CASE("sparse MLA: planner choices at T = 8 (short / padded / empty rows, every heads-per-CTA x split count)") {
+  for (int H : {8, 16, 32, 64, 128})
+    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      Problem pb;
+      pb.T = 8;
+      pb.H = H;
+      pb.topk = 2048;
+      pb.fmt = fmt;
+      pb.num_slots = 12000;
+      pb.scale = 0.0625f;
+      pb.use_lengths = true;
+      pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty,
+                  RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kOutOfRange, RowKind::kFull};
+      pb.plans = planner_grid(H);
+      check_auto_plan_in_grid(pb);
+      run_and_check(pb);
+    }
+}
+
+TEST_CASE("sparse MLA: 128 splits (top-k 4096, the combine kernels' limit)") {
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    Problem pb;
+    pb.T = 2;
+    pb.H = 64;
+    pb.topk = 4096;
+    pb.fmt = fmt;
+    pb.num_slots = 10000;
+    pb.scale = 0.0625f;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kScatteredPad, RowKind::kShortLength};
+    pb.plans = {{128, 8, 0}, {128, 16, 0}, {128, 32, 0}, {0, 0, 2}};
+    run_and_check(pb);
+  }
 }
 
 TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the combine kernels") {
@@ -538,7 +652,7 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
-  p.kernel_variant = 6;  // no such kernel (round 3 measured two variants 6 and removed both)
+  p.kernel_variant = 7;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
@@ -548,6 +662,11 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.combine = -1;
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.combine = 0;
+  p.planner = 3;  // no such planner
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.planner = -1;
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.planner = 0;
   p.num_splits = 8;
   p.kernel_variant = 4;  // removed in round 3
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
