@@ -303,7 +303,7 @@ std::vector<int> parse_list(const char* s) {
 
 const char* const kStampSlotNames[glm5rt::kernels::kMoeStampSlots] = {
     "logits", "front", "gate_up", "swiglu", "down", "combine", "shared_gate_up", "shared_swiglu", "shared_down",
-    "logits_staged", "front_phases"};
+    "logits_staged", "front_phases", "select_phases"};
 
 // ", \"timeline_us\": {...}" for a row with a timeline (slot -> [start first, start last, waited first,
 // waited last, end first, end last] in us from the earliest block start), else "".
@@ -463,6 +463,7 @@ int main(int argc, char** argv) {
     bool stream_evict_first = glm5rt::kernels::MoeParams{}.stream_evict_first;
     bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
     int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
+    bool decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -522,6 +523,24 @@ int main(int argc, char** argv) {
         if (a.kb >= 0) c.shared_l2_prefetch = a.kb;
         if (a.site >= 0) c.shared_l2_prefetch_site = a.site;
         if (a.el >= 0) c.shared_l2_evict_last = a.el != 0;
+        configs.push_back(c);
+      }
+    }
+    // Round 6: the balanced decode GEMMs (per-SM item queues) on and off against the library default,
+    // with each decode-fusion level that applies (2 runs as 1 when balanced) and the shared expert on a
+    // second stream.
+    if (T <= 32) {
+      struct Bal {
+        const char* name;
+        int on, fusion, strm;  // fusion -1: library default
+      };
+      const Bal bals[] = {{"balanced", 1, -1, 0}, {"bal-unfused", 1, 0, 0}, {"bal-shstrm", 1, -1, 1},
+                          {"grid", 0, -1, 0},     {"grid-fuse1", 0, 1, 0}, {"grid-shstrm", 0, -1, 1}};
+      for (const Bal& b : bals) {
+        Config c{T, 0, 0, 0, true, b.name};
+        c.decode_balanced = b.on != 0;
+        if (b.fusion >= 0) c.decode_fusion = b.fusion;
+        c.shared_stream = b.strm != 0;
         configs.push_back(c);
       }
     }
@@ -605,6 +624,7 @@ int main(int argc, char** argv) {
     p.stream_evict_first = cfg.stream_evict_first;
     p.fast_front = cfg.fast_front;
     p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
+    p.decode_balanced = cfg.decode_balanced;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];

@@ -28,6 +28,9 @@ namespace glm5rt::kernels {
 
 constexpr int kFp8Block = 128;          // weight block and activation group size (K and N)
 constexpr int kFp8PrefillTileRows = 64;  // default rows per prefill tile (64 or 128; tile_prefix granularity)
+// Fp8GemmParams::decode_balanced: at most this many SMs (queues), and the ints of balanced_counters.
+constexpr int kFp8BalancedMaxSms = 256;
+constexpr int kFp8BalancedWords = kFp8BalancedMaxSms + 4;
 
 enum class Fp8GemmPath { automatic, decode, prefill };
 
@@ -136,6 +139,16 @@ struct Fp8GemmParams {
   const __nv_bfloat16* swiglu_gate_up = nullptr;  // null: A from a / a_scale
   int swiglu_ld = 0;
   int swiglu_rows = 0;
+
+  // Balanced decode (cp.async decode kernel, plain form or with the fused combine; not with the fused
+  // SwiGLU prologue): 1 = a grid of every resident block slot of the device, whose warps take 16-row
+  // items (group x 16 weight rows, all of K, the same arithmetic: the same bits) from one queue per SM
+  // (%smid), each queue an equal share of the flat item list, so that every SM streams the same bytes
+  // (fp8_gemm_decode_balanced.cuh). 0 = the grid form (one block per 64 rows and group). Needs
+  // balanced_counters: kFp8BalancedWords ints, zero when the kernel starts; the kernel leaves them zero.
+  // Ignored (the grid form runs) on devices with more than kFp8BalancedMaxSms SMs.
+  int decode_balanced = 0;
+  int* balanced_counters = nullptr;
 
   // Debug timeline (benchmarks): kStampWords u64 of %globaltimer min/max (launch.cuh, detail::stamp) for
   // block start, past the PDL wait and end of work; written by the cp.async decode kernel only. Null: off.

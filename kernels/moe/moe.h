@@ -195,6 +195,14 @@ struct MoeParams {
   // (Part of the T=1 gain is the bench's: it replays one layer, so its router weights stay in L2 too.)
   // GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it. Flip: false.
   bool stream_evict_first = true;
+  // Balanced decode GEMMs (Fp8GemmParams::decode_balanced): both expert GEMMs as a grid of every resident
+  // block slot whose warps take 16-row items from one queue per SM, each SM an equal share of the bytes
+  // (round 6; the same bits). Applies with the fused front (<= 32 tokens, front_path 0, which zeroes the
+  // queue counters) on the cp.async decode kernel, the routed experts (the shared expert on a second
+  // stream keeps the grid form). The fused SwiGLU prologue (decode_fusion 2) needs the grid form: with
+  // this on, decode_fusion 2 runs as 1 (separate SwiGLU kernel, combine in the down GEMM; the same bits).
+  // GLM5RT_MOE_DECODE_BALANCED=0|1 overrides it. Off by default until measured. Flip: true.
+  bool decode_balanced = false;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.
@@ -214,6 +222,8 @@ enum MoeStampSlot {
   kMoeStampSharedDown,
   kMoeStampLogitsStaged,  // start pair: x staged in the logits kernel's shared memory (per block)
   kMoeStampFrontPhases,   // start pair: selection done; waited pair: past the barrier before the permutation
+  kMoeStampSelectPhases,  // token 0's selection in the fused front: start = logits and bias loaded, waited =
+                          // group and top-k rounds done, end = ids and weights written
   kMoeStampSlots
 };
 constexpr int kMoeStampWords = 6;  // per slot (= detail::kStampWords)

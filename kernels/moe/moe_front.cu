@@ -48,7 +48,11 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   __shared__ detail::PermuteShared sh;
   const int warp = threadIdx.x / 32;
   if (select)
-    for (int t = warp; t < rp.tokens; t += kFrontWarps) detail::router_select_token<kCompact>(rp, t, c_sh[warp]);
+    for (int t = warp; t < rp.tokens; t += kFrontWarps)  // phases: the compact form only (no spill in the other)
+      detail::router_select_token<kCompact>(
+          rp, t, c_sh[warp],
+          kCompact && t == 0 && rp.debug_stamps ? rp.debug_stamps + static_cast<size_t>(kMoeStampSelectPhases) * detail::kStampWords
+                                    : nullptr);
   if (threadIdx.x == 0) detail::stamp(phases, detail::kStampStart);
   const int groups = rp.hidden / kFp8Block;
   const int q_items = (flags & kMoeFrontNoQuantize) ? 0 : rp.tokens * groups;

@@ -5,6 +5,7 @@
 
 #include <climits>
 
+#include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
 #include "kernels/moe/router_math.h"
 
@@ -30,8 +31,11 @@ constexpr int kRouterPerLane = kRouterMaxExperts / 32;
 // operations in the same order (the same bits), ~16x less code. A kernel that runs once per step on a
 // cold SM fetches its instructions from L2 / DRAM; the unrolled form made the fused front kernel 111 KB
 // of SASS, and the H200 timeline (round 5) showed it taking ~15 us for a few hundred instructions' work.
+// phases (timeline, benchmarks; null: off): lane 0 stamps the start pair once the logits and bias are
+// loaded (s, c computed), the waited pair after the group and top-k rounds, the end pair after the writes.
 template <bool kCompact = false>
-__device__ __forceinline__ void router_select_token(const RouterParams& p, int t, float* c_sh) {
+__device__ __forceinline__ void router_select_token(const RouterParams& p, int t, float* c_sh,
+                                                    unsigned long long* phases = nullptr) {
   const int lane = threadIdx.x % 32;
   const float* lg = p.logits + static_cast<size_t>(t) * p.num_experts;
   float s[kRouterPerLane], c[kRouterPerLane];
@@ -47,6 +51,7 @@ __device__ __forceinline__ void router_select_token(const RouterParams& p, int t
     }
   }
   __syncwarp();
+  if (lane == 0) stamp(phases, kStampStart);
   const int gs = p.num_experts / p.n_group;
   uint32_t keep = 0xffffffffu;
   if (p.n_group > 1) {
@@ -110,6 +115,7 @@ __device__ __forceinline__ void router_select_token(const RouterParams& p, int t
 #pragma unroll
     for (int r = 0; r < kRouterMaxTopK; ++r) round(r);
   }
+  if (lane == 0) stamp(phases, kStampWaited);
   if (lane == 0) {
     float denom = 1.0f;
     if (p.norm_topk_prob) {
@@ -123,6 +129,7 @@ __device__ __forceinline__ void router_select_token(const RouterParams& p, int t
       p.topk_ids[static_cast<size_t>(t) * p.top_k + r] = ids[r];
       p.topk_weights[static_cast<size_t>(t) * p.top_k + r] = __fmul_rn(w, p.routed_scaling_factor);
     }
+    stamp(phases, kStampEnd);
   }
 }
 

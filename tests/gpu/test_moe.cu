@@ -431,7 +431,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
      // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off. Hints, staging and
      // timestamps only: the same bits. At <= 16 tokens the logits kernel's timeline slot must be written.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
-    for (int v = 0; v < 3; ++v) {
+    for (int v = 0; v < 5; ++v) {
       std::vector<unsigned long long> init(dst.count);
       for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
       dst.upload(init);
@@ -446,6 +446,16 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
         pf.shared_l2_prefetch_site = 0;
         pf.shared_l2_prefetch_down = true;
         pf.shared_l2_evict_last = true;
+      } else if (v == 3) {
+        // Round 6: the balanced decode GEMMs (per-SM item queues; decode_fusion 2 then runs as 1).
+        pf.decode_balanced = true;
+      } else if (v == 4) {
+        // Balanced, with every fusion off and the L2 hints on (the plain balanced kernel with its
+        // pre-wait prefetch, then the separate combine).
+        pf.decode_balanced = true;
+        pf.decode_fusion = 0;
+        pf.shared_l2_prefetch = 48;
+        pf.shared_l2_prefetch_site = 1;
       } else {
         pf.fast_front = false;
         pf.shared_l2_prefetch = 48;  // at GLM-5 size every K block; clamped below that
@@ -458,7 +468,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
       const auto again = dout.download();
       size_t differ = 0;
       for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
-      MESSAGE("round-5 variant " << v << " at T=" << T << ": differing outputs " << differ);
+      MESSAGE("round-5/6 variant " << v << " at T=" << T << ": differing outputs " << differ);
       CHECK(differ == 0);
       const auto ids_again = dids.download();
       CHECK(ids_again == gid);
@@ -472,6 +482,13 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  {  // Round 6: the balanced decode GEMMs with the shared expert on a second stream, eager and from a graph
+     // replayed twice over a poisoned workspace (the front must zero the queue counters; the kernels leave
+     // them zero).
+    k::MoeParams pb = p0;
+    pb.decode_balanced = true;
+    check_shared_stream(pb, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  }
   // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
   // rows per expert expected).
   const bool fuses = T <= 2 && path != 2 && (T * K + E - 1) / E <= 4;

@@ -1,0 +1,229 @@
+// Decode-shaped FP8 GEMM, cp.async ring, balanced form (Fp8GemmParams::decode_balanced): the same warp
+// computation as fp8_gemm_decode_async.cuh (one warp = 16 weight rows of one group over all of K, the
+// same K order, mma and scale arithmetic: the same output bits), but warps take their work from per-SM
+// queues instead of from their block index.
+//
+// Why: at T=1 the grid form is 576 blocks (gate_up) on 132 SMs, i.e. 4 or 5 blocks per SM, and an SM's
+// share of DRAM bandwidth, not the block, sets the pace: the SMs with 5 blocks finish ~20 us after those
+// with 4 (round 5 timeline). Here the flat list of warp items (active group x 16-row slice, group-major)
+// is cut into one contiguous range per SM (equal to one item), and the warps resident on SM s (%smid)
+// take items of range s through an atomic counter, so every SM streams the same bytes whatever number of
+// blocks the scheduler placed on it (also when a PDL early start placed 7 blocks on some SMs and 3 on
+// others). A range whose SM got no block is drained by the last warp to finish (correct, slow; not
+// expected: the grid is every resident slot of every SM). The same warp also resets the counters to zero.
+#pragma once
+
+#include "kernels/gemm/fp8_gemm_decode_async.cuh"
+
+namespace glm5rt::kernels::detail {
+
+__device__ __forceinline__ int sm_id() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return static_cast<int>(id);
+}
+
+// sms: queues (the device's SM count, <= kFp8BalancedMaxSms); counters: [sms] item counters, [sms] the
+// number of warps that have finished.
+template <int DEPTH, bool COMBINE = false>
+__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_balanced_kernel(const Fp8GemmParams p, int sms) {
+#if GLM5RT_HAS_FP8_MMA
+  const bool early = p.group_info_ready;
+  if (threadIdx.x == 0) stamp(p.debug_stamps, kStampStart);
+  if constexpr (!COMBINE) {
+    if (!early && p.pre_wait_prefetch_kblocks > 0) decode_pre_wait_prefetch(p);
+  }
+  if (!early) pdl_wait_and_release();
+  if (!early && threadIdx.x == 0) stamp(p.debug_stamps, kStampWaited);
+  bool waited = !early;
+  extern __shared__ __align__(16) uint8_t decode_smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int* const counters = p.balanced_counters;
+  const int active = p.group_offsets ? __ldcg(p.num_active) : 1;
+  const int slices = (p.num_parts * p.part_rows + 15) / 16;
+  const long long total = static_cast<long long>(active) * slices;
+  const int kblocks = p.k / kFp8Block;
+  const int gq = lane / 4, c = lane % 4;
+  const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+  const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+  const bool evict_first = p.decode_evict_first;
+  const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
+  const uint8_t* a_base = p.a + c * 16;
+
+  if constexpr (COMBINE) {
+    // No active group (every id dropped and no shared expert): no warp arrives at the combine counters,
+    // so the warps write the (all-zero) combine themselves, as moe_combine would.
+    if (active == 0) {
+      if (!waited) {
+        pdl_wait_and_release();
+        waited = true;
+      }
+      const int gw = blockIdx.x * kDecodeWarps + warp, nw = gridDim.x * kDecodeWarps;
+      for (int col0 = gw * 16; col0 < p.n; col0 += nw * 16) decode_fused_combine(p, col0, lane);
+    }
+  }
+
+  // One item: group index a (in active_groups), 16-row slice sl. Returns after its stores (and its
+  // combine share); the ring is empty again on return.
+  auto process = [&](long long item) {
+    const int a = static_cast<int>(item / slices), sl = static_cast<int>(item - static_cast<long long>(a) * slices);
+    int g = 0, row_begin = 0, rows = p.max_rows;
+    if (p.group_offsets) {
+      g = p.active_groups[a];
+      row_begin = p.group_offsets[g];
+      rows = p.group_offsets[g + 1] - row_begin;
+    }
+    if (rows <= 0) return;
+    const int col = sl * 16;
+    const int part = col / p.part_rows;
+    const int warp_row = col - part * p.part_rows;
+    const int part_valid_rows = min(p.part_rows, p.n - part * p.part_rows);
+    if (warp_row >= part_valid_rows) return;
+    const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
+    const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
+    const float* ws_row = WS + static_cast<size_t>(warp_row / kFp8Block) * kblocks;
+    const int r_lo = warp_row + gq, r_hi = r_lo + 8;
+    const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
+    const uint8_t* w_base = W + static_cast<size_t>(warp_row) * p.k + c * 16;
+    const int off_lo = ok_lo ? gq * p.k : 0, off_hi = ok_hi ? (gq + 8) * p.k : 0;
+    const int n_lo = part * p.part_rows + r_lo;
+    auto issue = [&](int kb) {
+      const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+      const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
+      if (evict_first) {
+        cp_async_16_hint(dst, w + off_lo, 16, policy);
+        cp_async_16_hint(dst + 512, w + off_lo + 64, 16, policy);
+        cp_async_16_hint(dst + 1024, w + off_hi, 16, policy);
+        cp_async_16_hint(dst + 1536, w + off_hi + 64, 16, policy);
+      } else {
+        cp_async_16(dst, w + off_lo, 16);
+        cp_async_16(dst + 512, w + off_lo + 64, 16);
+        cp_async_16(dst + 1024, w + off_hi, 16);
+        cp_async_16(dst + 1536, w + off_hi + 64, 16);
+      }
+    };
+    for (int tok0 = 0; tok0 < rows; tok0 += 8) {
+#pragma unroll
+      for (int s = 0; s < DEPTH - 1; ++s) {
+        if (s < kblocks) issue(s);
+        cp_async_commit();
+      }
+      if (!waited) {
+        // The first item of an early-started warp: its first weights are in flight, A is read after this.
+        if (c == 0) {
+          const int kb_end = min(kblocks, DEPTH - 1 + p.decode_l2_prefetch);
+          for (int kb = DEPTH - 1; kb < kb_end; ++kb) {
+            const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+            prefetch_l2(w + off_lo);
+            prefetch_l2(w + off_lo + 64);
+            prefetch_l2(w + off_hi);
+            prefetch_l2(w + off_hi + 64);
+          }
+        }
+        pdl_wait_and_release();
+        waited = true;
+        if (lane == 0) stamp(p.debug_stamps, kStampWaited);
+      }
+      const int tb = tok0 + gq;
+      const int b_src = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
+      int s_src[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int ts = tok0 + 2 * c + e;
+        s_src[e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
+      }
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int kb = 0; kb < kblocks; ++kb) {
+        cp_async_wait<DEPTH - 2>();
+        {
+          const int nk = kb + DEPTH - 1;
+          if (nk < kblocks) issue(nk);
+          cp_async_commit();
+        }
+        const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
+        uint4 wv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
+        const float ws = __ldg(ws_row + kb);
+        uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
+        if (b_src >= 0) {
+          const uint8_t* b = a_base + static_cast<size_t>(b_src) * p.lda + kb * kFp8Block;
+          b0 = __ldg(reinterpret_cast<const uint4*>(b));
+          b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
+        }
+        float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint4& lo = j < 2 ? wv[0] : wv[1];
+          const uint4& hi = j < 2 ? wv[2] : wv[3];
+          const uint4& bb = j < 2 ? b0 : b1;
+          const int w0 = (2 * j) % 4, w1 = (2 * j + 1) % 4;
+          mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1), word_of(bb, w0),
+                         word_of(bb, w1));
+        }
+        const float s0 = s_src[0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[0]) * p.ld_scale + kb) * ws : 0.f;
+        const float s1 = s_src[1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[1]) * p.ld_scale + kb) * ws : 0.f;
+        acc[0] = fmaf(d[0], s0, acc[0]);
+        acc[1] = fmaf(d[1], s1, acc[1]);
+        acc[2] = fmaf(d[2], s0, acc[2]);
+        acc[3] = fmaf(d[3], s1, acc[3]);
+      }
+      cp_async_wait<0>();  // the ring is empty before the next pass or item refills it
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int ts = tok0 + 2 * c + e;
+        if (ts >= rows) continue;
+        __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
+        if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[e]);
+        if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
+      }
+    }
+    if constexpr (COMBINE) {
+      // As the grid form: count these 16 columns of this group as done; the last of *num_active combines.
+      __threadfence();
+      __syncwarp();
+      const int col0 = part * p.part_rows + warp_row;
+      int last = 0;
+      if (lane == 0) {
+        int* counter = p.combine_counters + col0 / 16;
+        const int arrived = atomicAdd(counter, 1) + 1;
+        last = arrived == active;
+        if (last) *counter = 0;
+      }
+      last = __shfl_sync(0xffffffffu, last, 0);
+      if (last) {
+        __threadfence();
+        decode_fused_combine(p, col0, lane);
+      }
+    }
+  };
+
+  // Takes items of queue q until it is empty.
+  auto drain = [&](int q) {
+    const long long begin = total * q / sms, size = total * (q + 1) / sms - begin;
+    for (;;) {
+      int idx = 0;
+      if (lane == 0) idx = atomicAdd(counters + q, 1);
+      idx = __shfl_sync(0xffffffffu, idx, 0);
+      if (idx >= size) return;
+      process(begin + idx);
+    }
+  };
+  const int my_q = sm_id() % sms;
+  drain(my_q);
+  // The last warp of the grid to get here: every other warp has stopped taking items. Queues of SMs that
+  // got no block still hold items: take them, then leave every counter at zero for the next launch.
+  int last = 0;
+  if (lane == 0) last = atomicAdd(counters + sms, 1) == static_cast<int>(gridDim.x) * kDecodeWarps - 1;
+  last = __shfl_sync(0xffffffffu, last, 0);
+  if (last) {
+    __threadfence();
+    for (int q = 0; q < sms; ++q)
+      if (q != my_q) drain(q);
+    for (int q = lane; q <= sms; q += 32) atomicExch(counters + q, 0);
+  }
+  if (lane == 0) stamp(p.debug_stamps, kStampEnd);
+#endif
+}
+
+}  // namespace glm5rt::kernels::detail
