@@ -464,6 +464,7 @@ int main(int argc, char** argv) {
     bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
     int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
     bool decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
+    bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -541,6 +542,19 @@ int main(int argc, char** argv) {
         c.decode_balanced = b.on != 0;
         if (b.fusion >= 0) c.decode_fusion = b.fusion;
         c.shared_stream = b.strm != 0;
+        configs.push_back(c);
+      }
+      // The fast selection (MoeParams::fast_select) on and off, one stream and the shared expert on a
+      // second stream.
+      const struct {
+        const char* name;
+        bool on, strm;
+      } sels[] = {{"fast-sel", true, false}, {"slow-sel", false, false}, {"fast-sel-shstrm", true, true}};
+      for (const auto& fs : sels) {
+        Config c{T, 0, 0, 0, true, fs.name};
+        c.fast_select = fs.on;
+        c.decode_balanced = false;
+        c.shared_stream = fs.strm;
         configs.push_back(c);
       }
     }
@@ -625,6 +639,7 @@ int main(int argc, char** argv) {
     p.fast_front = cfg.fast_front;
     p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     p.decode_balanced = cfg.decode_balanced;
+    p.fast_select = cfg.fast_select;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];

@@ -51,6 +51,9 @@ struct RouterParams {
   // fp8_quantize_groups does. Null: not.
   uint8_t* xq = nullptr;
   float* xs = nullptr;
+  // The selection (router select kernel and the fused front) in its fast form (router_select.cuh,
+  // router_select_token_fast: loads first, warp reductions per round, results in registers). The same bits.
+  bool fast_select = false;
   // Debug timeline (benchmarks): 2 slots of kStampWords u64 (kernels/gemm/launch.cuh): the logits kernel,
   // then the fused front kernel. Null: off.
   unsigned long long* debug_stamps = nullptr;
@@ -195,6 +198,10 @@ struct MoeParams {
   // (Part of the T=1 gain is the bench's: it replays one layer, so its router weights stay in L2 too.)
   // GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it. Flip: false.
   bool stream_evict_first = true;
+  // The fused front's expert selection in the fast form (RouterParams::fast_select; round 6: the compact
+  // form's selection took 8.2 us of the T=1 step: loads 4.1, rounds 3.3, writes 0.8). The same bits.
+  // GLM5RT_MOE_FAST_SELECT=0|1 overrides it. Off by default until measured. Flip: true.
+  bool fast_select = false;
   // Balanced decode GEMMs (Fp8GemmParams::decode_balanced): both expert GEMMs as a grid of every resident
   // block slot whose warps take 16-row items from one queue per SM, each SM an equal share of the bytes
   // (round 6; the same bits). Applies with the fused front (<= 32 tokens, front_path 0, which zeroes the

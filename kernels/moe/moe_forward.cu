@@ -46,6 +46,10 @@ int env_decode_balanced() {
   static const int v = env_int("GLM5RT_MOE_DECODE_BALANCED");
   return v;
 }
+int env_fast_select() {
+  static const int v = env_int("GLM5RT_MOE_FAST_SELECT");
+  return v;
+}
 int env_fast_front() {
   static const int v = env_int("GLM5RT_MOE_FAST_FRONT");
   return v;
@@ -248,6 +252,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.topk_ids = ids;
   rp.topk_weights = wts;
   rp.debug_stamps = stamp_slot(p, kMoeStampLogits);  // and the front's slot right after it
+  rp.fast_select = env_flag(env_fast_select(), p.fast_select);
   // The shared expert's weights into L2 before anything streams (MoeParams::shared_l2_prefetch): only with
   // the shared expert on this stream (the side stream streams them itself), the fused front and <= 16
   // tokens. Site 0: the router logits kernel issues them; site 1: the gate_up GEMM before its wait.

@@ -48,8 +48,14 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   __shared__ detail::PermuteShared sh;
   const int warp = threadIdx.x / 32;
   if (select)
-    for (int t = warp; t < rp.tokens; t += kFrontWarps)  // phases: the compact form only (no spill in the other)
-      detail::router_select_token<kCompact>(
+    for (int t = warp; t < rp.tokens; t += kFrontWarps)  // phases: not in the unrolled form (it would spill)
+      if (rp.fast_select)
+        detail::router_select_token_fast(
+            rp, t, c_sh[warp],
+            t == 0 && rp.debug_stamps ? rp.debug_stamps + static_cast<size_t>(kMoeStampSelectPhases) * detail::kStampWords
+                                      : nullptr);
+      else
+        detail::router_select_token<kCompact>(
           rp, t, c_sh[warp],
           kCompact && t == 0 && rp.debug_stamps ? rp.debug_stamps + static_cast<size_t>(kMoeStampSelectPhases) * detail::kStampWords
                                     : nullptr);

@@ -268,7 +268,10 @@ __global__ void __launch_bounds__(kSelectWarps * 32) router_select_kernel(const 
   const int warp = threadIdx.x / 32;
   const int t = blockIdx.x * kSelectWarps + warp;
   if (t >= p.tokens) return;
-  detail::router_select_token(p, t, c_sh[warp]);
+  if (p.fast_select)
+    detail::router_select_token_fast(p, t, c_sh[warp]);
+  else
+    detail::router_select_token(p, t, c_sh[warp]);
 }
 
 bool router_params_ok(const RouterParams& p) {

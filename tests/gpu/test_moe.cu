@@ -24,7 +24,7 @@ struct RouterRun {
 };
 
 RouterRun gpu_route(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const std::vector<float>& bias,
-                    int T, int H, const RouterConfig& cfg) {
+                    int T, int H, const RouterConfig& cfg, bool fast_select = false) {
   DeviceBuffer<uint16_t> dx(x.size()), dw(w.size());
   DeviceBuffer<float> db(bias.size()), dl(static_cast<size_t>(T) * cfg.num_experts),
       dwt(static_cast<size_t>(T) * cfg.top_k);
@@ -50,6 +50,7 @@ RouterRun gpu_route(const std::vector<uint16_t>& x, const std::vector<uint16_t>&
   p.logits = dl.ptr;
   p.topk_ids = did.ptr;
   p.topk_weights = dwt.ptr;
+  p.fast_select = fast_select;
   CUDA_OK(k::moe_route(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   return {did.download(), dwt.download()};
@@ -70,6 +71,8 @@ void check_router(int T, int H, const RouterConfig& cfg, bool ties) {
       bias[e + 1] = bias[e];
     }
   const auto got = gpu_route(x, w, bias, T, H, cfg);
+  // RouterParams::fast_select (round 6): the other form of the selection, against the same CPU result.
+  const auto got_fast = gpu_route(x, w, bias, T, H, cfg, true);
   std::vector<int> rid(static_cast<size_t>(T) * cfg.top_k);
   std::vector<float> rw(rid.size());
   parallel_for(T, [&](int t) {
@@ -79,10 +82,12 @@ void check_router(int T, int H, const RouterConfig& cfg, bool ties) {
     router_select(logits.data(), bias.data(), cfg, &rid[static_cast<size_t>(t) * cfg.top_k],
                   &rw[static_cast<size_t>(t) * cfg.top_k]);
   });
-  size_t id_mismatch = 0, w_mismatch = 0, adjacent_pairs = 0;
+  size_t id_mismatch = 0, w_mismatch = 0, adjacent_pairs = 0, fast_id_mismatch = 0, fast_w_mismatch = 0;
   for (size_t i = 0; i < rid.size(); ++i) {
     id_mismatch += rid[i] != got.ids[i];
     w_mismatch += std::memcmp(&rw[i], &got.wts[i], 4) != 0;
+    fast_id_mismatch += rid[i] != got_fast.ids[i];
+    fast_w_mismatch += std::memcmp(&rw[i], &got_fast.wts[i], 4) != 0;
   }
   for (int t = 0; t < T && ties; ++t)
     for (int r = 0; r + 1 < cfg.top_k; ++r) {
@@ -91,9 +96,12 @@ void check_router(int T, int H, const RouterConfig& cfg, bool ties) {
     }
   const std::string tie_note = ties ? " tied pairs chosen in id order=" + std::to_string(adjacent_pairs) : std::string();
   MESSAGE("router T=" << T << " E=" << E << " groups=" << cfg.n_group << "/" << cfg.topk_group
-                      << " id mismatches=" << id_mismatch << " weight mismatches=" << w_mismatch << tie_note);
+                      << " id mismatches=" << id_mismatch << " weight mismatches=" << w_mismatch << tie_note
+                      << " | fast select: id mismatches=" << fast_id_mismatch << " weight mismatches=" << fast_w_mismatch);
   CHECK(id_mismatch == 0);
   CHECK(w_mismatch == 0);
+  CHECK(fast_id_mismatch == 0);
+  CHECK(fast_w_mismatch == 0);
   if (ties) CHECK(adjacent_pairs > 0);
 }
 
@@ -431,7 +439,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
      // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off. Hints, staging and
      // timestamps only: the same bits. At <= 16 tokens the logits kernel's timeline slot must be written.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
-    for (int v = 0; v < 5; ++v) {
+    for (int v = 0; v < 7; ++v) {
       std::vector<unsigned long long> init(dst.count);
       for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
       dst.upload(init);
@@ -446,6 +454,15 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
         pf.shared_l2_prefetch_site = 0;
         pf.shared_l2_prefetch_down = true;
         pf.shared_l2_evict_last = true;
+      } else if (v == 5) {
+        // Round 6: the fast selection in the fused front, with the timeline (its select_phases slot).
+        pf.fast_select = true;
+      } else if (v == 6) {
+        // The fast selection with the balanced GEMMs and the compact front off (unrolled form not used:
+        // fast_select replaces the selection in either front form).
+        pf.fast_select = true;
+        pf.fast_front = false;
+        pf.decode_balanced = true;
       } else if (v == 3) {
         // Round 6: the balanced decode GEMMs (per-SM item queues; decode_fusion 2 then runs as 1).
         pf.decode_balanced = true;
