@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
     bool stream_evict_first = glm5rt::kernels::MoeParams{}.stream_evict_first;
     bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
     int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
-    bool decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
+    int decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
   };
   std::vector<Config> configs;
@@ -536,10 +536,11 @@ int main(int argc, char** argv) {
         int on, fusion, strm;  // fusion -1: library default
       };
       const Bal bals[] = {{"balanced", 1, -1, 0}, {"bal-unfused", 1, 0, 0}, {"bal-shstrm", 1, -1, 1},
+                          {"bal2", 2, -1, 0},     {"bal2-shstrm", 2, -1, 1},
                           {"grid", 0, -1, 0},     {"grid-fuse1", 0, 1, 0}, {"grid-shstrm", 0, -1, 1}};
       for (const Bal& b : bals) {
         Config c{T, 0, 0, 0, true, b.name};
-        c.decode_balanced = b.on != 0;
+        c.decode_balanced = b.on;
         if (b.fusion >= 0) c.decode_fusion = b.fusion;
         c.shared_stream = b.strm != 0;
         configs.push_back(c);
@@ -553,7 +554,7 @@ int main(int argc, char** argv) {
       for (const auto& fs : sels) {
         Config c{T, 0, 0, 0, true, fs.name};
         c.fast_select = fs.on;
-        c.decode_balanced = false;
+        c.decode_balanced = 0;
         c.shared_stream = fs.strm;
         configs.push_back(c);
       }

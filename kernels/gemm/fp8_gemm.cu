@@ -153,6 +153,10 @@ cudaError_t try_decode_async(const Fp8GemmParams& p, cudaStream_t stream, bool& 
 // 3 (the most resident blocks); the grid is every resident slot (less concurrent_blocks).
 template <int DEPTH>
 void (*balanced_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams, int) {
+  if (p.decode_balanced == 2) {
+    if (p.combine_counters) return detail::fp8_gemm_decode_balanced_kernel<DEPTH, true, true>;
+    return detail::fp8_gemm_decode_balanced_kernel<DEPTH, false, true>;
+  }
   if (p.combine_counters) return detail::fp8_gemm_decode_balanced_kernel<DEPTH, true>;
   return detail::fp8_gemm_decode_balanced_kernel<DEPTH>;
 }
@@ -215,7 +219,7 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   if (p.part_rows <= 0) return cudaErrorInvalidValue;
   if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
     return cudaErrorInvalidValue;
-  if (p.decode_balanced < 0 || p.decode_balanced > 1) return cudaErrorInvalidValue;
+  if (p.decode_balanced < 0 || p.decode_balanced > 2) return cudaErrorInvalidValue;
   if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0 || p.pre_wait_prefetch_kblocks < 0) return cudaErrorInvalidValue;
   if (p.pre_wait_prefetch_kblocks > 0 &&
       (!p.pre_wait_prefetch_w || p.pre_wait_prefetch_parts < 1 || p.pre_wait_prefetch_rows < 1 ||

@@ -11,6 +11,13 @@
 // blocks the scheduler placed on it (also when a PDL early start placed 7 blocks on some SMs and 3 on
 // others). A range whose SM got no block is drained by the last warp to finish (correct, slow; not
 // expected: the grid is every resident slot of every SM). The same warp also resets the counters to zero.
+//
+// Form 1 (queue = %smid mod SMs) measured 2.2x slower than the grid form on the H200 (round 6: T=1
+// gate_up warps ending between 19 and 155 us; T=8 first queue done at 238 us, last at 509). Form 2
+// (STEAL) answers the two possible causes: %smid values that are not 0..SMs-1 (queues without an SM:
+// each block registers its %smid in a table and gets a dense index in order of first arrival), and SMs
+// that stream at different rates (a warp that has done an item of its own then takes items from the
+// fullest other queue, so the faster SMs do more).
 #pragma once
 
 #include "kernels/gemm/fp8_gemm_decode_async.cuh"
@@ -25,8 +32,11 @@ __device__ __forceinline__ int sm_id() {
 
 // sms: queues (the device's SM count, <= kFp8BalancedMaxSms); counters: [sms] item counters, [sms] the
 // number of warps that have finished.
-template <int DEPTH, bool COMBINE = false>
-__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_balanced_kernel(const Fp8GemmParams p, int sms) {
+// Minimum resident blocks for the register cap: shared memory allows at most 5 blocks per SM at depth 5
+// (4 at depth 6), so those need not squeeze into the 7-block cap of depths 3 / 4 (form 2 would spill).
+template <int DEPTH, bool COMBINE = false, bool STEAL = false>
+__global__ void __launch_bounds__(kDecodeThreads, DEPTH >= 5 ? 5 : 7)
+    fp8_gemm_decode_balanced_kernel(const Fp8GemmParams p, int sms) {
 #if GLM5RT_HAS_FP8_MMA
   const bool early = p.group_info_ready;
   if (threadIdx.x == 0) stamp(p.debug_stamps, kStampStart);
@@ -39,6 +49,32 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_balanced_ke
   extern __shared__ __align__(16) uint8_t decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int* const counters = p.balanced_counters;
+  // STEAL (form 2): this block's queue, a dense index per SM in order of first arrival (the table maps
+  // %smid + 1 -> index + 1; kClaim while the first block of that SM takes an index).
+  int block_q = 0;
+  if constexpr (STEAL) {
+    __shared__ int q_sh;
+    if (threadIdx.x == 0) {
+      const int smid = sm_id();
+      int q = smid % sms;
+      if (smid < kFp8BalancedSmidTable) {
+        constexpr int kClaim = 0x7fffffff;
+        int* const slot = counters + kFp8BalancedMaxSms + 2 + smid;
+        const int old = atomicCAS(slot, 0, kClaim);
+        if (old == 0) {
+          q = atomicAdd(counters + kFp8BalancedMaxSms + 1, 1) % sms;
+          atomicExch(slot, q + 1);
+        } else {
+          int v = old;
+          while (v == kClaim) v = atomicAdd(slot, 0);  // the SM's first block is writing it
+          q = v - 1;
+        }
+      }
+      q_sh = q;
+    }
+    __syncthreads();
+    block_q = q_sh;
+  }
   const int active = p.group_offsets ? __ldcg(p.num_active) : 1;
   const int slices = (p.num_parts * p.part_rows + 15) / 16;
   const long long total = static_cast<long long>(active) * slices;
@@ -199,6 +235,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_balanced_ke
   };
 
   // Takes items of queue q until it is empty.
+  int items_done = 0;
   auto drain = [&](int q) {
     const long long begin = total * q / sms, size = total * (q + 1) / sms - begin;
     for (;;) {
@@ -207,10 +244,45 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_balanced_ke
       idx = __shfl_sync(0xffffffffu, idx, 0);
       if (idx >= size) return;
       process(begin + idx);
+      ++items_done;
     }
   };
-  const int my_q = sm_id() % sms;
+  const int my_q = STEAL ? block_q : sm_id() % sms;
   drain(my_q);
+  // STEAL: a warp that has done an item of its own (at the T=1 shape the warps without one leave the rest
+  // alone, so that an SM does not start more than its share at once) takes items from the other queue
+  // with the most left (ties: lowest index) until none has any. All counters are loaded at once.
+  if (STEAL && items_done > 0) {
+    constexpr int kChunks = kFp8BalancedMaxSms / 32;
+    for (;;) {
+      int left[kChunks];
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch) {
+        const int q = ch * 32 + lane;
+        left[ch] = 0;
+        if (q < sms && q != my_q) {
+          const long long size = total * (q + 1) / sms - total * q / sms;
+          left[ch] = static_cast<int>(size - min(static_cast<long long>(__ldcg(counters + q)), size));
+        }
+      }
+      int best_q = -1, best_left = 0;
+#pragma unroll
+      for (int ch = 0; ch < kChunks; ++ch) {
+        const unsigned mx = __reduce_max_sync(0xffffffffu, static_cast<unsigned>(left[ch]));
+        if (mx > static_cast<unsigned>(best_left)) {
+          best_left = static_cast<int>(mx);
+          best_q = static_cast<int>(__reduce_min_sync(
+              0xffffffffu, static_cast<unsigned>(left[ch]) == mx ? static_cast<unsigned>(ch * 32 + lane) : 0xffffffffu));
+        }
+      }
+      if (best_q < 0) break;
+      const long long begin = total * best_q / sms, size = total * (best_q + 1) / sms - begin;
+      int idx = 0;
+      if (lane == 0) idx = atomicAdd(counters + best_q, 1);
+      idx = __shfl_sync(0xffffffffu, idx, 0);
+      if (idx < size) process(begin + idx);
+    }
+  }
   // The last warp of the grid to get here: every other warp has stopped taking items. Queues of SMs that
   // got no block still hold items: take them, then leave every counter at zero for the next launch.
   int last = 0;
@@ -221,6 +293,9 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_balanced_ke
     for (int q = 0; q < sms; ++q)
       if (q != my_q) drain(q);
     for (int q = lane; q <= sms; q += 32) atomicExch(counters + q, 0);
+    if constexpr (STEAL) {
+      for (int i = lane; i < 1 + kFp8BalancedSmidTable; i += 32) atomicExch(counters + kFp8BalancedMaxSms + 1 + i, 0);
+    }
   }
   if (lane == 0) stamp(p.debug_stamps, kStampEnd);
 #endif

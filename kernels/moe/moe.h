@@ -208,8 +208,10 @@ struct MoeParams {
   // queue counters) on the cp.async decode kernel, the routed experts (the shared expert on a second
   // stream keeps the grid form). The fused SwiGLU prologue (decode_fusion 2) needs the grid form: with
   // this on, decode_fusion 2 runs as 1 (separate SwiGLU kernel, combine in the down GEMM; the same bits).
-  // GLM5RT_MOE_DECODE_BALANCED=0|1 overrides it. Off by default until measured. Flip: true.
-  bool decode_balanced = false;
+  // 1 and 2 are Fp8GemmParams::decode_balanced's forms (2: dense SM registration + stealing).
+  // GLM5RT_MOE_DECODE_BALANCED=0|1|2 overrides it. Off (0) by default: form 1 measured 2.2x slower on the
+  // H200 (round 6); form 2 not yet measured. Flip: 2.
+  int decode_balanced = 0;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

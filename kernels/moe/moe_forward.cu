@@ -220,8 +220,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // tokens: a group holds at most T rows when the ids of a token are distinct (more rows just take more
   // passes), so T rows of shared memory per block cover a group in one pass.
   // Balanced decode GEMMs: the fused front zeroes their queue counters (after the combine's).
-  const bool balanced = env_flag(env_decode_balanced(), p.decode_balanced) && async_down &&
-                        T <= kMoeFrontMaxTokens && p.front_path == 0;
+  const int balanced_form = env_decode_balanced() >= 0 ? env_decode_balanced() : p.decode_balanced;
+  if (balanced_form < 0 || balanced_form > 2) return cudaErrorInvalidValue;
+  const bool balanced = balanced_form > 0 && async_down && T <= kMoeFrontMaxTokens && p.front_path == 0;
   const bool fused_swiglu = fused_combine && p.decode_fusion == 2 && T <= kMoeSwigluFuseMaxTokens && !balanced;
   int* counters = static_cast<int*>(at(l.counters));
   const int n_combine_counters = (H + 15) / 16;
@@ -373,7 +374,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
   g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
   g1.decode_evict_first = evict_first;
-  g1.decode_balanced = balanced ? 1 : 0;
+  g1.decode_balanced = balanced ? balanced_form : 0;
   g1.balanced_counters = balanced_counters;
   if (l2pf_gemm) {
     g1.pre_wait_prefetch_w = p.gate_up_w + 2 * static_cast<size_t>(E);

@@ -244,6 +244,11 @@ TEST_CASE("fp8 gemm decode, balanced form (per-SM item queues) against the grid 
   for (int g = 0; g < 60; g += 7) many[g] = 0;
   many[5] = 4;
   run_case({4096, 6144, 2, many, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 1});
+  // Form 2 (dense SM registration, stealing): the same cases.
+  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
+  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
+  run_case({578, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
+  run_case({4096, 6144, 2, many, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {

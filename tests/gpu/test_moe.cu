@@ -439,7 +439,7 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
      // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off. Hints, staging and
      // timestamps only: the same bits. At <= 16 tokens the logits kernel's timeline slot must be written.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
-    for (int v = 0; v < 7; ++v) {
+    for (int v = 0; v < 8; ++v) {
       std::vector<unsigned long long> init(dst.count);
       for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
       dst.upload(init);
@@ -454,6 +454,9 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
         pf.shared_l2_prefetch_site = 0;
         pf.shared_l2_prefetch_down = true;
         pf.shared_l2_evict_last = true;
+      } else if (v == 7) {
+        // Balanced form 2 (dense SM registration, stealing).
+        pf.decode_balanced = 2;
       } else if (v == 5) {
         // Round 6: the fast selection in the fused front, with the timeline (its select_phases slot).
         pf.fast_select = true;
@@ -462,14 +465,14 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
         // fast_select replaces the selection in either front form).
         pf.fast_select = true;
         pf.fast_front = false;
-        pf.decode_balanced = true;
+        pf.decode_balanced = 2;
       } else if (v == 3) {
         // Round 6: the balanced decode GEMMs (per-SM item queues; decode_fusion 2 then runs as 1).
-        pf.decode_balanced = true;
+        pf.decode_balanced = 1;
       } else if (v == 4) {
         // Balanced, with every fusion off and the L2 hints on (the plain balanced kernel with its
         // pre-wait prefetch, then the separate combine).
-        pf.decode_balanced = true;
+        pf.decode_balanced = 1;
         pf.decode_fusion = 0;
         pf.shared_l2_prefetch = 48;
         pf.shared_l2_prefetch_site = 1;
@@ -502,9 +505,12 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
   {  // Round 6: the balanced decode GEMMs with the shared expert on a second stream, eager and from a graph
      // replayed twice over a poisoned workspace (the front must zero the queue counters; the kernels leave
      // them zero).
-    k::MoeParams pb = p0;
-    pb.decode_balanced = true;
-    check_shared_stream(pb, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+    for (int form = 1; form <= 2; ++form) {
+      k::MoeParams pb = p0;
+      pb.decode_balanced = form;
+      check_shared_stream(pb, ws, ws_bytes, dout, out_bits,
+                          T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+    }
   }
   // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
   // rows per expert expected).
