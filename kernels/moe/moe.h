@@ -199,7 +199,8 @@ struct MoeParams {
   // GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it. Flip: false.
   bool stream_evict_first = true;
   // The fused front's expert selection in the fast form (RouterParams::fast_select; round 6: the compact
-  // form's selection took 8.2 us of the T=1 step: loads 4.1, rounds 3.3, writes 0.8). The same bits.
+  // form's selection took 8.2 us of the T=1 step: loads 4.1, rounds 3.3, writes 0.8); the fused front then
+  // also hands the ids to its permutation through shared memory. The same bits.
   // GLM5RT_MOE_FAST_SELECT=0|1 overrides it. Off by default until measured. Flip: true.
   bool fast_select = false;
   // Balanced decode GEMMs (Fp8GemmParams::decode_balanced): both expert GEMMs as a grid of every resident

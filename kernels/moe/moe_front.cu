@@ -46,6 +46,10 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   for (int i = threadIdx.x; i < n_zero; i += blockDim.x) zero_ints[i] = 0;
   __shared__ float c_sh[kFrontWarps][kRouterMaxExperts];
   __shared__ detail::PermuteShared sh;
+  // With the fast selection, the ids also go to the permutation through shared memory (not read back
+  // from global memory after the barrier).
+  __shared__ int ids_sh[kMoeFrontMaxTokens * kRouterMaxTopK];
+  const bool ids_shared = select && rp.fast_select && rp.top_k == pp.top_k;
   const int warp = threadIdx.x / 32;
   if (select)
     for (int t = warp; t < rp.tokens; t += kFrontWarps)  // phases: not in the unrolled form (it would spill)
@@ -53,7 +57,8 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
         detail::router_select_token_fast(
             rp, t, c_sh[warp],
             t == 0 && rp.debug_stamps ? rp.debug_stamps + static_cast<size_t>(kMoeStampSelectPhases) * detail::kStampWords
-                                      : nullptr);
+                                      : nullptr,
+            ids_sh);
       else
         detail::router_select_token<kCompact>(
           rp, t, c_sh[warp],
@@ -72,7 +77,7 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   // block after the barrier at the start of permute_block.
   __syncthreads();
   if (threadIdx.x == 0) detail::stamp(phases, detail::kStampWaited);
-  detail::permute_block(pp, sh);
+  detail::permute_block(pp, sh, ids_shared ? ids_sh : nullptr);
   if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampEnd);
 }
 

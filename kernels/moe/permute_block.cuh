@@ -41,14 +41,16 @@ __device__ void permute_warp_scan(int n, F f, int* out) {
   if (lane == 31) out[n] = incl;
 }
 
-// Every thread of the block calls it (it synchronises the block).
-__device__ inline void permute_block(const PermuteParams& p, PermuteShared& sh) {
+// Every thread of the block calls it (it synchronises the block). ids: where to read the (token, k) ids
+// (p.topk_ids, or the same values in shared memory, e.g. from the fused front's selection).
+__device__ inline void permute_block(const PermuteParams& p, PermuteShared& sh, const int* ids = nullptr) {
+  if (!ids) ids = p.topk_ids;
   const int G = p.num_experts + (p.with_shared ? 1 : 0);
   const int assignments = p.tokens * p.top_k;
   for (int g = threadIdx.x; g < G; g += blockDim.x) sh.cnt[g] = (p.with_shared && g == p.num_experts) ? p.tokens : 0;
   __syncthreads();
   for (int a = threadIdx.x; a < assignments; a += blockDim.x) {
-    const int e = p.topk_ids[a];
+    const int e = ids[a];
     if (e >= 0 && e < p.num_experts) atomicAdd(&sh.cnt[e], 1);
   }
   __syncthreads();
@@ -69,7 +71,7 @@ __device__ inline void permute_block(const PermuteParams& p, PermuteShared& sh) 
   for (int g = threadIdx.x; g < G; g += blockDim.x) sh.cnt[g] = sh.offs[g];
   __syncthreads();
   for (int a = threadIdx.x; a < assignments; a += blockDim.x) {
-    const int e = p.topk_ids[a];
+    const int e = ids[a];
     int row = -1;
     if (e >= 0 && e < p.num_experts) {
       row = atomicAdd(&sh.cnt[e], 1);

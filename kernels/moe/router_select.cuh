@@ -149,8 +149,10 @@ __device__ __forceinline__ unsigned router_order_key(float v) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// ids_sh (optional): entry t * top_k + r also gets round r's id (e.g. shared memory for the permutation).
 __device__ __forceinline__ void router_select_token_fast(const RouterParams& p, int t, float* c_sh,
-                                                         unsigned long long* phases = nullptr) {
+                                                         unsigned long long* phases = nullptr,
+                                                         int* ids_sh = nullptr) {
   const int lane = threadIdx.x % 32;
   const float* lg = p.logits + static_cast<size_t>(t) * p.num_experts;
   float lv[kRouterPerLane], bv[kRouterPerLane];
@@ -248,6 +250,7 @@ __device__ __forceinline__ void router_select_token_fast(const RouterParams& p, 
     float w = my_w;
     if (p.norm_topk_prob) w = __fdiv_rn(w, denom);
     p.topk_ids[static_cast<size_t>(t) * p.top_k + lane] = my_id;
+    if (ids_sh) ids_sh[t * p.top_k + lane] = my_id;
     p.topk_weights[static_cast<size_t>(t) * p.top_k + lane] = __fmul_rn(w, p.routed_scaling_factor);
   }
   if (lane == 0) stamp(phases, kStampEnd);
