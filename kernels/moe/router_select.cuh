@@ -173,7 +173,11 @@ __device__ __forceinline__ void router_select_token_fast(const RouterParams& p, 
       c[j] = __fadd_rn(s[j], bv[j]);
     }
   }
-  if (lane == 0) stamp(phases, kStampStart);
+  if (phases) {  // timeline only: the stamp after every c is computed (empty asm statements keep the order)
+#pragma unroll
+    for (int j = 0; j < kRouterPerLane; ++j) asm volatile("" ::"f"(c[j]));
+    if (lane == 0) stamp(phases, kStampStart);
+  }
   uint32_t keep = 0xffffffffu;
   int gs = p.num_experts;
   if (p.n_group > 1) {  // as router_select_token (c through shared memory for the per-group scan)
