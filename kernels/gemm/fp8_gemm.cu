@@ -185,6 +185,7 @@ cudaError_t balanced_try(const Fp8GemmParams& p, int sms, long long need_warps, 
 cudaError_t launch_decode_balanced(const Fp8GemmParams& p, int sms, cudaStream_t stream) {
   const long long slices = (static_cast<long long>(p.num_parts) * p.part_rows + 15) / 16;
   const long long items = slices * (p.group_offsets ? p.max_active : 1);
+  if (items >= (1ll << 31)) return cudaErrorInvalidValue;  // the kernel's 32-bit item arithmetic (form 2)
   const long long need = (items + sms - 1) / sms;
   bool launched = false;
   if (cudaError_t e = balanced_try<6>(p, sms, need, false, stream, launched); e != cudaSuccess || launched) return e;

@@ -17,7 +17,8 @@
 // (STEAL) answers the two possible causes: %smid values that are not 0..SMs-1 (queues without an SM:
 // each block registers its %smid in a table and gets a dense index in order of first arrival), and SMs
 // that stream at different rates (a warp that has done an item of its own then takes items from the
-// fullest other queue, so the faster SMs do more).
+// fullest other queue, so the faster SMs do more); and its queues hold every sms-th item instead of a
+// contiguous range (in case an SM streaming one contiguous window of weights is what was slow).
 #pragma once
 
 #include "kernels/gemm/fp8_gemm_decode_async.cuh"
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kDecodeThreads, DEPTH >= 5 ? 5 : 7)
   }
   const int active = p.group_offsets ? __ldcg(p.num_active) : 1;
   const int slices = (p.num_parts * p.part_rows + 15) / 16;
-  const long long total = static_cast<long long>(active) * slices;
+  const int total = active * slices;  // < 2^31 (checked by the launcher)
   const int kblocks = p.k / kFp8Block;
   const int gq = lane / 4, c = lane % 4;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
@@ -101,8 +102,8 @@ __global__ void __launch_bounds__(kDecodeThreads, DEPTH >= 5 ? 5 : 7)
 
   // One item: group index a (in active_groups), 16-row slice sl. Returns after its stores (and its
   // combine share); the ring is empty again on return.
-  auto process = [&](long long item) {
-    const int a = static_cast<int>(item / slices), sl = static_cast<int>(item - static_cast<long long>(a) * slices);
+  auto process = [&](int item) {
+    const int a = item / slices, sl = item - a * slices;
     int g = 0, row_begin = 0, rows = p.max_rows;
     if (p.group_offsets) {
       g = p.active_groups[a];
@@ -234,16 +235,29 @@ __global__ void __launch_bounds__(kDecodeThreads, DEPTH >= 5 ? 5 : 7)
     }
   };
 
+  // Queue q's items: form 1 a contiguous range of the flat list; form 2 (STEAL) every sms-th item from q
+  // (q, q + sms, ...), so that an SM's items spread over the groups and weight rows as the grid form's
+  // round-robin block placement spreads them (in case an SM streaming one contiguous 1-2 MB window is
+  // what made form 1 slow).
+  auto q_begin = [&](int q) { return static_cast<int>(static_cast<long long>(total) * q / sms); };
+  auto q_size = [&](int q) -> int {
+    if constexpr (STEAL) return q < total ? (total - q + sms - 1) / sms : 0;
+    return q_begin(q + 1) - q_begin(q);
+  };
+  auto q_item = [&](int q, int idx) -> int {
+    if constexpr (STEAL) return q + idx * sms;
+    return q_begin(q) + idx;
+  };
   // Takes items of queue q until it is empty.
   int items_done = 0;
   auto drain = [&](int q) {
-    const long long begin = total * q / sms, size = total * (q + 1) / sms - begin;
+    const int size = q_size(q);
     for (;;) {
       int idx = 0;
       if (lane == 0) idx = atomicAdd(counters + q, 1);
       idx = __shfl_sync(0xffffffffu, idx, 0);
       if (idx >= size) return;
-      process(begin + idx);
+      process(q_item(q, idx));
       ++items_done;
     }
   };
@@ -251,36 +265,41 @@ __global__ void __launch_bounds__(kDecodeThreads, DEPTH >= 5 ? 5 : 7)
   drain(my_q);
   // STEAL: a warp that has done an item of its own (at the T=1 shape the warps without one leave the rest
   // alone, so that an SM does not start more than its share at once) takes items from the other queue
-  // with the most left (ties: lowest index) until none has any. All counters are loaded at once.
+  // with the most left (ties: lowest index) until none has any.
   if (STEAL && items_done > 0) {
-    constexpr int kChunks = kFp8BalancedMaxSms / 32;
+    // Counters loaded 4 x 32 at a time (fewer live registers: the 7-block register cap of depths 3 / 4).
+    constexpr int kBatch = 4;
     for (;;) {
-      int left[kChunks];
-#pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch) {
-        const int q = ch * 32 + lane;
-        left[ch] = 0;
-        if (q < sms && q != my_q) {
-          const long long size = total * (q + 1) / sms - total * q / sms;
-          left[ch] = static_cast<int>(size - min(static_cast<long long>(__ldcg(counters + q)), size));
-        }
-      }
       int best_q = -1, best_left = 0;
+#pragma unroll 1
+      for (int q0 = 0; q0 < sms; q0 += kBatch * 32) {
+        int left[kBatch];
 #pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch) {
-        const unsigned mx = __reduce_max_sync(0xffffffffu, static_cast<unsigned>(left[ch]));
-        if (mx > static_cast<unsigned>(best_left)) {
-          best_left = static_cast<int>(mx);
-          best_q = static_cast<int>(__reduce_min_sync(
-              0xffffffffu, static_cast<unsigned>(left[ch]) == mx ? static_cast<unsigned>(ch * 32 + lane) : 0xffffffffu));
+        for (int ch = 0; ch < kBatch; ++ch) {
+          const int q = q0 + ch * 32 + lane;
+          left[ch] = 0;
+          if (q < sms && q != my_q) {
+            const int size = q_size(q);
+            left[ch] = size - min(__ldcg(counters + q), size);
+          }
+        }
+#pragma unroll
+        for (int ch = 0; ch < kBatch; ++ch) {
+          const unsigned mx = __reduce_max_sync(0xffffffffu, static_cast<unsigned>(left[ch]));
+          if (mx > static_cast<unsigned>(best_left)) {
+            best_left = static_cast<int>(mx);
+            best_q = static_cast<int>(__reduce_min_sync(
+                0xffffffffu,
+                static_cast<unsigned>(left[ch]) == mx ? static_cast<unsigned>(q0 + ch * 32 + lane) : 0xffffffffu));
+          }
         }
       }
       if (best_q < 0) break;
-      const long long begin = total * best_q / sms, size = total * (best_q + 1) / sms - begin;
+      const int size = q_size(best_q);
       int idx = 0;
       if (lane == 0) idx = atomicAdd(counters + best_q, 1);
       idx = __shfl_sync(0xffffffffu, idx, 0);
-      if (idx < size) process(begin + idx);
+      if (idx < size) process(q_item(best_q, idx));
     }
   }
   // The last warp of the grid to get here: every other warp has stopped taking items. Queues of SMs that
