@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
                    "usage: glm5rt-bench --glm5-dims [--layers N] [--dense-layers N] [--batches 1,32] [--context 8192]\n"
                    "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
                    "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
-                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq],...] [--json FILE]\n"
+                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq][:group|:nogroup],...] [--json FILE]\n"
                    "--variants runs the decode and prefill cases once per (kernels, FP8 path) on the same model;\n"
                    "the first variant's results are also the JSON's top-level decode / prefill.\n");
       return 2;
@@ -225,31 +225,36 @@ int main(int argc, char** argv) {
        << "\",\n  \"fast_moe_layers\": " << be.fast_moe_layers() << ",\n  \"bandwidth_ceiling\": " << o.bw
        << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights << ",\n  \"variants\": [";
     std::string decode0, prefill0;
+    const bool group_default = be.proj_grouping();  // GLM5RT_CUDA_PROJ_GROUP at construction
     for (size_t vi = 0; vi < o.variants.size(); ++vi) {
       // KERNELS:FP8PATH[:nosplit][:perseq] (nosplit: fp8_gemm without split-K; perseq: the fast attention
       // kernels launched once per cache, not once over all caches' pools)
       std::string path = o.variants[vi].second;
       bool split = true, batched = true;
+      int group = -1;  // grouped attention projections: -1 the backend's default (GLM5RT_CUDA_PROJ_GROUP)
       for (size_t colon = path.find(':'); colon != std::string::npos; colon = path.find(':')) {
         std::string rest = path.substr(colon + 1);
         path = path.substr(0, colon);
         for (std::stringstream flags(rest); std::getline(flags, rest, ':');) {
           if (rest == "nosplit") split = false;
           else if (rest == "perseq") batched = false;
-          else fail(Status::invalid_argument, "unknown variant flag ", rest, " (nosplit, perseq)");
+          else if (rest == "group") group = 1;
+          else if (rest == "nogroup") group = 0;
+          else fail(Status::invalid_argument, "unknown variant flag ", rest, " (nosplit, perseq, group, nogroup)");
         }
       }
       be.set_kernels(o.variants[vi].first);
       be.set_fp8_path(path);
       be.set_fp8_split_k(split);
       be.set_batch_attention(batched);
+      be.set_proj_grouping(group < 0 ? group_default : group == 1);
       std::ostringstream jd, jp;  // this variant's decode and prefill entries
       std::printf(
           "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s, "
-          "split-K %s, attention over several caches %s\n",
+          "split-K %s, attention over several caches %s, grouped attention projections %s\n",
           be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
           o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str(), be.fp8_split_k() ? "on" : "off",
-          be.batch_attention() ? "one launch (batched)" : "one launch per cache");
+          be.batch_attention() ? "one launch (batched)" : "one launch per cache", be.proj_grouping() ? "on" : "off");
       std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
       const int ps = 64;
       bool first = true;
@@ -377,6 +382,7 @@ int main(int argc, char** argv) {
       }
       js << (vi ? "," : "") << "\n    {\"kernels\": \"" << be.kernels() << "\", \"fp8_path\": \"" << be.fp8_path()
          << "\", \"split_k\": \"" << (be.fp8_split_k() ? "on" : "off")
+         << "\", \"proj_grouping\": \"" << (be.proj_grouping() ? "on" : "off")
          << "\", \"decode\": [" << jd.str() << "\n    ], \"prefill\": [" << jp.str() << "\n    ]}";
       if (vi == 0) {
         decode0 = jd.str();
