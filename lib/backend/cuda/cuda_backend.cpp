@@ -533,7 +533,7 @@ void CudaBackend::build_fast_tables() {
       int64_t n = 0;
       for (size_t p = 0; ok && p < parts.size(); ++p) {
         const DevLinear& L = *parts[p];
-        ok = fp8_gemm_fits(L) && L.k == parts[0]->k && L.n % 8 == 0 && (n % 64 == 0) && L.group_stride == 0;
+        ok = fp8_gemm_fits(L) && L.k == parts[0]->k && L.n % 8 == 0 && (n % 64 == 0);
         g.part_begin[p] = static_cast<int32_t>(n);
         n += L.n;
       }
