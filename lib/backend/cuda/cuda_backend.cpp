@@ -517,6 +517,18 @@ void CudaBackend::build_fast_tables() {
   static_assert(kProjGroupMaxParts == kernels::kFp8MaxVariedParts, "ProjGroup::part_begin size");
   proj_groups_.assign(w_.layers.size(), {});
   std::vector<std::pair<ProjGroup*, Pending>> group_pending;
+  // GLM5RT_CUDA_PROJ_GROUP_SLICES="x,q,o" overrides the slice counts of the three groups (0 or a count
+  // that does not divide the group's K blocks: the split_slices rule), so that a count the benchmark
+  // (glm5rt_bench_proj's "grouped sweep") found better can be tried without a rebuild.
+  int32_t slice_override[3] = {0, 0, 0};
+  if (const char* e = std::getenv("GLM5RT_CUDA_PROJ_GROUP_SLICES")) {
+    const char* c = e;
+    for (int i = 0; i < 3 && *c; ++i) {
+      slice_override[i] = static_cast<int32_t>(std::strtol(c, nullptr, 10));
+      while (*c && *c != ',') ++c;
+      if (*c == ',') ++c;
+    }
+  }
   for (size_t li = 0; li < w_.layers.size(); ++li) {
     const DevLayer& l = w_.layers[li];
     LayerProj& lp = proj_groups_[li];
@@ -545,6 +557,8 @@ void CudaBackend::build_fast_tables() {
       g.k = static_cast<int32_t>(parts[0]->k);
       g.ld_wscale = static_cast<int32_t>(parts[0]->ld_scale());
       g.slices = split_slices(n, g.k);
+      const int32_t kb = g.k / kernels::kFp8Block, want = slice_override[gi];
+      if (want >= 1 && want <= kb && kb % want == 0) g.slices = want;
       const int64_t ks = g.k / g.slices, kbs = ks / kernels::kFp8Block;
       const size_t at = ptrs.size(), count = static_cast<size_t>(g.slices) * parts.size();
       for (int32_t sl = 0; sl < g.slices; ++sl)

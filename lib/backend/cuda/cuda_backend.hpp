@@ -140,7 +140,8 @@ class CudaBackend final : public Backend {
   // split-K over K slices read in place (no weight copies; slices by the split_slices rule on the group's
   // width, 1 with set_fp8_split_k(false)) and one fp8_split_reduce into the float32 outputs: 9 launches a
   // layer instead of 18. Off by default until measured (docs/PERFORMANCE.md "Grouped attention
-  // projections"); GLM5RT_CUDA_PROJ_GROUP=1 / 0 at construction, or this setter.
+  // projections"); GLM5RT_CUDA_PROJ_GROUP=1 / 0 at construction, or this setter. The three groups' slice
+  // counts can be overridden at construction: GLM5RT_CUDA_PROJ_GROUP_SLICES=x,q,o (e.g. 12,2,4).
   void set_proj_grouping(bool on);
   bool proj_grouping() const { return proj_group_; }
   // "auto" with the fast kernels uses fp8_gemm for GEMMs of at most this many rows: prefill-sized GEMMs
