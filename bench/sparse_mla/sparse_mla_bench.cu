@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
   std::vector<int> var_list = {1, 2, 3, 5, 6, 7};
+  // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
+  // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
+  // split model rarely fills.
+  std::vector<int> v7_splits_list;
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -143,7 +148,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4]\n",
                    argv[0]);
       return 2;
     }
@@ -478,6 +483,12 @@ int main(int argc, char** argv) {
         v7_us = time_config(0, &e);
         p.num_splits = 0;
         v7_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+        if (c.T >= 32)
+          for (int sp : v7_splits_list) {
+            sweeps.push_back({c.T, c.H, c.fmt, sp, 0, time_config(sp, &e), 7});
+            std::printf("        v7 T=%d H=%d forced %d splits: %.2f us\n", c.T, c.H, sp, sweeps.back().us);
+          }
+        p.num_splits = 0;
       }
       p.kernel_variant = 0;
     }
