@@ -463,6 +463,20 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
       pb.splits = 64;
       run_and_check(pb);
     }
+  // 3 x 2^k splits of FP8 records with 8 heads: what round 6's planner picks for variant 7 at large T
+  // (T=128 H=8: 3); every variant runs them.
+  for (int splits : {3, 6}) {
+    Problem pb;
+    pb.T = 4;
+    pb.H = 8;
+    pb.topk = 2048;
+    pb.fmt = MlaCacheFormat::kFp8;
+    pb.num_slots = 9000;
+    pb.splits = splits;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad, RowKind::kFull};
+    run_and_check(pb);
+  }
 }
 
 // Every plan round 5's planner (SparseMlaParams::planner = 2) can choose at T <= kMlaJointPlanMaxTokens:
