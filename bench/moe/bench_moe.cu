@@ -262,10 +262,26 @@ struct MoeResult {
   bool shared_stream = false;
   bool early_down = true;
   int decode_fusion = 1;
+  int shared_l2_prefetch = 0;
+  bool shared_l2_evict_last = false;
+  bool shared_l2_prefetch_down = false;
+  bool stream_evict_first = false;
+  bool fast_front = false;
+  int shared_l2_prefetch_site = 0;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
   float ms_stream = 0, ms_graph = 0;
+  // Graph time per layer when layers follow each other without host gaps: 20 replays launched back to
+  // back (one event pair), and one graph holding 8 consecutive layers (PDL between them, as a captured
+  // forward would run them), each divided by the count.
+  float ms_graph_b2b = 0, ms_graph_layers = 0;
+  // Timeline of one graph replay (MoeParams::debug_stamps, %globaltimer), median of 10 replays, in us
+  // from the earliest block start: per slot (start first/last, past-wait first/last, end first/last);
+  // -1 where the slot's kernel did not run. span_us = last end - first start.
+  bool has_timeline = false;
+  double timeline[glm5rt::kernels::kMoeStampSlots][6] = {};
+  double span_us = 0;
   float stage_ms[7] = {};
   double gbps = 0, tflops = 0, gemm_gbps = 0, gemm_tflops = 0;
 };
@@ -283,6 +299,28 @@ std::vector<int> parse_list(const char* s) {
     }
   }
   return v;
+}
+
+const char* const kStampSlotNames[glm5rt::kernels::kMoeStampSlots] = {
+    "logits", "front", "gate_up", "swiglu", "down", "combine", "shared_gate_up", "shared_swiglu", "shared_down",
+    "logits_staged", "front_phases"};
+
+// ", \"timeline_us\": {...}" for a row with a timeline (slot -> [start first, start last, waited first,
+// waited last, end first, end last] in us from the earliest block start), else "".
+std::string timeline_json(const MoeResult& r) {
+  if (!r.has_timeline) return "";
+  std::string out = ", \"span_us\": " + std::to_string(r.span_us) + ", \"timeline_us\": {";
+  bool first = true;
+  for (int sl = 0; sl < glm5rt::kernels::kMoeStampSlots; ++sl) {
+    if (r.timeline[sl][0] < 0) continue;
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "%s\"%s\": [%.2f, %.2f, %.2f, %.2f, %.2f, %.2f]", first ? "" : ", ",
+                  kStampSlotNames[sl], r.timeline[sl][0], r.timeline[sl][1], r.timeline[sl][2], r.timeline[sl][3],
+                  r.timeline[sl][4], r.timeline[sl][5]);
+    out += buf;
+    first = false;
+  }
+  return out + "}";
 }
 
 }  // namespace
@@ -419,6 +457,12 @@ int main(int argc, char** argv) {
     bool shared_stream = false;  // the shared expert on a second stream (MoeParams::shared_stream)
     bool early_down = glm5rt::kernels::MoeParams{}.early_down;  // the library default unless a row says
     int decode_fusion = glm5rt::kernels::MoeParams{}.decode_fusion;  // likewise (the combine in the down GEMM)
+    int shared_l2_prefetch = glm5rt::kernels::MoeParams{}.shared_l2_prefetch;
+    bool shared_l2_evict_last = glm5rt::kernels::MoeParams{}.shared_l2_evict_last;
+    bool shared_l2_prefetch_down = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_down;
+    bool stream_evict_first = glm5rt::kernels::MoeParams{}.stream_evict_first;
+    bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
+    int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -456,6 +500,36 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
+    // Round 5's changes one at a time against the library defaults (MoeParams), and "old" = all of them off
+    // (the previous default): the fast front (cp.async staging + quantisation in the router logits kernel,
+    // compact front kernel), the evict_first weight streams, the shared expert's L2 prefetch (off by
+    // default; "l2pf": site 1, the gate_up GEMM before its wait; "l2pf-rtr": site 0, the router logits
+    // kernel; "-el": evict_last).
+    if (T <= 16) {
+      struct Alt {
+        const char* name;
+        int fast, ef, kb, site, el;  // -1: library default
+      };
+      const Alt alts[] = {{"old", 0, 0, 0, -1, -1},       {"no-fastfr", 0, -1, -1, -1, -1},
+                          {"no-ef", -1, 0, -1, -1, -1},    {"l2pf", -1, -1, 48, 1, -1},
+                          {"l2pf-24", -1, -1, 24, 1, -1},  {"l2pf-el", -1, -1, 48, 1, 1},
+                          {"l2pf-rtr", -1, -1, 48, 0, -1}, {"l2pf-rtr-el", -1, -1, 48, 0, 1}};
+      for (const Alt& a : alts) {
+        if (T > 1 && (a.kb == 24 || a.site == 0)) continue;
+        Config c{T, 0, 0, 0, true, a.name};
+        if (a.fast >= 0) c.fast_front = a.fast != 0;
+        if (a.ef >= 0) c.stream_evict_first = a.ef != 0;
+        if (a.kb >= 0) c.shared_l2_prefetch = a.kb;
+        if (a.site >= 0) c.shared_l2_prefetch_site = a.site;
+        if (a.el >= 0) c.shared_l2_evict_last = a.el != 0;
+        configs.push_back(c);
+      }
+    }
+    if (T == 64) {
+      Config c{T, 0, 0, 0, true, "no-ef"};
+      c.stream_evict_first = false;
+      configs.push_back(c);
+    }
     if (T == 64) configs.push_back({T, 2, 64, 0, true, "prefill64"});
     if (T == 512) {
       configs.push_back({T, 1, 0, 0, true, "decode"});
@@ -482,6 +556,12 @@ int main(int argc, char** argv) {
     r.shared_stream = cfg.shared_stream;
     r.early_down = cfg.early_down;
     r.decode_fusion = cfg.decode_fusion;
+    r.shared_l2_prefetch = cfg.shared_l2_prefetch;
+    r.shared_l2_evict_last = cfg.shared_l2_evict_last;
+    r.shared_l2_prefetch_down = cfg.shared_l2_prefetch_down;
+    r.stream_evict_first = cfg.stream_evict_first;
+    r.fast_front = cfg.fast_front;
+    r.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -519,6 +599,12 @@ int main(int argc, char** argv) {
     p.decode_kernel = cfg.decode_kernel;
     p.early_down = cfg.early_down;
     p.decode_fusion = cfg.decode_fusion;
+    p.shared_l2_prefetch = cfg.shared_l2_prefetch;
+    p.shared_l2_evict_last = cfg.shared_l2_evict_last;
+    p.shared_l2_prefetch_down = cfg.shared_l2_prefetch_down;
+    p.stream_evict_first = cfg.stream_evict_first;
+    p.fast_front = cfg.fast_front;
+    p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];
@@ -539,6 +625,68 @@ int main(int argc, char** argv) {
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
     r.ms_graph = time_ms([&] { CK(cudaGraphLaunch(exec, s)); }, 3, 20, s);
+    {
+      constexpr int kB2b = 20;
+      r.ms_graph_b2b = time_ms([&] { for (int i = 0; i < kB2b; ++i) CK(cudaGraphLaunch(exec, s)); }, 1, 5, s) / kB2b;
+      constexpr int kLayers = 8;
+      cudaGraph_t g8;
+      cudaGraphExec_t e8;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < kLayers; ++i) CK(k::moe_forward(p, ws, ws_bytes, s));
+      CK(cudaStreamEndCapture(s, &g8));
+      CK(cudaGraphInstantiate(&e8, g8, 0));
+      r.ms_graph_layers = time_ms([&] { CK(cudaGraphLaunch(e8, s)); }, 2, 10, s) / kLayers;
+      CK(cudaGraphExecDestroy(e8));
+      CK(cudaGraphDestroy(g8));
+    }
+    if (T <= 8) {
+      // The timeline: a graph of the same layer with the stamps on, replayed 10 times.
+      constexpr int kWords = k::kMoeStampSlots * k::kMoeStampWords;
+      unsigned long long* d_st = nullptr;
+      CK(cudaMalloc(&d_st, sizeof(unsigned long long) * kWords));
+      std::vector<unsigned long long> init(kWords), got(kWords);
+      for (int i = 0; i < kWords; ++i) init[i] = (i % 2 == 0) ? ~0ull : 0ull;
+      k::MoeParams pt = p;
+      pt.debug_stamps = d_st;
+      cudaGraph_t gt;
+      cudaGraphExec_t et;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      CK(k::moe_forward(pt, ws, ws_bytes, s));
+      CK(cudaStreamEndCapture(s, &gt));
+      CK(cudaGraphInstantiate(&et, gt, 0));
+      std::vector<double> vals[k::kMoeStampSlots][6];
+      std::vector<double> spans;
+      for (int rep = 0; rep < 13; ++rep) {
+        CK(cudaMemcpyAsync(d_st, init.data(), sizeof(unsigned long long) * kWords, cudaMemcpyHostToDevice, s));
+        CK(cudaGraphLaunch(et, s));
+        CK(cudaMemcpyAsync(got.data(), d_st, sizeof(unsigned long long) * kWords, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        if (rep < 3) continue;  // warm-up
+        unsigned long long t0 = ~0ull, t1 = 0;
+        for (int sl = 0; sl < k::kMoeStampSlots; ++sl) {
+          if (got[sl * 6] != ~0ull) t0 = std::min(t0, got[sl * 6]);
+          if (got[sl * 6 + 5] != 0) t1 = std::max(t1, got[sl * 6 + 5]);
+        }
+        spans.push_back(t1 > t0 ? (t1 - t0) * 1e-3 : 0.0);
+        for (int sl = 0; sl < k::kMoeStampSlots; ++sl)
+          for (int w = 0; w < 6; ++w) {
+            const unsigned long long v = got[sl * 6 + w];
+            const bool unset = (w % 2 == 0) ? v == ~0ull : v == 0;
+            vals[sl][w].push_back(unset ? -1.0 : (static_cast<double>(v) - static_cast<double>(t0)) * 1e-3);
+          }
+      }
+      auto med = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0.0 : v[v.size() / 2];
+      };
+      r.has_timeline = true;
+      r.span_us = med(spans);
+      for (int sl = 0; sl < k::kMoeStampSlots; ++sl)
+        for (int w = 0; w < 6; ++w) r.timeline[sl][w] = med(vals[sl][w]);
+      CK(cudaGraphExecDestroy(et));
+      CK(cudaGraphDestroy(gt));
+      CK(cudaFree(d_st));
+    }
     // Stage breakdown (separate runs with events between stages; median per stage).
     std::vector<float> st[7];
     p.stage_events = ev + 1;
@@ -606,13 +754,22 @@ int main(int argc, char** argv) {
                      "\"weight_gbps\": %.1f, \"tflops\": %.2f, \"gemm_only_gbps\": %.1f, \"gemm_only_tflops\": %.2f, "
                      "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f, \"rate_ratio_vs_cublaslt_bf16\": %.3f, "
                      "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d, \"decode_depth\": %d, "
-                     "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d}%s\n",
+                     "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d, "
+                     "\"shared_l2_prefetch\": %d, \"shared_l2_evict_last\": %s, \"shared_l2_prefetch_down\": %s, "
+                     "\"stream_evict_first\": %s, \"fast_front\": %s, \"shared_l2_prefetch_site\": %d, "
+                     "\"ms_graph_b2b\": %.4f, "
+                     "\"ms_graph_layers8\": %.4f%s}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
                      r.tflops, r.gemm_gbps, r.gemm_tflops, r.gbps / copy_gbps,
                      dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
                      r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, r.depth, r.decode_kernel, r.front,
-                     r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion, i + 1 < results.size() ? "," : "");
+                     r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion,
+                     r.shared_l2_prefetch, r.shared_l2_evict_last ? "true" : "false",
+                     r.shared_l2_prefetch_down ? "true" : "false", r.stream_evict_first ? "true" : "false",
+                     r.fast_front ? "true" : "false", r.shared_l2_prefetch_site,
+                     r.ms_graph_b2b, r.ms_graph_layers,
+                     timeline_json(r).c_str(), i + 1 < results.size() ? "," : "");
       }
       std::fprintf(f, "  ]\n}\n");
       std::fclose(f);
@@ -621,17 +778,31 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Timelines first (the summary table stays last in the output).
+  for (const auto& r : results) {
+    if (!r.has_timeline) continue;
+    std::printf("\ntimeline %s T=%d (us from the first block start; graph span %.1f us, ms graph %.4f, b2b %.4f, "
+                "8-layer graph %.4f per layer)\n", r.label.c_str(), r.tokens, r.span_us, r.ms_graph, r.ms_graph_b2b,
+                r.ms_graph_layers);
+    std::printf("  %-15s %8s %8s %8s %8s %8s %8s\n", "kernel", "start0", "start1", "waited0", "waited1", "end0", "end1");
+    for (int sl = 0; sl < k::kMoeStampSlots; ++sl) {
+      if (r.timeline[sl][0] < 0) continue;
+      std::printf("  %-15s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f\n", kStampSlotNames[sl], r.timeline[sl][0], r.timeline[sl][1],
+                  r.timeline[sl][2], r.timeline[sl][3], r.timeline[sl][4], r.timeline[sl][5]);
+    }
+  }
   std::printf("\nGLM-5 MoE layer on %s (copy %.0f GB/s; cuBLASLt bf16 %.0f, fp8 %.0f, fp8 block-128 %.0f TFLOP/s;"
               " ours dense fp8 best %.0f; mma.sync peak fp8 %.0f bf16 %.0f)\n", prop.name, copy_gbps,
               lt_bf16, lt_fp8, lt_fp8_block, ours_dense, mma_fp8, mma_bf16);
-  std::printf("%-10s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm", "ms graph",
-              "gate_up", "down", "other", "GB/s", "TFLOP/s", "bw/cpy", "rate/lt");
+  std::printf("\n%-10s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm",
+              "ms graph", "b2b", "layers8", "gate_up", "down", "other", "GB/s", "bw/cpy", "rate/lt");
   (void)0;
   for (const auto& r : results) {
     const float other = r.stage_ms[0] + r.stage_ms[1] + r.stage_ms[2] + r.stage_ms[4] + r.stage_ms[6];
-    std::printf("%-10s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.0f %8.1f %7.3f %7.3f\n", r.label.c_str(), r.tokens, r.distinct_experts,
-                r.weight_bytes / 1e6, r.ms_stream, r.ms_graph, r.stage_ms[3], r.stage_ms[5], other, r.gbps, r.tflops,
-                r.gbps / copy_gbps, dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0);
+    std::printf("%-10s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.0f %7.3f %7.3f\n", r.label.c_str(), r.tokens,
+                r.distinct_experts, r.weight_bytes / 1e6, r.ms_stream, r.ms_graph, r.ms_graph_b2b, r.ms_graph_layers,
+                r.stage_ms[3], r.stage_ms[5], other, r.gbps, r.gbps / copy_gbps,
+                dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0);
   }
   return 0;
 }

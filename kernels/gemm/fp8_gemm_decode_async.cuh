@@ -77,6 +77,28 @@ inline size_t decode_swiglu_smem_bytes(int rows, int k) {
   return static_cast<size_t>(rows) * decode_swiglu_row_stride(k) + sizeof(float) * rows * (k / kFp8Block);
 }
 
+// Fp8GemmParams::pre_wait_prefetch_*: K block major, spread over every thread of the grid; one prefetch per
+// 128-byte K block of a row (k is a multiple of 128 and the weights are 256-byte aligned).
+__device__ __forceinline__ void decode_pre_wait_prefetch(const Fp8GemmParams& p) {
+  const long long nthreads = static_cast<long long>(gridDim.x) * gridDim.y * blockDim.x;
+  const long long tid = (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long per_kb = static_cast<long long>(p.pre_wait_prefetch_parts) * p.pre_wait_prefetch_rows;
+  const long long total = per_kb * p.pre_wait_prefetch_kblocks;
+  for (long long i = tid; i < total; i += nthreads) {
+    const int kb = static_cast<int>(i / per_kb);
+    const long long rest = i - kb * per_kb;
+    const int part = static_cast<int>(rest / p.pre_wait_prefetch_rows);
+    const int row = static_cast<int>(rest - static_cast<long long>(part) * p.pre_wait_prefetch_rows);
+    const uint8_t* w = p.pre_wait_prefetch_w[part] + static_cast<size_t>(row) * p.k + static_cast<size_t>(kb) * kFp8Block;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (p.pre_wait_prefetch_evict_last)
+      asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(w));
+    else
+#endif
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(w));
+  }
+}
+
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
 template <int DEPTH, bool COMBINE = false, bool SWIGLU = false>
 __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
@@ -85,6 +107,10 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   // started: look up the group and start streaming the first K blocks of weights, then wait for the
   // previous kernel (whose output, A, is read only after the wait).
   const bool early = p.group_info_ready;
+  if (threadIdx.x == 0) stamp(p.debug_stamps, kStampStart);
+  if constexpr (!COMBINE && !SWIGLU) {  // the fused forms serve the MoE down GEMM, which never asks for it
+    if (!early && p.pre_wait_prefetch_kblocks > 0) decode_pre_wait_prefetch(p);
+  }
   if (!early) pdl_wait_and_release();
   extern __shared__ __align__(16) uint8_t decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -128,13 +154,22 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   const uint8_t* a_base = p.a + c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
 
+  const bool evict_first = p.decode_evict_first;
+  const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
   auto issue = [&](int kb) {
     const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
     const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
-    cp_async_16(dst, w + off_lo, 16);
-    cp_async_16(dst + 512, w + off_lo + 64, 16);
-    cp_async_16(dst + 1024, w + off_hi, 16);
-    cp_async_16(dst + 1536, w + off_hi + 64, 16);
+    if (evict_first) {
+      cp_async_16_hint(dst, w + off_lo, 16, policy);
+      cp_async_16_hint(dst + 512, w + off_lo + 64, 16, policy);
+      cp_async_16_hint(dst + 1024, w + off_hi, 16, policy);
+      cp_async_16_hint(dst + 1536, w + off_hi + 64, 16, policy);
+    } else {
+      cp_async_16(dst, w + off_lo, 16);
+      cp_async_16(dst + 512, w + off_lo + 64, 16);
+      cp_async_16(dst + 1024, w + off_hi, 16);
+      cp_async_16(dst + 1536, w + off_hi + 64, 16);
+    }
   };
   const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
 
@@ -161,6 +196,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     }
     pdl_wait_and_release();
   }
+  if (threadIdx.x == 0) stamp(p.debug_stamps, kStampWaited);
 
   // Rows of a group per pass: 8 (the mma's N), or with the SwiGLU prologue the rows it has room for.
   const int step = SWIGLU ? p.swiglu_rows : 8;
@@ -257,6 +293,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
       if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
     }
   }
+  if (lane == 0) stamp(p.debug_stamps, kStampEnd);
   if constexpr (COMBINE) {
     // Count this warp's 16 columns as done (after its stores are visible device-wide); the last of the
     // *num_active groups' warps for these columns combines them (threadFenceReduction pattern).
@@ -274,6 +311,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     if (last) {
       __threadfence();
       decode_fused_combine(p, col0, lane);
+      if (lane == 0) stamp(p.debug_stamps, kStampEnd);
     }
   }
 #endif

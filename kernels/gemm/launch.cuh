@@ -20,6 +20,22 @@ __device__ __forceinline__ void pdl_wait_and_release() {
 #endif
 }
 
+// Debug timeline (benchmarks only; MoeParams::debug_stamps): a kernel's slot is kStampWords u64 values,
+// pairs (min, max) of %globaltimer nanoseconds at three points: block start, past the PDL wait, end of a
+// warp's work. Null slot: nothing is written (one predictable branch). The atomics are a few per block,
+// so the timeline shows where a step's time goes without changing it much; timed rows run without it.
+constexpr int kStampStart = 0, kStampWaited = 1, kStampEnd = 2, kStampWords = 6;
+__device__ __forceinline__ void stamp(unsigned long long* slot, int point) {
+#if defined(__CUDA_ARCH__)
+  if (slot) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    atomicMin(slot + 2 * point, t);
+    atomicMax(slot + 2 * point + 1, t);
+  }
+#endif
+}
+
 template <typename... KArgs, typename... Args>
 cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
                    Args&&... args) {

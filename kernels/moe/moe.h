@@ -32,6 +32,28 @@ struct RouterParams {
   int* topk_ids = nullptr;                // out [tokens, top_k]
   float* topk_weights = nullptr;          // out [tokens, top_k]
   bool pdl = false;                       // programmatic dependent launch (kernels/gemm/launch.cuh)
+  // Optional L2 prefetch (MoeParams::shared_l2_prefetch): after its logits, the few-token logits kernel
+  // (<= 16 tokens) asks L2 for K blocks [0, kblocks) (128 bytes each) of every row of each listed weight
+  // (*w: a device-resident pointer to [rows, k] e4m3, k a multiple of 128), in list order, first K block
+  // first within an entry. A hint: results never depend on it. Entries with kblocks 0 are skipped.
+  struct L2Prefetch {
+    const uint8_t* const* w = nullptr;
+    int rows = 0, k = 0, kblocks = 0;
+  };
+  static constexpr int kMaxL2Prefetch = 3;
+  L2Prefetch l2_prefetch[kMaxL2Prefetch];
+  bool l2_prefetch_evict_last = false;  // prefetch.global.L2::evict_last (sm_80+) instead of the plain form
+  // Few-token logits kernel: stage x with cp.async (every piece in flight at once; x 16-byte aligned)
+  // instead of a load-then-store loop. The same logits.
+  bool stage_async = false;
+  // Few-token logits kernel only (<= 16 tokens; the launcher refuses it otherwise): also quantise x per
+  // 128-group to e4m3 into xq [tokens, hidden] / xs [tokens, hidden / 128], exactly as
+  // fp8_quantize_groups does. Null: not.
+  uint8_t* xq = nullptr;
+  float* xs = nullptr;
+  // Debug timeline (benchmarks): 2 slots of kStampWords u64 (kernels/gemm/launch.cuh): the logits kernel,
+  // then the fused front kernel. Null: off.
+  unsigned long long* debug_stamps = nullptr;
 };
 
 // GLM5.md step 9, with router_math.h's summation order and sigmoid: logits in float32, s = sigmoid,
@@ -141,7 +163,60 @@ struct MoeParams {
   // quantised intermediate from the gate_up output into shared memory with the SwiGLU kernel's code: the
   // same bits; one kernel and one dependency fewer).
   int decode_fusion = 2;
+  // The fast front (default on; GLM5RT_MOE_FAST_FRONT=0|1 overrides): the few-token router logits kernel
+  // stages x with cp.async and also quantises x (<= 16 tokens, router not skipped), and the fused front
+  // kernel is the compact one (selection rounds as a loop: ~16x less code) without the quantisation. The
+  // same bits. Measured on the H200 (round 5, same process): T=1 logits kernel 9.2 -> 4.6 us, front 15.1
+  // -> 11.8 us after its wait, layer 0.1262 -> 0.1234 ms (graph) with evict_first; T=8 logits 25.9 -> 9.2
+  // us, front 24.5 -> 15.6 us, layer 0.5708 -> 0.5439 ms. Flip: false.
+  bool fast_front = true;
+  // L2 prefetch of the shared expert's gate_up weights (decode, T <= 16 with the fused front, the shared
+  // expert on this stream): the first shared_l2_prefetch K blocks (128 bytes of each of the 2 x inter
+  // weight rows: 0.5 MB per K block at GLM-5 size; clamped to hidden/128 = 48 = 25 MB), K block 0 first,
+  // asked of L2 while nothing streams yet, so the gate_up GEMM's shared blocks read them from L2. Where
+  // (shared_l2_prefetch_site): 1 (default) the gate_up GEMM's blocks before their PDL wait (the front then
+  // releases them before its own wait, so they are resident during the router); 0 the router logits
+  // kernel once its logits are written (measured slower: its grid's completion waits for the prefetches).
+  // A hint: results do not depend on it. 0: off. GLM5RT_MOE_SHARED_L2_PREFETCH=<n> and
+  // GLM5RT_MOE_SHARED_L2_SITE=0|1 override them (read once per process).
+  // Off by default: measured no gain on the H200 (round 5, T=1, same process: 48 K blocks at site 1
+  // 0.1240 / 0.1244 ms graph / 8-layer graph against 0.1234 / 0.1197 without; the routed experts' stream
+  // after it ends later, 89.1 against 83.7 us). Flip: 48.
+  int shared_l2_prefetch = 0;
+  int shared_l2_prefetch_site = 1;
+  // Site 0 only: also every K block of the shared expert's down_proj (12.6 MB). GLM5RT_MOE_SHARED_L2_DOWN.
+  bool shared_l2_prefetch_down = false;
+  // The prefetches carry the evict_last L2 priority. GLM5RT_MOE_SHARED_L2_EVICT_LAST=0|1 overrides it.
+  bool shared_l2_evict_last = false;
+  // The expert GEMMs' weight streams (cp.async decode kernel, T <= 64 here) carry the evict_first L2
+  // policy: read once, they give way first, so x, the router's and front's data, the kernels' code and
+  // prefetched lines stay in L2. Measured on the H200 (round 5, call 1): T=1 0.1273 -> 0.1234 ms, T=8
+  // 0.5780 -> 0.5720 ms in a graph; call 2 with the fast front: T=8 0.5482 -> 0.5440, T=64 2.051 -> 2.028.
+  // (Part of the T=1 gain is the bench's: it replays one layer, so its router weights stay in L2 too.)
+  // GLM5RT_MOE_STREAM_EVICT_FIRST=0|1 overrides it. Flip: false.
+  bool stream_evict_first = true;
+  // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
+  // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
+  // ~0 and the max words with 0 before a run. Null: off.
+  unsigned long long* debug_stamps = nullptr;
 };
+
+// Slots of MoeParams::debug_stamps.
+enum MoeStampSlot {
+  kMoeStampLogits = 0,
+  kMoeStampFront,
+  kMoeStampGateUp,
+  kMoeStampSwiglu,
+  kMoeStampDown,
+  kMoeStampCombine,
+  kMoeStampSharedGateUp,
+  kMoeStampSharedSwiglu,
+  kMoeStampSharedDown,
+  kMoeStampLogitsStaged,  // start pair: x staged in the logits kernel's shared memory (per block)
+  kMoeStampFrontPhases,   // start pair: selection done; waited pair: past the barrier before the permutation
+  kMoeStampSlots
+};
+constexpr int kMoeStampWords = 6;  // per slot (= detail::kStampWords)
 
 size_t moe_workspace_size(int tokens, int hidden, int inter, int num_experts, int top_k);
 cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -16,7 +16,9 @@ namespace {
 // down GEMM's blocks take SM slots as the gate_up GEMM's blocks leave and start their weight prefetch
 // during the gate_up tail, instead of only after the gate_up GEMM has completed.
 __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up, int rows, int inter,
-                                       uint8_t* __restrict__ q, float* __restrict__ scale, bool release_early) {
+                                       uint8_t* __restrict__ q, float* __restrict__ scale, bool release_early,
+                                       unsigned long long* stamps) {
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampStart);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (release_early) {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -27,6 +29,7 @@ __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up
 #else
   detail::pdl_wait_and_release();
 #endif
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampWaited);
   const int groups = inter / kFp8Block;
   const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<long long>(rows) * groups) return;
@@ -37,14 +40,17 @@ __global__ void swiglu_quantize_kernel(const __nv_bfloat16* __restrict__ gate_up
   const uint32_t packed = detail::swiglu_quantize_group_warp(g_src, g_src + inter, &s);
   *reinterpret_cast<uint32_t*>(q + static_cast<size_t>(row) * inter + grp * kFp8Block + lane * 4) = packed;
   if (lane == 0) scale[static_cast<size_t>(row) * groups + grp] = s;
+  if (lane == 0) detail::stamp(stamps, detail::kStampEnd);
 }
 
 // One block per token; each thread sums 8 columns at a time over the token's k rows in order.
 __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, int top_k,
                                const int* __restrict__ slot_row, const float* __restrict__ topk_weights,
                                const int* __restrict__ shared_row_begin, int shared_row_fixed,
-                               __nv_bfloat16* __restrict__ out) {
+                               __nv_bfloat16* __restrict__ out, unsigned long long* stamps) {
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampStart);
   detail::pdl_wait_and_release();
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampWaited);
   const int t = blockIdx.y;
   const int shared_row0 = shared_row_begin ? *shared_row_begin : shared_row_fixed;
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
@@ -80,17 +86,19 @@ __global__ void combine_kernel(const __nv_bfloat16* __restrict__ y, int hidden, 
     for (int j = 0; j < 4; ++j) oh[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
     *reinterpret_cast<uint4*>(out + static_cast<size_t>(t) * hidden + col) = o;
   }
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampEnd);
 }
 
 }  // namespace
 
 cudaError_t moe_swiglu_quantize(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
                                 cudaStream_t stream, bool pdl) {
-  return moe_swiglu_quantize_ex(gate_up, rows, inter, q, scale, stream, pdl, false);
+  return moe_swiglu_quantize_ex(gate_up, rows, inter, q, scale, stream, pdl, false, nullptr);
 }
 
 cudaError_t moe_swiglu_quantize_ex(const __nv_bfloat16* gate_up, int rows, int inter, uint8_t* q, float* scale,
-                                   cudaStream_t stream, bool pdl, bool release_early) {
+                                   cudaStream_t stream, bool pdl, bool release_early,
+                                   unsigned long long* stamps) {
   if (rows < 0 || inter <= 0 || inter % kFp8Block != 0) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   if (!gate_up || !q || !scale) return cudaErrorInvalidValue;
@@ -98,18 +106,19 @@ cudaError_t moe_swiglu_quantize_ex(const __nv_bfloat16* gate_up, int rows, int i
   const long long blocks = (items + 7) / 8;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
   return detail::launch(swiglu_quantize_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, pdl,
-                        gate_up, rows, inter, q, scale, release_early);
+                        gate_up, rows, inter, q, scale, release_early, stamps);
 }
 
 cudaError_t moe_combine(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                         const float* topk_weights, const int* shared_row_begin, __nv_bfloat16* out,
                         cudaStream_t stream, bool pdl) {
-  return moe_combine_at(y, tokens, hidden, top_k, slot_row, topk_weights, shared_row_begin, -1, out, stream, pdl);
+  return moe_combine_at(y, tokens, hidden, top_k, slot_row, topk_weights, shared_row_begin, -1, out, stream, pdl,
+                        nullptr);
 }
 
 cudaError_t moe_combine_at(const __nv_bfloat16* y, int tokens, int hidden, int top_k, const int* slot_row,
                            const float* topk_weights, const int* shared_row_begin, int shared_row0,
-                           __nv_bfloat16* out, cudaStream_t stream, bool pdl) {
+                           __nv_bfloat16* out, cudaStream_t stream, bool pdl, unsigned long long* stamps) {
   if (tokens < 0 || hidden <= 0 || hidden % 8 != 0 || top_k < 1) return cudaErrorInvalidValue;
   if (tokens == 0) return cudaSuccess;
   if (!y || !slot_row || !topk_weights || !out) return cudaErrorInvalidValue;
@@ -118,7 +127,7 @@ cudaError_t moe_combine_at(const __nv_bfloat16* y, int tokens, int hidden, int t
   // spread over SMs instead of one block per token looping.
   const dim3 grid((hidden / 8 + 127) / 128, tokens);
   return detail::launch(combine_kernel, grid, dim3(128), 0, stream, pdl, y, hidden, top_k, slot_row, topk_weights,
-                        shared_row_begin, shared_row0, out);
+                        shared_row_begin, shared_row0, out, stamps);
 }
 
 }  // namespace glm5rt::kernels

@@ -7,8 +7,46 @@
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_internal.h"
 
+#include <cstdlib>
+
 namespace glm5rt::kernels {
 namespace {
+
+// MoeParams::debug_stamps slot (null when the timeline is off).
+unsigned long long* stamp_slot(const MoeParams& p, int slot) {
+  return p.debug_stamps ? p.debug_stamps + static_cast<size_t>(slot) * kMoeStampWords : nullptr;
+}
+
+// Environment overrides of the shared expert's L2 prefetch (read once per process; -1: not set).
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : -1;
+}
+int env_shared_l2_prefetch() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_PREFETCH");
+  return v;
+}
+int env_shared_l2_evict_last() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_EVICT_LAST");
+  return v;
+}
+int env_shared_l2_down() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_DOWN");
+  return v;
+}
+int env_stream_evict_first() {
+  static const int v = env_int("GLM5RT_MOE_STREAM_EVICT_FIRST");
+  return v;
+}
+int env_shared_l2_site() {
+  static const int v = env_int("GLM5RT_MOE_SHARED_L2_SITE");
+  return v;
+}
+int env_fast_front() {
+  static const int v = env_int("GLM5RT_MOE_FAST_FRONT");
+  return v;
+}
+bool env_flag(int env, bool param) { return env >= 0 ? env != 0 : param; }
 
 constexpr size_t kAlign = 256;
 // K blocks (128 bytes per weight row each) of the down GEMM's weights asked of L2 before its PDL wait,
@@ -90,6 +128,8 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.decode_depth = p.decode_depth;
   g.decode_kernel = p.decode_kernel;
   g.pdl = pdl;
+  g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
+  g.decode_evict_first = env_flag(env_stream_evict_first(), p.stream_evict_first);
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -97,7 +137,10 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   // memory each) for the whole shared gate_up GEMM, which the routed gate_up GEMM's one-wave fit does
   // not count (concurrent_blocks covers the shared gate_up's blocks only). Launched after the shared
   // gate_up GEMM, they take its freed slots, and the rest run in the routed gate_up GEMM's tail.
-  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, false); e != cudaSuccess) return e;
+  if (cudaError_t e = moe_swiglu_quantize_ex(gate_up, T, I, hq, hs, ss, pdl, false,
+                                             stamp_slot(p, kMoeStampSharedSwiglu));
+      e != cudaSuccess)
+    return e;
   Fp8GemmParams g2 = g;
   g2.n = H;
   g2.k = I;
@@ -113,6 +156,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
   return fp8_gemm(g2, ss);
 }
 
@@ -193,6 +237,33 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.logits = static_cast<float*>(at(l.logits));
   rp.topk_ids = ids;
   rp.topk_weights = wts;
+  rp.debug_stamps = stamp_slot(p, kMoeStampLogits);  // and the front's slot right after it
+  // The shared expert's weights into L2 before anything streams (MoeParams::shared_l2_prefetch): only with
+  // the shared expert on this stream (the side stream streams them itself), the fused front and <= 16
+  // tokens. Site 0: the router logits kernel issues them; site 1: the gate_up GEMM before its wait.
+  const bool evict_first = env_flag(env_stream_evict_first(), p.stream_evict_first);
+  const bool fast_front = env_flag(env_fast_front(), p.fast_front);
+  int l2pf_kb = env_shared_l2_prefetch() >= 0 ? env_shared_l2_prefetch() : p.shared_l2_prefetch;
+  l2pf_kb = l2pf_kb < H / kFp8Block ? l2pf_kb : H / kFp8Block;
+  if (!(main_shared && T <= 16 && p.front_path == 0 && decode_path)) l2pf_kb = 0;
+  const int l2pf_site = env_shared_l2_site() >= 0 ? env_shared_l2_site() : p.shared_l2_prefetch_site;
+  const bool l2pf_evict_last = env_flag(env_shared_l2_evict_last(), p.shared_l2_evict_last);
+  if (l2pf_kb > 0 && l2pf_site == 0 && !routed) {
+    for (int part = 0; part < 2; ++part) {
+      rp.l2_prefetch[part].w = p.gate_up_w + 2 * static_cast<size_t>(E) + part;
+      rp.l2_prefetch[part].rows = I;
+      rp.l2_prefetch[part].k = H;
+      rp.l2_prefetch[part].kblocks = l2pf_kb;
+    }
+    if (env_flag(env_shared_l2_down(), p.shared_l2_prefetch_down)) {
+      rp.l2_prefetch[2].w = p.down_w + E;
+      rp.l2_prefetch[2].rows = H;
+      rp.l2_prefetch[2].k = I;
+      rp.l2_prefetch[2].kblocks = I / kFp8Block;
+    }
+    rp.l2_prefetch_evict_last = l2pf_evict_last;
+  }
+  const bool l2pf_gemm = l2pf_kb > 0 && l2pf_site == 1;
 
   PermuteParams pp;
   pp.pdl = pdl;
@@ -217,11 +288,28 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // (recorded right after 1 on the fused path). With the caller's routing (topk_ids_in) the logits /
   // moe_route are skipped and moe_front runs with select = false on the caller's ids.
   if (T <= kMoeFrontMaxTokens && p.front_path == 0) {
+    int flags = 0;
+    if (fast_front) {
+      flags |= kMoeFrontCompact;
+      // x staged with cp.async and quantised by the few-token logits kernel (16-byte aligned x).
+      if (!routed && moe_router_small_kernel(T, H) && (reinterpret_cast<uintptr_t>(p.x) & 15u) == 0) {
+        rp.stage_async = true;
+        rp.xq = xq;
+        rp.xs = xs;
+        flags |= kMoeFrontNoQuantize;
+      }
+    }
+    // The gate_up GEMM prefetches before its wait: let it launch (and become resident) during the router.
+    if (l2pf_gemm) flags |= kMoeFrontReleaseEarly;
     if (!routed) {
       if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
     }
+    rp.xq = nullptr;  // the front reads rp only for the selection
+    rp.xs = nullptr;
     if (cudaError_t e = mark(0); e != cudaSuccess) return e;
-    if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters); e != cudaSuccess) return e;
+    if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters, flags);
+        e != cudaSuccess)
+      return e;
     if (cudaError_t e = mark(1); e != cudaSuccess) return e;
     if (cudaError_t e = mark(2); e != cudaSuccess) return e;
   } else {
@@ -268,6 +356,15 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // With the shared expert on the other stream, its gate_up grid (the decode kernel: one block per 64 output
   // rows) is presumably still resident when this GEMM starts: leave room for it in the one-wave fit.
   g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
+  g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
+  g1.decode_evict_first = evict_first;
+  if (l2pf_gemm) {
+    g1.pre_wait_prefetch_w = p.gate_up_w + 2 * static_cast<size_t>(E);
+    g1.pre_wait_prefetch_parts = 2;
+    g1.pre_wait_prefetch_rows = I;
+    g1.pre_wait_prefetch_kblocks = l2pf_kb;
+    g1.pre_wait_prefetch_evict_last = l2pf_evict_last;
+  }
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(3); e != cudaSuccess) return e;
@@ -275,12 +372,15 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   uint8_t* hq = static_cast<uint8_t*>(at(l.hq));
   float* hs = static_cast<float*>(at(l.hs));
   if (!fused_swiglu) {
-    if (cudaError_t e = moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down); e != cudaSuccess)
+    if (cudaError_t e =
+            moe_swiglu_quantize_ex(g1.c, R, I, hq, hs, stream, pdl, p.early_down, stamp_slot(p, kMoeStampSwiglu));
+        e != cudaSuccess)
       return e;
   }
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
+  g2.pre_wait_prefetch_kblocks = 0;
   g2.n = H;
   g2.k = I;
   g2.a = hq;
@@ -300,6 +400,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
+  g2.debug_stamps = stamp_slot(p, kMoeStampDown);
   if (fused_combine) {
     g2.combine_counters = counters;
     g2.combine_out = p.out;
@@ -325,13 +426,15 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     // Join. The combine is launched without PDL here: its inputs come from two streams, and only the
     // full (event) dependency is known to cover the other stream's kernels.
     if (cudaError_t e = cudaStreamWaitEvent(stream, p.shared_events[1], 0); e != cudaSuccess) return e;
-    if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use, nullptr, T * K, p.out, stream, false);
+    if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use, nullptr, T * K, p.out, stream, false,
+                                       stamp_slot(p, kMoeStampCombine));
         e != cudaSuccess)
       return e;
     return mark(6);
   }
-  if (cudaError_t e = moe_combine(g2.c, T, H, K, pp.slot_row, wts_use, p.with_shared ? pp.group_offsets + E : nullptr,
-                                  p.out, stream, pdl);
+  if (cudaError_t e = moe_combine_at(g2.c, T, H, K, pp.slot_row, wts_use,
+                                     p.with_shared ? pp.group_offsets + E : nullptr, -1, p.out, stream, pdl,
+                                     stamp_slot(p, kMoeStampCombine));
       e != cudaSuccess)
     return e;
   return mark(6);

@@ -14,11 +14,33 @@ namespace {
 
 constexpr int kFrontWarps = 32;
 
+// kCompact (kMoeFrontCompact): the selection's top-k rounds as a loop (router_select_token<true>), ~16x
+// less code for a kernel that runs once per step from a cold instruction cache. flags: kMoeFrontNoQuantize
+// (x was quantised elsewhere, e.g. by the router logits kernel), kMoeFrontReleaseEarly (the next kernel may
+// launch before this one's wait: the gate_up GEMM then becomes resident during the router logits and can
+// prefetch weights into L2 before its own wait; its wait still covers this kernel and, transitively, the
+// logits kernel this one waits for).
+template <bool kCompact>
 __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const RouterParams rp, bool select,
                                                                      const PermuteParams pp, uint8_t* xq,
                                                                      float* xs, int* zero_ints,
-                                                                     int n_zero) {
+                                                                     int n_zero, int flags) {
+  unsigned long long* const stamps = rp.debug_stamps ? rp.debug_stamps + detail::kStampWords : nullptr;
+  // Phases (timeline only): select done (warp 0), past the barrier before the permutation.
+  unsigned long long* const phases =
+      rp.debug_stamps ? rp.debug_stamps + static_cast<size_t>(kMoeStampFrontPhases) * detail::kStampWords : nullptr;
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampStart);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (flags & kMoeFrontReleaseEarly) {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  } else {
+    detail::pdl_wait_and_release();
+  }
+#else
   detail::pdl_wait_and_release();
+#endif
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampWaited);
   // Counters of the down GEMM's fused combine (moe_forward's decode fusion): zero before the down GEMM,
   // which runs after this kernel has completed (gate_up and SwiGLU wait for their predecessors).
   for (int i = threadIdx.x; i < n_zero; i += blockDim.x) zero_ints[i] = 0;
@@ -26,9 +48,11 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   __shared__ detail::PermuteShared sh;
   const int warp = threadIdx.x / 32;
   if (select)
-    for (int t = warp; t < rp.tokens; t += kFrontWarps) detail::router_select_token(rp, t, c_sh[warp]);
+    for (int t = warp; t < rp.tokens; t += kFrontWarps) detail::router_select_token<kCompact>(rp, t, c_sh[warp]);
+  if (threadIdx.x == 0) detail::stamp(phases, detail::kStampStart);
   const int groups = rp.hidden / kFp8Block;
-  for (int item = warp; item < rp.tokens * groups; item += kFrontWarps) {
+  const int q_items = (flags & kMoeFrontNoQuantize) ? 0 : rp.tokens * groups;
+  for (int item = warp; item < q_items; item += kFrontWarps) {
     const int row = item / groups, grp = item - row * groups;
     detail::quantize_group_warp(rp.x + static_cast<size_t>(row) * rp.ldx + grp * kFp8Block,
                                 xq + static_cast<size_t>(row) * rp.hidden + grp * kFp8Block,
@@ -37,13 +61,15 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   // The ids written above (global memory, by lane 0 of each token's warp) are visible to the whole
   // block after the barrier at the start of permute_block.
   __syncthreads();
+  if (threadIdx.x == 0) detail::stamp(phases, detail::kStampWaited);
   detail::permute_block(pp, sh);
+  if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampEnd);
 }
 
 }  // namespace
 
 cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
-                      cudaStream_t stream, int* zero_ints, int n_zero) {
+                      cudaStream_t stream, int* zero_ints, int n_zero, int flags) {
   if (n_zero < 0 || (n_zero > 0 && !zero_ints)) return cudaErrorInvalidValue;
   if (rp.tokens < 0 || rp.tokens > kMoeFrontMaxTokens || rp.tokens != pp.tokens || rp.hidden <= 0 ||
       rp.hidden % kFp8Block != 0 || rp.ldx < rp.hidden || rp.ldx % 8 != 0)
@@ -59,8 +85,11 @@ cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& 
   if (!rp.x || !xq || !xs || !pp.topk_ids || !pp.group_offsets || !pp.active_groups || !pp.num_active ||
       !pp.tile_prefix || !pp.row_token || !pp.slot_row)
     return cudaErrorInvalidValue;
-  return detail::launch(moe_front_kernel, dim3(1), dim3(kFrontWarps * 32), 0, stream, rp.pdl, rp, select, pp, xq,
-                        xs, zero_ints, n_zero);
+  if (flags & kMoeFrontCompact)
+    return detail::launch(moe_front_kernel<true>, dim3(1), dim3(kFrontWarps * 32), 0, stream, rp.pdl, rp, select, pp,
+                          xq, xs, zero_ints, n_zero, flags);
+  return detail::launch(moe_front_kernel<false>, dim3(1), dim3(kFrontWarps * 32), 0, stream, rp.pdl, rp, select, pp,
+                        xq, xs, zero_ints, n_zero, flags);
 }
 
 }  // namespace glm5rt::kernels

@@ -9,6 +9,8 @@
 //   many tokens: FMA-bound (T x E x H fp32 fmas), so a block computes a 16-token x 16-expert tile, x and
 //     the weights staged through a 3-stage cp.async ring in shared memory, each warp an 8 x 8 register
 //     tile (the same 32-lane split of K, 64 accumulators per lane).
+#include "kernels/gemm/fp8_common.cuh"
+#include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/launch.cuh"
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_internal.h"
@@ -40,22 +42,96 @@ constexpr int kSmallBatch = 24;  // 16-byte weight loads per lane in flight (hid
 constexpr int kSmallMaxTokens = 16;
 constexpr int kSmallSmemLimit = 48 * 1024;  // dynamic shared memory without an opt-in
 
+// RouterParams::l2_prefetch: K block kb of row r, K block major within an entry (the GEMM reads K block 0
+// first), spread over every thread of the grid. One prefetch per 128-byte K block of a row (rows of the
+// checkpoint's weights start on 128-byte lines: k is a multiple of 128 and tensors are 256-aligned).
+// Not inlined (and given its inputs by value, not the kernel's parameter block): it runs after the logits
+// and would otherwise add to the logits loop's register allocation.
+__device__ __noinline__ void router_l2_prefetch_list(const RouterParams::L2Prefetch f0, const RouterParams::L2Prefetch f1,
+                                                     const RouterParams::L2Prefetch f2, bool evict_last) {
+  const long long nthreads = static_cast<long long>(gridDim.x) * gridDim.y * blockDim.x;
+  const long long tid = (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  static_assert(RouterParams::kMaxL2Prefetch == 3, "entries passed one by one");
+#pragma unroll 1
+  for (int j = 0; j < RouterParams::kMaxL2Prefetch; ++j) {
+    const RouterParams::L2Prefetch& f = j == 0 ? f0 : j == 1 ? f1 : f2;
+    if (f.kblocks <= 0) continue;
+    const uint8_t* base = *f.w;
+    const long long total = static_cast<long long>(f.rows) * f.kblocks;
+    for (long long i = tid; i < total; i += nthreads) {
+      const int kb = static_cast<int>(i / f.rows), row = static_cast<int>(i - static_cast<long long>(kb) * f.rows);
+      const uint8_t* w = base + static_cast<size_t>(row) * f.k + static_cast<size_t>(kb) * 128;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      if (evict_last)
+        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(w));
+      else
+#endif
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w));
+    }
+  }
+}
+__device__ __forceinline__ void router_l2_prefetch(const RouterParams& p) {
+  if (p.l2_prefetch[0].kblocks > 0 || p.l2_prefetch[1].kblocks > 0 || p.l2_prefetch[2].kblocks > 0)
+    router_l2_prefetch_list(p.l2_prefetch[0], p.l2_prefetch[1], p.l2_prefetch[2], p.l2_prefetch_evict_last);
+}
+
+// The per-token-group FP8 quantisation of x (RouterParams::xq) from the logits kernel's staged copy, one
+// warp per (token, 128-group) item: the front kernel then has none of it to do. Not inlined: it runs before
+// the logits loop and would otherwise crowd its registers (sm_120: the 1-token kernel at its 128-register
+// allocation spilled).
+__device__ __noinline__ void router_quantize_staged_x(const __nv_bfloat16* xs_staged, int tok, int t0, int tokens,
+                                                      int hidden, uint8_t* xq, float* xs, int first, int step) {
+  const int groups = hidden / kFp8Block;
+  for (int item = first; item < tok * groups; item += step) {
+    const int t = item / groups, grp = item - t * groups;
+    if (t0 + t >= tokens) continue;
+    detail::quantize_group_warp(xs_staged + static_cast<size_t>(t) * hidden + grp * kFp8Block,
+                                xq + static_cast<size_t>(t0 + t) * hidden + grp * kFp8Block,
+                                xs + static_cast<size_t>(t0 + t) * groups + grp);
+  }
+}
+
 template <int TOK>
 __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(const RouterParams p) {
+  if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampStart);
   detail::pdl_wait_and_release();
+  if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampWaited);
   extern __shared__ __align__(16) uint8_t router_smem[];
   uint4* xs = reinterpret_cast<uint4*>(router_smem);  // [TOK][chunks] bf16 x 8
   const int chunks = p.hidden / 8;
   const int t0 = blockIdx.x * TOK;
-  for (int i = threadIdx.x; i < TOK * chunks; i += blockDim.x) {
-    const int t = i / chunks, ch = i - t * chunks;
-    xs[i] = t0 + t < p.tokens ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(t0 + t) * p.ldx) + ch)
-                              : make_uint4(0, 0, 0, 0);
+  if (p.stage_async) {
+    // Every 16-byte piece of the tile in flight at once (cp.async, zero-filled past the last token): the
+    // plain loop below stalls on each load before its shared-memory store, one L2 / DRAM round trip per
+    // iteration (12 x TOK per thread at hidden 6144; ~8 us at T=1 on the H200 timeline of round 5).
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(router_smem));
+    for (int i = threadIdx.x; i < TOK * chunks; i += blockDim.x) {
+      const int t = i / chunks, ch = i - t * chunks;
+      const bool ok = t0 + t < p.tokens;
+      const uint4* src = reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(ok ? t0 + t : 0) * p.ldx) + ch;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(base + 16u * i), "l"(src), "r"(ok ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::);
+  } else {
+    for (int i = threadIdx.x; i < TOK * chunks; i += blockDim.x) {
+      const int t = i / chunks, ch = i - t * chunks;
+      xs[i] = t0 + t < p.tokens ? __ldg(reinterpret_cast<const uint4*>(p.x + static_cast<size_t>(t0 + t) * p.ldx) + ch)
+                                : make_uint4(0, 0, 0, 0);
+    }
   }
   __syncthreads();
+  if (threadIdx.x == 0 && p.debug_stamps)
+    detail::stamp(p.debug_stamps + static_cast<size_t>(kMoeStampLogitsStaged) * detail::kStampWords, detail::kStampStart);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (p.xq)
+    router_quantize_staged_x(reinterpret_cast<const __nv_bfloat16*>(router_smem), TOK, t0, p.tokens, p.hidden, p.xq,
+                             p.xs, blockIdx.y * kSmallWarps + warp, gridDim.y * kSmallWarps);
   const int e = blockIdx.y * kSmallWarps + warp;
-  if (e >= p.num_experts) return;
+  if (e >= p.num_experts) {
+    router_l2_prefetch(p);
+    return;
+  }
   const uint4* wrow = reinterpret_cast<const uint4*>(p.weight + static_cast<size_t>(e) * p.hidden);
   float acc[TOK];
 #pragma unroll
@@ -89,6 +165,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
     const float v = lane_butterfly(acc[t]);
     if (lane == 0 && t0 + t < p.tokens) p.logits[static_cast<size_t>(t0 + t) * p.num_experts + e] = v;
   }
+  if (lane == 0) detail::stamp(p.debug_stamps, detail::kStampEnd);
+  router_l2_prefetch(p);  // after this warp's logits: the prefetches do not delay them
 }
 
 // ---- many tokens ----
@@ -210,15 +288,26 @@ cudaError_t launch_small(const RouterParams& p, cudaStream_t stream) {
 
 }  // namespace
 
+bool moe_router_small_kernel(int tokens, int hidden) {
+  return tokens >= 1 && tokens <= kSmallMaxTokens && 4 * hidden * 2 <= kSmallSmemLimit;
+}
+
 cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream) {
   if (!router_params_ok(p)) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   if (!p.x || !p.weight || !p.logits) return cudaErrorInvalidValue;
-  if (p.tokens <= kSmallMaxTokens && 4 * p.hidden * 2 <= kSmallSmemLimit) {
+  if ((p.xq && (!p.xs || p.hidden % kFp8Block != 0)) ||
+      (p.stage_async && (reinterpret_cast<uintptr_t>(p.x) & 15u) != 0))
+    return cudaErrorInvalidValue;
+  for (const RouterParams::L2Prefetch& f : p.l2_prefetch)
+    if (f.kblocks < 0 || (f.kblocks > 0 && (!f.w || f.rows < 1 || f.k < 128 || f.k % 128 != 0 || f.kblocks > f.k / 128)))
+      return cudaErrorInvalidValue;
+  if (moe_router_small_kernel(p.tokens, p.hidden)) {
     if (p.tokens == 1) return launch_small<1>(p, stream);
     if (p.tokens == 2) return launch_small<2>(p, stream);
     return launch_small<4>(p, stream);
   }
+  if (p.xq) return cudaErrorInvalidValue;  // the quantisation exists in the few-token kernel only
   const dim3 grid((p.tokens + kBigTok - 1) / kBigTok, (p.num_experts + kBigExp - 1) / kBigExp);
   if (grid.y > 65535) return cudaErrorInvalidValue;
   return detail::launch(router_logits_big_kernel, grid, dim3(kBigWarps * 32), kBigSmem, stream, p.pdl, p);

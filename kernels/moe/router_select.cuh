@@ -26,6 +26,11 @@ constexpr int kRouterPerLane = kRouterMaxExperts / 32;
 
 // Token t's experts from p.logits into p.topk_ids / p.topk_weights. The whole warp calls it; c_sh is the
 // warp's own [kRouterMaxExperts] floats of shared memory.
+// kCompact: the top-k rounds (and the group rounds) as loops instead of fully unrolled: the same
+// operations in the same order (the same bits), ~16x less code. A kernel that runs once per step on a
+// cold SM fetches its instructions from L2 / DRAM; the unrolled form made the fused front kernel 111 KB
+// of SASS, and the H200 timeline (round 5) showed it taking ~15 us for a few hundred instructions' work.
+template <bool kCompact = false>
 __device__ __forceinline__ void router_select_token(const RouterParams& p, int t, float* c_sh) {
   const int lane = threadIdx.x % 32;
   const float* lg = p.logits + static_cast<size_t>(t) * p.num_experts;
@@ -77,11 +82,10 @@ __device__ __forceinline__ void router_select_token(const RouterParams& p, int t
   uint32_t taken = 0;  // bit j: this lane's expert lane + 32 j already chosen
   int ids[kRouterMaxTopK];
   float wts[kRouterMaxTopK];
-#pragma unroll
-  for (int r = 0; r < kRouterMaxTopK; ++r) {
+  auto round = [&](int r) {
     ids[r] = -1;
     wts[r] = 0.f;
-    if (r >= p.top_k) continue;
+    if (r >= p.top_k) return;
     float bv = -INFINITY;
     int be = INT_MAX;
 #pragma unroll
@@ -98,6 +102,13 @@ __device__ __forceinline__ void router_select_token(const RouterParams& p, int t
     for (int j = 0; j < kRouterPerLane; ++j)
       if (lane + 32 * j == be) sv = s[j];
     wts[r] = __shfl_sync(0xffffffffu, sv, be & 31);
+  };
+  if constexpr (kCompact) {
+#pragma unroll 1
+    for (int r = 0; r < kRouterMaxTopK; ++r) round(r);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRouterMaxTopK; ++r) round(r);
   }
   if (lane == 0) {
     float denom = 1.0f;

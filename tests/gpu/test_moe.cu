@@ -424,6 +424,53 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
     CHECK(differ == 0);
   }
+  {  // Round 5's options against the default run (fast front and evict_first streams on, shared-expert L2
+     // prefetch off by default), each with the debug timeline on:
+     // v0 all off (the previous default: unrolled front kernel quantising x, plain logits staging);
+     // v1 the prefetch issued by the router logits kernel instead (every K block of gate_up and of down,
+     // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off. Hints, staging and
+     // timestamps only: the same bits. At <= 16 tokens the logits kernel's timeline slot must be written.
+    DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
+    for (int v = 0; v < 3; ++v) {
+      std::vector<unsigned long long> init(dst.count);
+      for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
+      dst.upload(init);
+      k::MoeParams pf = p0;
+      pf.debug_stamps = dst.ptr;
+      if (v == 0) {
+        pf.fast_front = false;
+        pf.stream_evict_first = false;
+        pf.shared_l2_prefetch = 0;
+      } else if (v == 1) {
+        pf.shared_l2_prefetch = H / 128 + 5;  // more than there are: clamped to every K block
+        pf.shared_l2_prefetch_site = 0;
+        pf.shared_l2_prefetch_down = true;
+        pf.shared_l2_evict_last = true;
+      } else {
+        pf.fast_front = false;
+        pf.shared_l2_prefetch = 48;  // at GLM-5 size every K block; clamped below that
+        pf.shared_l2_prefetch_site = 1;
+        pf.shared_l2_evict_last = true;
+      }
+      dout.poison();
+      CUDA_OK(k::moe_forward(pf, ws.ptr, ws_bytes, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto again = dout.download();
+      size_t differ = 0;
+      for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
+      MESSAGE("round-5 variant " << v << " at T=" << T << ": differing outputs " << differ);
+      CHECK(differ == 0);
+      const auto ids_again = dids.download();
+      CHECK(ids_again == gid);
+      CHECK(dwts.download() == gw);
+      if (T <= 16) {
+        const auto st = dst.download();
+        CHECK(st[0] != ~0ull);
+        CHECK(st[0] <= st[3]);
+        CHECK(st[2] <= st[5]);
+      }
+    }
+  }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
   // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
   // rows per expert expected).
