@@ -73,6 +73,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
+  // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
+  // shape of its H200 run (T = 1 / 8 / 128, H = 8 / 16 / 64: 1.04-1.48x over the previous choice below,
+  // which GLM5RT_MLA_PLANNER=1 restores).
+  if (planner_mode(p) == 2) return 7;
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
