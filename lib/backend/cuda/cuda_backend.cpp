@@ -1740,15 +1740,24 @@ void CudaBackend::synchronize() { check(cudaStreamSynchronize(stream_), "cudaStr
 
 void CudaBackend::fill_cache_random(CacheStorage& cache, uint64_t seed) {
   auto& cc = dynamic_cast<CudaCache&>(cache);
-  require(cc.format().latent_dtype == glm5k::kRecBf16 && cc.format().index_dtype == glm5k::kRecBf16,
-          Status::unsupported, "random cache fill needs bf16 records");
+  const glm5k::RecordFormat& f = cc.format();
   const int64_t L = config_.num_hidden_layers;
-  check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.latent()), L * cc.latent_layer_bytes() / 2, seed, 1.0f,
-                                       stream_),
-        "random cache fill");
-  check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.index()), L * cc.index_layer_bytes() / 2, seed + 1, 1.0f,
-                                       stream_),
-        "random cache fill");
+  if (f.latent_dtype == glm5k::kRecBf16)
+    check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.latent()), L * cc.latent_layer_bytes() / 2, seed,
+                                         1.0f, stream_),
+          "random cache fill");
+  else  // [kv_lora e4m3][one float32 scale per 128][rope bf16] per record
+    check(glm5k::launch_fill_random_records(cc.latent(), L * cc.latent_layer_bytes(), f.latent_bytes(), f.kv_lora,
+                                            4 * ((f.kv_lora + 127) / 128), seed, stream_),
+          "random cache fill");
+  if (f.index_dtype == glm5k::kRecBf16)
+    check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.index()), L * cc.index_layer_bytes() / 2, seed + 1,
+                                         1.0f, stream_),
+          "random cache fill");
+  else  // per page: the page's e4m3 vectors, then their float32 scales
+    check(glm5k::launch_fill_random_records(cc.index(), L * cc.index_layer_bytes(), cc.page_size() * f.index_bytes(),
+                                            cc.page_size() * f.index_dim, cc.page_size() * 4, seed + 1, stream_),
+          "random cache fill");
   synchronize();
 }
 
