@@ -132,34 +132,52 @@ void run_grouped(const PartWeights& pw, int kdim, int M, int S, int decode_kerne
   CUDA_OK(k::fp8_split_reduce(r, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
 
+  // ref: the slices' exact sums rounded to bf16, added in float32 in slice order (what the GEMM and the
+  // reduction compute, up to float accumulation inside a slice). A slice's float sum may round to the
+  // other bf16 neighbour than its exact sum does (at most one bf16 ulp, <= 2^-7 of the slice's value),
+  // so each element is bounded against the exact total by sum_s 2^-7 |slice_s| (+ a float32 margin),
+  // and the rounding model is checked in the aggregate (rel_l2).
   std::vector<float> out;
-  std::vector<double> ref;
+  std::vector<double> ref, exact, bound;
   for (int p = 0; p < P; ++p) {
     const int np = pw.host[p].n;
     const auto o = outs[p]->download();
-    std::vector<double> rp(static_cast<size_t>(M) * np);
+    const size_t at = ref.size();
+    ref.resize(at + static_cast<size_t>(M) * np);
+    exact.resize(ref.size());
+    bound.resize(ref.size());
     parallel_for(M * np, [&](int i) {
       const int t = i / np, row = i % np;
       float acc = 0.f;
+      double tot = 0, b = 0;
       for (int sl = 0; sl < S; ++sl) {
         const double part_sum = dot(&xa[static_cast<size_t>(t) * kdim + sl * ks],
                                     &pw.deq[p][static_cast<size_t>(row) * kdim + sl * ks], ks);
         acc += round_bf16(static_cast<float>(part_sum));
+        tot += part_sum;
+        b += std::fabs(part_sum) / 128.0;
       }
-      rp[i] = acc;
+      ref[at + i] = acc;
+      exact[at + i] = tot;
+      bound[at + i] = b;
     });
     out.insert(out.end(), o.begin(), o.end());
-    ref.insert(ref.end(), rp.begin(), rp.end());
   }
   for (auto* b : outs) delete b;
+  double ss = 0;
+  for (double e : exact) ss += e * e;
+  const double rms = std::sqrt(ss / std::max<size_t>(1, exact.size()));
+  long long outside = 0;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!(std::fabs(out[i] - exact[i]) <= bound[i] + 1e-4 * rms)) ++outside;  // NaN counts
   const auto cmp = compare(out, ref, 8e-3, 2e-3);
   std::string shape;
   for (int p = 0; p < P; ++p) shape += (p ? "|" : "") + std::to_string(pw.host[p].n);
   MESSAGE("parts " << shape << " k=" << kdim << " M=" << M << " S=" << S << " decode_kernel=" << decode_kernel
-                   << " rel_l2=" << cmp.rel_l2 << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad
+                   << " rel_l2 (vs rounded slices)=" << cmp.rel_l2 << " outside the rounding bound=" << outside
                    << " non-finite=" << cmp.non_finite);
   CHECK(cmp.non_finite == 0);
-  CHECK(cmp.bad == 0);
+  CHECK(outside == 0);
   CHECK(cmp.rel_l2 < 2e-3);
 }
 
