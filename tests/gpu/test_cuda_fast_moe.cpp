@@ -229,13 +229,15 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
     // simple, fast, fast without split-K, fast with the grouped attention projections (one fp8_gemm per
-    // input, split-K in place: set_proj_grouping), the same without split-K
+    // input, split-K in place: set_proj_grouping; weights streamed early: set_proj_group_early), the
+    // grouped form without split-K (and without the early start)
     std::vector<float> got[5];
     for (int which = 0; which < 5; ++which) {
       const Config& k = which ? kFastAuto : kSimple;
       configure(gpu, k);
       gpu.set_fp8_split_k(which != 2 && which != 4);
       gpu.set_proj_grouping(which >= 3);
+      gpu.set_proj_group_early(which == 3);  // weights streamed before the PDL wait (with split-K)
       const int64_t n_pages = (N + ps - 1) / ps + 2;
       const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
       auto cache = gpu.create_cache(n_pages, ps, dt);
@@ -253,6 +255,7 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
                             std::to_string(N - 1);
     gpu.set_fp8_split_k(true);
     gpu.set_proj_grouping(false);
+    gpu.set_proj_group_early(false);
     const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
                     fs = compare(got[1], got[0], V), fn = compare(got[2], ref_decode, V),
                     split_vs_not = compare(got[1], got[2], V);
@@ -298,6 +301,7 @@ TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equa
   for (const bool grouped : {false, true})
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     gpu.set_proj_grouping(grouped);
+    gpu.set_proj_group_early(grouped);
     const int64_t n_pages = 2 * ((PZ + steps + ps - 1) / ps) + 2;
     std::vector<int32_t> all = scrambled_pages(n_pages, 5), bx, bz;
     for (size_t i = 0; i < all.size(); ++i) (i % 2 ? bz : bx).push_back(all[i]);

@@ -314,6 +314,7 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   pdl_ = prop.major >= 9;
   if (const char* p = std::getenv("GLM5RT_CUDA_FP8_SPLITK")) split_k_ = std::string(p) != "0";
   if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP")) proj_group_ = std::string(p) != "0";
+  if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP_EARLY")) proj_group_early_ = std::string(p) != "0";
   if (fp8_kernels) build_fast_tables();
   const char* side = std::getenv("GLM5RT_CUDA_MOE_SIDE_STREAM");
   if (fp8_kernels && !(side && std::string(side) == "0")) {
@@ -352,6 +353,11 @@ void CudaBackend::set_fp8_split_k(bool on) {
 
 void CudaBackend::set_proj_grouping(bool on) {
   proj_group_ = on;
+  clear_graphs();
+}
+
+void CudaBackend::set_proj_group_early(bool on) {
+  proj_group_early_ = on;
   clear_graphs();
 }
 
@@ -843,6 +849,8 @@ bool CudaBackend::proj_group(const ProjGroup& pg, const bf16* x, int64_t m, floa
   g.expected_rows_per_group = M;
   g.path = kernels::Fp8GemmPath::decode;
   g.pdl = pdl_;
+  // Weights, tables and plans are static: the cp.async decode kernel may stream weights before its wait.
+  g.group_info_ready = proj_group_early_ && pdl_;
   if (S > 1) {
     const SplitPlan& plan = plan_it->second;
     g.a_row_map = plan.row_map;

@@ -144,6 +144,12 @@ class CudaBackend final : public Backend {
   // counts can be overridden at construction: GLM5RT_CUDA_PROJ_GROUP_SLICES=x,q,o (e.g. 12,2,4).
   void set_proj_grouping(bool on);
   bool proj_grouping() const { return proj_group_; }
+  // With the grouped projections: each group's GEMM starts streaming its weights before its
+  // programmatic-dependent-launch wait, overlapping the quantisation kernel before it
+  // (Fp8GemmParams::group_info_ready: the weights and the split plans are static). Off by default until
+  // measured; GLM5RT_CUDA_PROJ_GROUP_EARLY=1 / 0 at construction, or this setter.
+  void set_proj_group_early(bool on);
+  bool proj_group_early() const { return proj_group_early_; }
   // "auto" with the fast kernels uses fp8_gemm for GEMMs of at most this many rows: prefill-sized GEMMs
   // go to cuBLASLt's bf16 tensor-core rate, which our FP8 kernel does not reach on sm_90 (no FP8
   // mma.sync there; docs/PERFORMANCE.md "MoE and FP8 GEMM").
@@ -309,7 +315,7 @@ class CudaBackend final : public Backend {
   bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
   int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0, proj_group_runs_ = 0;
   bool split_k_ = true;
-  bool proj_group_ = false;
+  bool proj_group_ = false, proj_group_early_ = false;
   std::vector<LayerProj> proj_groups_;  // per layer (built with the fast tables)
   std::map<const void*, SplitWeight> fp8_split_;
   std::vector<DeviceBuffer> split_owned_;  // the K-sliced weight copies
