@@ -25,7 +25,7 @@ echo "== gpu tests exit $?"
 echo "== glm5rt_bench_proj exit $?"
 if [ -x "$bin/bench/forward/glm5rt-bench" ]; then
   "$bin/bench/forward/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192 \
-    --prefill 0 --steps 10 --stages --variants fast:auto:nogroup,fast:auto:group \
+    --prefill 0 --steps 10 --stages --variants fast:auto:nogroup,fast:auto:group,fast:auto:groupearly \
     --json "$OUT/forward-proj-h200.json" >"$OUT/forward.txt" 2>&1
   echo "== glm5rt-bench exit $?"
 fi
