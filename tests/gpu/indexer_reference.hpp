@@ -40,8 +40,14 @@ inline float from_e4m3(uint8_t b) {
   return __half2float(__half(h));
 }
 
+// int8 round to nearest even, saturating at +-127 (the kInt8 format's rule; -128 is never produced).
+inline int8_t to_int8(float v) {
+  const float r = std::nearbyint(std::min(std::max(v, -127.f), 127.f));  // default rounding mode: to even
+  return static_cast<int8_t>(r);
+}
+
 // Quantizes one 128-vector; returns the dequantized values (what the kernel sees) and the bytes.
-// FP8 uses one scale per vector, amax / 448 (1 when the vector is zero).
+// FP8 uses one scale per vector, amax / 448, int8 amax / 127 (1 when the vector is zero).
 inline float quantize_vec(const float* x, KeyFormat fmt, uint8_t* bytes, float* deq) {
   if (fmt == KeyFormat::kBf16) {
     for (int i = 0; i < ki::kHeadDim; ++i) {
@@ -53,6 +59,15 @@ inline float quantize_vec(const float* x, KeyFormat fmt, uint8_t* bytes, float* 
   }
   float amax = 0.f;
   for (int i = 0; i < ki::kHeadDim; ++i) amax = std::max(amax, std::fabs(x[i]));
+  if (fmt == KeyFormat::kInt8) {
+    const float scale = amax > 0.f ? amax / 127.f : 1.f;
+    for (int i = 0; i < ki::kHeadDim; ++i) {
+      const int8_t v = to_int8(x[i] / scale);
+      std::memcpy(bytes + i, &v, 1);
+      deq[i] = static_cast<float>(v) * scale;
+    }
+    return scale;
+  }
   const float scale = amax > 0.f ? amax / 448.f : 1.f;
   for (int i = 0; i < ki::kHeadDim; ++i) {
     bytes[i] = to_e4m3(x[i] / scale);
@@ -67,7 +82,8 @@ inline int64_t page_bytes(KeyFormat fmt, int page_size) {
 
 // Writes one 128-value key into its record at (page, offset) of a paged key cache (`cache` = the bytes of
 // all pages) in the format's layout (indexer_params.hpp): bf16 256-byte records, or the FP8 page layout
-// (page_size 128-byte e4m3 vectors, then page_size float32 scales). deq receives what the kernel reads.
+// (page_size 128-byte e4m3 or int8 vectors, then page_size float32 scales). deq receives what the kernel
+// reads.
 inline void store_key(uint8_t* cache, KeyFormat fmt, int page_size, int64_t page, int offset, const float* key,
                       float* deq) {
   uint8_t bytes[ki::kBf16RecordBytes];
@@ -90,8 +106,8 @@ struct Problem {
   int table_stride = 0;
   std::vector<int32_t> block_tables;  // [num_seqs][table_stride]
   std::vector<uint8_t> cache;         // bytes of all pages
-  std::vector<uint8_t> q;             // [T][32][128] bf16 or e4m3
-  std::vector<float> q_scale;         // [T][32] (fp8)
+  std::vector<uint8_t> q;             // [T][32][128] bf16, e4m3 or int8
+  std::vector<float> q_scale;         // [T][32] (fp8, int8)
   std::vector<float> w;               // [T][32]
   // exact float values the kernel sees (dequantized) and the unquantized originals
   std::vector<std::vector<float>> key_deq, key_orig;  // per seq [n][128]

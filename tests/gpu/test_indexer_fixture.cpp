@@ -25,7 +25,9 @@
 // should reproduce; recall of transformers' top-k, mean over the 300 prefill rows, layers 0 / 1 / 2):
 // bf16 0.9990 / 0.9992 / 0.9988, FP8 0.9860 / 0.9850 / 0.9854 (worst rows 0.984 and 0.9375). Measured on
 // an H200 (2026-11-30): exactly these, the kernel's top-k equal to the quantized values' exact top-k on
-// every row (docs/PERFORMANCE.md "Indexer"; the [indexer-fixture] lines of the log).
+// every row (docs/PERFORMANCE.md "Indexer"; the [indexer-fixture] lines of the log). int8 (KeyFormat::kInt8,
+// added in session 3 round 6, q quantized on the host by the reference's rule): predicted 0.9961 / 0.9965 /
+// 0.9959 (bench/indexer/fp8_recall_experiment.py), held to the issue's 0.99.
 #ifdef GLM5RT_GPU_TESTS_WITH_CORE
 #include <doctest/doctest.h>
 
@@ -84,6 +86,9 @@ constexpr int kPoolPages = 8;      // 3 pages nobody uses
 // held to the exact quantized top-k by the agreement checks (the kernel adds at most a near-tie flip).
 constexpr double kBf16MinMeanRecall = 0.99;
 constexpr double kFp8MinMeanRecall = 0.98;
+// int8 (KeyFormat::kInt8, same 132 bytes, amax / 127): the same CPU computation on the int8 values reaches
+// 0.9959-0.9965 per layer (bench/indexer/fp8_recall_experiment.py), so the issue's 0.99 holds.
+constexpr double kInt8MinMeanRecall = 0.99;
 
 struct RowStats {
   double recall = 1, quant_recall = 1, agreement = 1;
@@ -91,7 +96,7 @@ struct RowStats {
 
 }  // namespace
 
-TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transformers' top-k, bf16 and FP8") {
+TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transformers' top-k, bf16, FP8 and int8") {
   const auto run = fixture::run_cpu_prefill("small-long", true);
   const glm5rt::ModelConfig& c = run.config;
   const int N = static_cast<int>(run.rows), nh = static_cast<int>(c.index_n_heads);
@@ -143,9 +148,10 @@ TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transf
     std::vector<float> w(pw.size());
     for (size_t i = 0; i < w.size(); ++i) w[i] = pw[i] * w_factor;
 
-    for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
-      const bool fp8 = fmt == KeyFormat::kFp8;
-      const char* fname = fp8 ? "fp8" : "bf16";
+    for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8, KeyFormat::kInt8}) {
+      const bool fp8 = fmt == KeyFormat::kFp8, int8 = fmt == KeyFormat::kInt8, scaled = fp8 || int8;
+      const char* fname = int8 ? "int8" : fp8 ? "fp8" : "bf16";
+      const double min_mean_recall = int8 ? kInt8MinMeanRecall : fp8 ? kFp8MinMeanRecall : kBf16MinMeanRecall;
       CAPTURE(fname);
 
       // Keys into the paged cache (poisoned elsewhere), q through the backend's conversion.
@@ -155,14 +161,24 @@ TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transf
         store_key(cache.data(), fmt, kPageSize, table[j / kPageSize], j % kPageSize, &k_pad[static_cast<size_t>(j) * ki::kHeadDim],
                   &key_deq[static_cast<size_t>(j) * ki::kHeadDim]);
       Dev<float> q_f32(q_pad);
-      Dev<uint8_t> q_dev(q_pad.size() * (fp8 ? 1 : 2));
+      Dev<uint8_t> q_dev(q_pad.size() * (scaled ? 1 : 2));
       Dev<float> q_scale(static_cast<size_t>(N) * nh);
-      FIX_CUDA_OK(glm5k::launch_indexer_query(q_f32.ptr, N, nh, ki::kHeadDim, fp8, q_dev.ptr, q_scale.ptr, nullptr));
+      std::vector<float> q_deq(q_pad.size());
+      if (int8) {
+        // The backend has no int8 query conversion (yet): the reference's rule, amax / 127 per (row, head).
+        std::vector<uint8_t> qb(q_pad.size());
+        std::vector<float> qs(static_cast<size_t>(N) * nh);
+        for (size_t v = 0; v < qs.size(); ++v)
+          qs[v] = quantize_vec(&q_pad[v * ki::kHeadDim], fmt, &qb[v * ki::kHeadDim], &q_deq[v * ki::kHeadDim]);
+        FIX_CUDA_OK(cudaMemcpy(q_dev.ptr, qb.data(), qb.size(), cudaMemcpyHostToDevice));
+        FIX_CUDA_OK(cudaMemcpy(q_scale.ptr, qs.data(), qs.size() * sizeof(float), cudaMemcpyHostToDevice));
+      } else {
+        FIX_CUDA_OK(glm5k::launch_indexer_query(q_f32.ptr, N, nh, ki::kHeadDim, fp8, q_dev.ptr, q_scale.ptr, nullptr));
+      }
       FIX_CUDA_OK(cudaDeviceSynchronize());
       const auto q_bytes = q_dev.download();
       const auto q_scales = fp8 ? q_scale.download() : std::vector<float>();
-      std::vector<float> q_deq(q_pad.size());
-      for (size_t i = 0; i < q_deq.size(); ++i) {
+      for (size_t i = 0; i < q_deq.size() && !int8; ++i) {
         if (fp8) {
           q_deq[i] = from_e4m3(q_bytes[i]) * q_scales[i / ki::kHeadDim];
         } else {
@@ -283,7 +299,7 @@ TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transf
         sp.rows.max_row_len = max_len;
         sp.format = fmt;
         sp.q = q_dev.ptr;
-        sp.q_scale = fp8 ? q_scale.ptr : nullptr;
+        sp.q_scale = scaled ? q_scale.ptr : nullptr;
         sp.weights = w_dev.ptr;
         sp.key_cache = cache_dev.ptr;
         sp.scores = scores.ptr;
@@ -297,7 +313,7 @@ TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transf
         for (int t = 0; t < N; ++t) stats.push_back(check_row(&slots[static_cast<size_t>(t) * k], t, "prefill"));
         const auto [mean_recall, mean_agreement] = summarize("prefill", rows, stats);
         CHECK(mean_agreement >= 0.99);  // the kernel adds (almost) nothing to the quantization's own loss
-        CHECK(mean_recall >= (fp8 ? kFp8MinMeanRecall : kBf16MinMeanRecall));
+        CHECK(mean_recall >= min_mean_recall);
       }
 
       // 3. Decode: one row per call with the top-k workspace (fused kernel for rows of at most k keys,
@@ -323,8 +339,8 @@ TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transf
           sp.rows.page_size = kPageSize;
           sp.rows.max_row_len = max_len;
           sp.format = fmt;
-          sp.q = q_dev.ptr + static_cast<size_t>(t) * nh * ki::kHeadDim * (fp8 ? 1 : 2);
-          sp.q_scale = fp8 ? q_scale.ptr + static_cast<size_t>(t) * nh : nullptr;
+          sp.q = q_dev.ptr + static_cast<size_t>(t) * nh * ki::kHeadDim * (scaled ? 1 : 2);
+          sp.q_scale = scaled ? q_scale.ptr + static_cast<size_t>(t) * nh : nullptr;
           sp.weights = w_dev.ptr + static_cast<size_t>(t) * nh;
           sp.key_cache = cache_dev.ptr;
           sp.scores = scores.ptr;
@@ -338,7 +354,7 @@ TEST_CASE("indexer kernels on the small-long fixture's indexer: recall of transf
         CHECK(mean_agreement >= 0.99);
         // The rows of at most k + 1 keys are trivial; the others predicted (CPU double, quantized values)
         // at 0.9688-1 per row: the same floors hold for the mean.
-        CHECK(mean_recall >= (fp8 ? kFp8MinMeanRecall : kBf16MinMeanRecall));
+        CHECK(mean_recall >= min_mean_recall);
       }
     }
   }
