@@ -33,6 +33,7 @@ struct Options {
   bool stages = false;
   std::vector<std::pair<std::string, std::string>> variants;  // (kernels, fp8 path) runs on one model
   std::string json = "forward-bench.json", fp8_path = "auto", commit = "unknown", kernels;
+  bool fp8_cache = false;  // --cache-dtype fp8: FP8 e4m3 latent records (656 bytes) and indexer keys (132)
   double bw = 4.3e12, flops = 7.9e14;  // measured ceilings on the H200 (docs/device KINDS.md): copy, bf16 GEMM
 };
 
@@ -78,7 +79,7 @@ double median(std::vector<double> v) {
 struct Floor {
   double bytes = 0, flops = 0;
 };
-Floor decode_floor(const ModelConfig& c, int B, int C) {
+Floor decode_floor(const ModelConfig& c, int B, int C, bool fp8_cache) {
   const double D = c.hidden_size, H = c.num_attention_heads, qlr = c.q_lora_rank, kvr = c.kv_lora_rank;
   const double rope = c.qk_rope_head_dim, nope = c.qk_nope_head_dim, vh = c.v_head_dim;
   const double attn_fp8 = qlr * D + H * (nope + rope) * qlr + (kvr + rope) * D + D * H * vh +
@@ -98,7 +99,9 @@ Floor decode_floor(const ModelConfig& c, int B, int C) {
       f.flops += 2.0 * B * 3.0 * D * c.intermediate_size;
     }
     const double sel = std::min<double>(c.index_topk, C);
-    f.bytes += B * (C * 2.0 * c.index_head_dim + sel * 2.0 * (kvr + rope));
+    const double index_record = fp8_cache ? c.index_head_dim + 4.0 : 2.0 * c.index_head_dim;
+    const double latent_record = fp8_cache ? kvr + 4.0 * std::ceil(kvr / 128) + 2.0 * rope : 2.0 * (kvr + rope);
+    f.bytes += B * (C * index_record + sel * latent_record);
     f.flops += B * (2.0 * C * c.index_n_heads * c.index_head_dim + 2.0 * H * sel * (2 * kvr + rope));
   }
   f.bytes += 2.0 * c.vocab_size * D;
@@ -111,7 +114,7 @@ Floor prefill_floor(const ModelConfig& c, int P) {
   const double D = c.hidden_size, H = c.num_attention_heads, kvr = c.kv_lora_rank, rope = c.qk_rope_head_dim;
   const double expert = 3.0 * D * c.moe_intermediate_size;
   Floor f;
-  const Floor w1 = decode_floor(c, 1, 1);
+  const Floor w1 = decode_floor(c, 1, 1, false);
   f.flops = P * (w1.flops - 2.0 * c.vocab_size * D) + 2.0 * c.vocab_size * D;
   f.bytes = w1.bytes;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -159,6 +162,14 @@ int main(int argc, char** argv) {
     else if (a == "--fp8-path") o.fp8_path = next();
     else if (a == "--kernels") o.kernels = next();
     else if (a == "--stages") o.stages = true;
+    else if (a == "--cache-dtype") {
+      const std::string d = next();
+      if (d != "bf16" && d != "fp8") {
+        std::fprintf(stderr, "--cache-dtype must be bf16 or fp8, got %s\n", d.c_str());
+        return 2;
+      }
+      o.fp8_cache = d == "fp8";
+    }
     else if (a == "--variants") {
       std::stringstream ss(next());
       for (std::string t; std::getline(ss, t, ',');) {
@@ -183,7 +194,8 @@ int main(int argc, char** argv) {
                    "usage: glm5rt-bench --glm5-dims [--layers N] [--dense-layers N] [--batches 1,32] [--context 8192]\n"
                    "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
                    "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
-                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq],...] [--json FILE]\n"
+                   "       [--cache-dtype bf16|fp8]\n"
+                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq][:group|:groupearly|:nogroup],...] [--json FILE]\n"
                    "--variants runs the decode and prefill cases once per (kernels, FP8 path) on the same model;\n"
                    "the first variant's results are also the JSON's top-level decode / prefill.\n");
       return 2;
@@ -208,48 +220,61 @@ int main(int argc, char** argv) {
     be.set_fp8_path(o.fp8_path);
     if (!o.kernels.empty()) be.set_kernels(o.kernels);
     if (o.contexts.empty()) o.contexts.push_back(o.context);
+    CacheDtypes cache_dtypes;  // AUTO = bf16 records on CUDA
+    if (o.fp8_cache) cache_dtypes.latent = cache_dtypes.index = GLM5RT_DTYPE_FP8_E4M3;
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto mem = be.memory();
     std::printf(
         "glm5rt-bench: %s, GLM-5 dims, %d layers (%d dense), random FP8 weights %.2f GiB (made in %.1f s), "
-        "fp8 path %s\n",
+        "fp8 path %s, %s cache records\n",
         prop.name, o.layers, std::min(o.dense_layers, o.layers), mem.weights / 1073741824.0, load_s,
-        o.fp8_path.c_str());
+        o.fp8_path.c_str(), o.fp8_cache ? "FP8" : "bf16");
     if (o.variants.empty()) o.variants.emplace_back(be.kernels(), o.fp8_path);
     std::mt19937 rng(7);
     std::ostringstream js;
     js << "{\n  \"command\": \"" << cmdline << "\",\n  \"date\": \"" << now_utc() << "\",\n  \"card\": \"" << prop.name
        << "\",\n  \"commit\": \"" << o.commit << "\",\n  \"layers\": " << o.layers
-       << ",\n  \"dense_layers\": " << std::min(o.dense_layers, o.layers) << ",\n  \"fp8_path\": \""
+       << ",\n  \"dense_layers\": " << std::min(o.dense_layers, o.layers) << ",\n  \"cache_dtype\": \""
+       << (o.fp8_cache ? "fp8" : "bf16") << "\",\n  \"fp8_path\": \""
        << o.variants[0].second << "\",\n  \"kernels\": \"" << o.variants[0].first
        << "\",\n  \"fast_moe_layers\": " << be.fast_moe_layers() << ",\n  \"bandwidth_ceiling\": " << o.bw
        << ",\n  \"flops_ceiling\": " << o.flops << ",\n  \"weights_bytes\": " << mem.weights << ",\n  \"variants\": [";
     std::string decode0, prefill0;
+    const bool group_default = be.proj_grouping();  // GLM5RT_CUDA_PROJ_GROUP at construction
+    const bool early_default = be.proj_group_early();  // GLM5RT_CUDA_PROJ_GROUP_EARLY
     for (size_t vi = 0; vi < o.variants.size(); ++vi) {
       // KERNELS:FP8PATH[:nosplit][:perseq] (nosplit: fp8_gemm without split-K; perseq: the fast attention
       // kernels launched once per cache, not once over all caches' pools)
       std::string path = o.variants[vi].second;
       bool split = true, batched = true;
+      int group = -1, early = -1;  // grouped attention projections: -1 the backend's defaults (environment)
       for (size_t colon = path.find(':'); colon != std::string::npos; colon = path.find(':')) {
         std::string rest = path.substr(colon + 1);
         path = path.substr(0, colon);
         for (std::stringstream flags(rest); std::getline(flags, rest, ':');) {
           if (rest == "nosplit") split = false;
           else if (rest == "perseq") batched = false;
-          else fail(Status::invalid_argument, "unknown variant flag ", rest, " (nosplit, perseq)");
+          else if (rest == "group") group = 1, early = 0;
+          else if (rest == "groupearly") group = 1, early = 1;
+          else if (rest == "nogroup") group = 0;
+          else
+            fail(Status::invalid_argument, "unknown variant flag ", rest, " (nosplit, perseq, group, groupearly, nogroup)");
         }
       }
       be.set_kernels(o.variants[vi].first);
       be.set_fp8_path(path);
       be.set_fp8_split_k(split);
       be.set_batch_attention(batched);
+      be.set_proj_grouping(group < 0 ? group_default : group == 1);
+      be.set_proj_group_early(early < 0 ? early_default : early == 1);
       std::ostringstream jd, jp;  // this variant's decode and prefill entries
       std::printf(
           "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s, "
-          "split-K %s, attention over several caches %s\n",
+          "split-K %s, attention over several caches %s, grouped attention projections %s\n",
           be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
           o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str(), be.fp8_split_k() ? "on" : "off",
-          be.batch_attention() ? "one launch (batched)" : "one launch per cache");
+          be.batch_attention() ? "one launch (batched)" : "one launch per cache",
+          be.proj_grouping() ? (be.proj_group_early() ? "on, early weights" : "on") : "off");
       std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
       const int ps = 64;
       bool first = true;
@@ -259,7 +284,7 @@ int main(int argc, char** argv) {
           std::vector<std::unique_ptr<CacheStorage>> caches;
           std::vector<std::vector<int32_t>> tables;
           for (int b = 0; b < B; ++b) {
-            caches.push_back(be.create_cache(pages, ps, {}));
+            caches.push_back(be.create_cache(pages, ps, cache_dtypes));
             be.fill_cache_random(*caches.back(), 100 + b);
             std::vector<int32_t> bt(pages);
             for (int p = 0; p < pages; ++p) bt[p] = p;
@@ -315,7 +340,7 @@ int main(int argc, char** argv) {
             be.set_stage_timing(false);
           }
           const double t = median(times);
-          const Floor f = decode_floor(c, B, C);
+          const Floor f = decode_floor(c, B, C, o.fp8_cache);
           const double floor_t = std::max(f.bytes / o.bw, f.flops / o.flops);
           char label[64];
           std::snprintf(label, sizeof label, "decode batch %d ctx %d", B, C);
@@ -344,7 +369,7 @@ int main(int argc, char** argv) {
         }
       if (o.prefill > 0) {
         const int P = o.prefill, pages = (P + ps - 1) / ps;
-        auto cache = be.create_cache(pages, ps, {});
+        auto cache = be.create_cache(pages, ps, cache_dtypes);
         std::vector<int32_t> bt(pages);
         for (int p = 0; p < pages; ++p) bt[p] = p;
         std::vector<int32_t> prompt(P);
@@ -377,6 +402,7 @@ int main(int argc, char** argv) {
       }
       js << (vi ? "," : "") << "\n    {\"kernels\": \"" << be.kernels() << "\", \"fp8_path\": \"" << be.fp8_path()
          << "\", \"split_k\": \"" << (be.fp8_split_k() ? "on" : "off")
+         << "\", \"proj_grouping\": \"" << (be.proj_grouping() ? (be.proj_group_early() ? "early" : "on") : "off")
          << "\", \"decode\": [" << jd.str() << "\n    ], \"prefill\": [" << jp.str() << "\n    ]}";
       if (vi == 0) {
         decode0 = jd.str();

@@ -1,5 +1,8 @@
 // Benchmark of the lightning-indexer kernels (scores + top-k, k = 2048) on an H200 or any CUDA GPU.
-// Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick] [--b1]
+// Usage: bench_indexer OUT.json [--commit SHA] [--command "how it was run"] [--quick] [--b1] [--int8]
+// --int8 (session 3 round 6, alone): batch-1 decode at 1K, 8K, 32K, 128K, launch_indexer and the scores alone
+// with KeyFormat::kFp8 against kInt8 over the very same bytes (the two formats share the 132-byte layout),
+// alternated 4 times in one process, medians; nothing else runs.
 // --b1: batch-1 decode only, contexts 1K, 8K, 32K, 128K, both key formats (round 5: total_old_us / total_cl_us
 // = round-4 scores + register select / + cluster select, alternated 4 times at 8K, plus FP8 batch 32 at 8K;
 // round 4's old-vs-new check:
@@ -406,6 +409,104 @@ Result run_case(const Case& c, double bw_gbps, cudaStream_t stream, std::mt19937
   return res;
 }
 
+// --int8: FP8 (e4m3) against int8 keys and queries over the same bytes, batch-1 decode at one context.
+struct Int8Pair {
+  static constexpr int kRepeats = 4;
+  int context = 0, rotations = 0;
+  double total[2][kRepeats] = {}, scores[2][kRepeats] = {};  // [0] fp8, [1] int8
+  double total_med[2] = {}, scores_med[2] = {};
+};
+
+Int8Pair run_int8_pair(int context, cudaStream_t stream, std::mt19937_64& rng) {
+  const int k = 2048, page_size = 64, rec = ki::kFp8RecordBytes;
+  const int pages_per_seq = (context + page_size - 1) / page_size;
+  const double key_bytes = double(context) * rec;
+  const int rot = std::clamp(static_cast<int>((256e6 + key_bytes - 1) / key_bytes), 1, 512);
+  const int64_t pages = int64_t(rot) * pages_per_seq;
+  uint8_t* cache;
+  CHECK_CUDA(cudaMalloc(&cache, pages * page_size * rec));
+  fill_e4m3<<<4096, 256, 0, stream>>>(cache, pages * page_size * rec, rng());  // finite e4m3; any int8
+  fill_fp8_scales<<<4096, 256, 0, stream>>>(cache, pages, page_size, rng());
+  std::vector<int32_t> perm(pages);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  int32_t *tables, *row_seq, *row_len;
+  CHECK_CUDA(cudaMalloc(&tables, perm.size() * 4));
+  CHECK_CUDA(cudaMemcpy(tables, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+  const int32_t zero = 0;
+  CHECK_CUDA(cudaMalloc(&row_seq, 4));
+  CHECK_CUDA(cudaMalloc(&row_len, 4));
+  CHECK_CUDA(cudaMemcpy(row_seq, &zero, 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(row_len, &context, 4, cudaMemcpyHostToDevice));
+  const size_t q_row = size_t(ki::kHeads) * ki::kHeadDim;
+  uint8_t* q;
+  float *q_scale, *w, *scores;
+  CHECK_CUDA(cudaMalloc(&q, q_row * rot));
+  CHECK_CUDA(cudaMalloc(&q_scale, size_t(ki::kHeads) * rot * 4));
+  CHECK_CUDA(cudaMalloc(&w, size_t(ki::kHeads) * rot * 4));
+  fill_e4m3<<<1024, 256, 0, stream>>>(q, q_row * rot, rng());
+  fill_float<<<256, 256, 0, stream>>>(q_scale, size_t(ki::kHeads) * rot, rng(), 0.001f, 0.003f);
+  fill_float<<<256, 256, 0, stream>>>(w, size_t(ki::kHeads) * rot, rng(), -0.18f, 0.18f);
+  const int64_t stride = ki::indexer_score_stride(context);
+  CHECK_CUDA(cudaMalloc(&scores, stride * 4));
+  int32_t* out;
+  CHECK_CUDA(cudaMalloc(&out, size_t(k) * 4));
+  const size_t ws_bytes = ki::indexer_topk_workspace_bytes(1);
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+  CHECK_CUDA(ki::clear_indexer_topk_workspace(ws, ws_bytes, stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  auto params = [&](int r, ki::KeyFormat fmt) {
+    ki::ScoreParams p;
+    p.rows.num_rows = 1;
+    p.rows.row_seq = row_seq;
+    p.rows.row_len = row_len;
+    p.rows.block_tables = tables + int64_t(r) * pages_per_seq;
+    p.rows.block_table_stride = pages_per_seq;
+    p.rows.page_size = page_size;
+    p.rows.max_row_len = context;
+    p.format = fmt;
+    p.q = q + q_row * r;
+    p.q_scale = q_scale + size_t(ki::kHeads) * r;
+    p.weights = w + size_t(ki::kHeads) * r;
+    p.key_cache = cache;
+    p.scores = scores;
+    p.score_stride = stride;
+    return p;
+  };
+  Int8Pair res;
+  res.context = context;
+  res.rotations = rot;
+  const ki::KeyFormat fmts[2] = {ki::KeyFormat::kFp8, ki::KeyFormat::kInt8};
+  for (int i = 0; i < Int8Pair::kRepeats; ++i)
+    for (int f = 0; f < 2; ++f) {
+      res.total[f][i] = time_graph_us(stream, rot, [&](int r) {
+        CHECK_CUDA(ki::launch_indexer(params(r, fmts[f]), k, out, nullptr, ws, ws_bytes, stream));
+      });
+      res.scores[f][i] = time_graph_us(stream, rot, [&](int r) { CHECK_CUDA(ki::launch_indexer_scores(params(r, fmts[f]), stream)); });
+    }
+  auto median = [](const double* v, int n) {
+    std::vector<double> x(v, v + n);
+    std::sort(x.begin(), x.end());
+    return 0.5 * (x[(n - 1) / 2] + x[n / 2]);
+  };
+  for (int f = 0; f < 2; ++f) {
+    res.total_med[f] = median(res.total[f], Int8Pair::kRepeats);
+    res.scores_med[f] = median(res.scores[f], Int8Pair::kRepeats);
+  }
+  cudaFree(cache);
+  cudaFree(tables);
+  cudaFree(row_seq);
+  cudaFree(row_len);
+  cudaFree(q);
+  cudaFree(q_scale);
+  cudaFree(w);
+  cudaFree(scores);
+  cudaFree(out);
+  cudaFree(ws);
+  return res;
+}
+
 std::string join_us(const double* v, int n) {
   std::string o;
   char buf[32];
@@ -437,12 +538,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string out_path = argv[1], commit = "unknown", command = "bench_indexer";
-  bool quick = false, b1 = false;
+  bool quick = false, b1 = false, int8 = false;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--command") && i + 1 < argc) command = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--b1")) b1 = true;
+    else if (!std::strcmp(argv[i], "--int8")) int8 = true;
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -451,6 +553,42 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(std::random_device{}());
   const double bw = copy_bandwidth_gbps(stream);
   std::printf("device %s, %d SMs, copy bandwidth %.0f GB/s (read + write)\n", prop.name, prop.multiProcessorCount, bw);
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  if (int8) {
+    std::vector<Int8Pair> pairs;
+    for (int ctx : {1024, 8192, 32768, 131072}) pairs.push_back(run_int8_pair(ctx, stream, rng));
+    FILE* f = std::fopen(out_path.c_str(), "w");
+    if (!f) {
+      std::perror(out_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\n  \"benchmark\": \"indexer_int8_vs_fp8\",\n  \"card\": \"%s\",\n  \"sms\": %d,\n  \"date\": \"%s\",\n  \"git_commit\": \"%s\",\n",
+                 json_escape(prop.name).c_str(), prop.multiProcessorCount, date, json_escape(commit).c_str());
+    std::fprintf(f, "  \"command\": \"%s\",\n  \"k\": 2048,\n  \"page_size\": 64,\n  \"batch\": 1,\n  \"copy_bandwidth_GBps\": %.1f,\n  \"cases\": [\n",
+                 json_escape(command).c_str(), bw);
+    std::printf("\nint8 against FP8 keys + queries, batch-1 decode, same bytes, alternated %d times (us, medians; repeats fp8/int8)\n", Int8Pair::kRepeats);
+    std::printf("  %-8s %9s %9s %8s | %10s %10s | %s\n", "context", "fp8 total", "int8 tot", "delta", "fp8 scores", "int8 score", "repeats total fp8/int8");
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const Int8Pair& r = pairs[i];
+      std::printf("  %-8d %9.2f %9.2f %+8.2f | %10.2f %10.2f |", r.context, r.total_med[0], r.total_med[1], r.total_med[1] - r.total_med[0],
+                  r.scores_med[0], r.scores_med[1]);
+      for (int j = 0; j < Int8Pair::kRepeats; ++j) std::printf(" %.2f/%.2f", r.total[0][j], r.total[1][j]);
+      std::printf("\n");
+      std::fprintf(f, "    {\"context\": %d, \"rotations\": %d, \"fp8_total_us\": %.3f, \"int8_total_us\": %.3f, \"fp8_scores_us\": %.3f, "
+                      "\"int8_scores_us\": %.3f, \"fp8_total_repeats_us\": [%s], \"int8_total_repeats_us\": [%s], \"fp8_scores_repeats_us\": [%s], "
+                      "\"int8_scores_repeats_us\": [%s]}%s\n",
+                   r.context, r.rotations, r.total_med[0], r.total_med[1], r.scores_med[0], r.scores_med[1],
+                   join_us(r.total[0], Int8Pair::kRepeats).c_str(), join_us(r.total[1], Int8Pair::kRepeats).c_str(),
+                   join_us(r.scores[0], Int8Pair::kRepeats).c_str(), join_us(r.scores[1], Int8Pair::kRepeats).c_str(),
+                   i + 1 < pairs.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+    std::printf("wrote %s\n", out_path.c_str());
+    return 0;
+  }
 
   std::vector<Case> cases;
   const std::vector<int> contexts = quick ? std::vector<int>{8192}
@@ -512,9 +650,6 @@ int main(int argc, char** argv) {
                   r.c.name.c_str(), v ? "fixed" : "cl", ph[0], ph[1], ph[2], ph[3], ph[4], ph[5], ph[6], ph[7], ph[8], ph[9], v ? r.passes_clf : r.passes_cl);
     }
 
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   FILE* f = std::fopen(out_path.c_str(), "w");
   if (!f) {
     std::perror(out_path.c_str());

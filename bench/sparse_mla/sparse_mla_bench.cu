@@ -81,6 +81,8 @@ struct Result {
   double v5_graph_us;  // round 3's warp-specialized kernel (variant 5; sm_90+: bulk copies for bf16 records)
   int v5_splits;       // the split count the planner gives variant 5
   double v6_graph_us;  // round 5's variant 6 (variant 5 with bulk-copied FP8 records); 0 for bf16 (= variant 5)
+  double v7_graph_us;  // round 6's variant 7 (FP8 records converted in registers); 0 for bf16 (= variant 2)
+  int v7_splits;       // the split count the planner gives variant 7
   // Round 4 (--combine-compare): the automatic kernel with each merge of the split partials, same inputs.
   int auto_combine;            // SparseMlaParams::combine the automatic choice resolves to (0 = no splits)
   double combine_old_us;       // combine = 1: round 3's combine kernel (the old path)
@@ -116,6 +118,12 @@ int main(int argc, char** argv) {
   // timings; JSON "split_sweep" entries carry heads_per_cta, the plan summary is in "results".
   bool plan_sweep = false;
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
+  // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
+  std::vector<int> var_list = {1, 2, 3, 5, 6, 7};
+  // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
+  // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
+  // split model rarely fills.
+  std::vector<int> v7_splits_list;
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -131,6 +139,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--plan-sweep")) plan_sweep = true;
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -138,7 +148,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4]\n",
                    argv[0]);
       return 2;
     }
@@ -229,12 +239,12 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
+                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
                  "\"best_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
                  r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, i + 1 < results.size() ? "," : "");
   }
@@ -387,8 +397,8 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0;
-    int v5_splits = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0;
+    int v5_splits = 0, v7_splits = 0;
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
     const int auto_combine = glm5rt::kernels::sparse_mla_combine_kind(p);
@@ -445,21 +455,40 @@ int main(int argc, char** argv) {
       p.num_splits = 0;
     } else {
       double e;
-      p.kernel_variant = 1;
-      v1_us = time_config(0, &e);
-      p.kernel_variant = 2;
-      v2_us = time_config(0, &e);
-      if (c.H >= 32) {
+      auto want = [&](int v) { return std::find(var_list.begin(), var_list.end(), v) != var_list.end(); };
+      if (want(1)) {
+        p.kernel_variant = 1;
+        v1_us = time_config(0, &e);
+      }
+      if (want(2)) {
+        p.kernel_variant = 2;
+        v2_us = time_config(0, &e);
+      }
+      if (c.H >= 32 && want(3)) {
         p.kernel_variant = 3;
         v3_us = time_config(0, &e);
       }
-      p.kernel_variant = 5;
-      v5_us = time_config(0, &e);
-      p.num_splits = 0;
-      v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
-      if (c.fmt == MlaCacheFormat::kFp8) {
+      if (want(5)) {
+        p.kernel_variant = 5;
+        v5_us = time_config(0, &e);
+        p.num_splits = 0;
+        v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+      }
+      if (c.fmt == MlaCacheFormat::kFp8 && want(6)) {
         p.kernel_variant = 6;
         v6_us = time_config(0, &e);
+      }
+      if (c.fmt == MlaCacheFormat::kFp8 && want(7)) {
+        p.kernel_variant = 7;
+        v7_us = time_config(0, &e);
+        p.num_splits = 0;
+        v7_splits = glm5rt::kernels::sparse_mla_num_splits(p);
+        if (c.T >= 32)
+          for (int sp : v7_splits_list) {
+            sweeps.push_back({c.T, c.H, c.fmt, sp, 0, time_config(sp, &e), 7});
+            std::printf("        v7 T=%d H=%d forced %d splits: %.2f us\n", c.T, c.H, sp, sweeps.back().us);
+          }
+        p.num_splits = 0;
       }
       p.kernel_variant = 0;
     }
@@ -468,7 +497,7 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, auto_combine, comb_us[1], comb_us[2],
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, auto_combine, comb_us[1], comb_us[2],
                        comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us});
     if (plan_sweep) {
     } else if (combine_compare)
@@ -478,9 +507,9 @@ int main(int argc, char** argv) {
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v6 %9.2f\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v6 %9.2f  v7 %9.2f us (%d splits)\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

@@ -65,7 +65,7 @@ int planner_mode(const SparseMlaParams& p) {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 6) return p.kernel_variant;  // 4 is rejected earlier
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 7) return p.kernel_variant;  // 4 is rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
@@ -73,6 +73,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
+  // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
+  // shape of its H200 run (T = 1 / 8 / 128, H = 8 / 16 / 64: 1.04-1.48x over the previous choice below,
+  // which GLM5RT_MLA_PLANNER=1 restores).
+  if (planner_mode(p) == 2) return 7;
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
@@ -90,7 +94,9 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int smem = smem_per_sm();
   const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
   const int by_smem = smem / need;
-  const int by_regs = (hc >= 32 && variant != 3) ? 1 : 2;
+  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring).
+  const bool reg3 = variant == 7 && p.format == MlaCacheFormat::kFp8 && hc == 8;
+  const int by_regs = reg3 ? 3 : (hc >= 32 && variant != 3) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
 }
@@ -121,8 +127,17 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
   int best = effective_splits(p, 1);
   double best_cost = 1e300;
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
-  // Powers of two only: the grid the sweeps measured (and enough resolution for the model).
-  for (int want = 1; want <= max_s; want *= 2) {
+  // Powers of two only: the grid the sweeps measured (and enough resolution for the model). Variant 7's
+  // 8-head FP8 CTAs (three per H200 SM) also try 3 x 2^k, which fills 3 x 132 slots: measured at T=128
+  // H=8, 3 splits 78.4 us against 2 splits 82.2 (round 6); the other variants' plans are unchanged.
+  const bool thirds = hc == 8 && p.format == MlaCacheFormat::kFp8 && kernel_variant(p, hc) == 7;
+  int cands[64];
+  int nc = 0;
+  for (int w = 1; w <= max_s && nc < 32; w *= 2) cands[nc++] = w;
+  if (thirds)
+    for (int w = 3; w <= max_s && nc < 64; w *= 2) cands[nc++] = w;  // after: ties keep the power of two
+  for (int i = 0; i < nc; ++i) {
+    const int want = cands[i];
     const int s = effective_splits(p, want);
     if (s != want && want != 1) continue;  // clamped: the same work as another candidate
     const int tps = (ntiles + s - 1) / s;
@@ -456,7 +471,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 6 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
@@ -501,7 +516,10 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
-  if (variant == 6) {
+  if (variant == 7) {
+    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
+  } else if (variant == 6) {
     err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
   } else if (variant == 5) {

@@ -73,7 +73,10 @@ struct SparseMlaParams {
   // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
   // barriers). Appended in round 5: 6 = variant 5 with FP8 records gathered by one bulk copy per 656-byte
   // record on sm_90+ (the producer warps only dequantize; bf16 records and sm_80: as 5); never chosen
-  // automatically. Same results whichever runs.
+  // automatically. Appended in round 6: 7 = FP8 records converted in registers (no dequantization pass):
+  // raw records in a cp.async ring, each warp turns its own MMA operands into f16 (K, GEMM1, with the
+  // per-128 scale on the partial scores) or bf16 (V, GEMM2, the scale folded into P); bf16 records: as 2;
+  // never chosen automatically. Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
   // pools = nullptr: every row reads `cache` / `num_slots` (as before). Otherwise row t reads the pool

@@ -5,6 +5,7 @@
 
 #include "kernels/attention/sparse_mla_kernel.cuh"
 #include "kernels/attention/sparse_mla_pipe_kernel.cuh"
+#include "kernels/attention/sparse_mla_reg_kernel.cuh"
 #include "kernels/attention/sparse_mla_ws_kernel.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
@@ -21,6 +22,8 @@ cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 6: the warp-specialized kernel with FP8 records gathered by bulk copies (sm_90+).
 cudaError_t launch_ws_fp8_bulk(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+// kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
+cudaError_t launch_reg_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -32,8 +35,12 @@ int smem_of(int hc, bool fp8) {
     default: return fp8 ? Config<32, true>::kSmemBytes : Config<32, false>::kSmemBytes;
   }
 }
+inline int reg_smem_bytes(int hc) {
+  return hc == 8 ? RegCfg<8>::kSmemBytes : hc == 16 ? RegCfg<16>::kSmemBytes : RegCfg<32>::kSmemBytes;
+}
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
+  if (variant == 7) return fp8 ? reg_smem_bytes(hc) : smem_of<PipeCfg>(hc, false);  // bf16 records: variant 2
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
@@ -73,6 +80,21 @@ template <int HC, bool FP8, bool FP8_BULK = false>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   using C = WsCfg<HC, FP8>;
   auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <int HC>
+cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
+  using C = RegCfg<HC>;
+  auto kernel = sparse_mla_reg_kernel<HC>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);

@@ -248,6 +248,30 @@ __global__ void fill_kernel(void* out, int32_t kind, int64_t n, uint64_t seed, f
   }
 }
 
+// Random FP8 cache records, one 32-bit word per thread: each period of period_bytes starts with fp8_bytes
+// of e4m3 values (uniform in +-448), then f32_bytes of float32 scales (uniform in [0.5, 1.5] / 448, so a
+// dequantized value lies in +-1.5), then bf16 values in +-1 up to the period's end (all multiples of 4).
+__global__ void fill_records_kernel(uint32_t* out, int64_t words, int32_t period_bytes, int32_t fp8_bytes,
+                                    int32_t f32_bytes, uint64_t seed) {
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < words;
+       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t o = static_cast<int32_t>((w * 4) % period_bytes);
+    uint32_t v = 0;
+    if (o < fp8_bytes) {
+      for (int b = 0; b < 4; ++b)
+        v |= static_cast<uint32_t>(detail::float_to_e4m3(-448.0f + 896.0f * hash_uniform(seed, 4 * w + b))) << (8 * b);
+    } else if (o < fp8_bytes + f32_bytes) {
+      v = __float_as_uint((0.5f + hash_uniform(seed, 4 * w)) / 448.0f);
+    } else {
+      for (int b = 0; b < 2; ++b) {
+        const __nv_bfloat16 h = __float2bfloat16(-1.0f + 2.0f * hash_uniform(seed, 4 * w + b));
+        v |= static_cast<uint32_t>(__bfloat16_as_ushort(h)) << (16 * b);
+      }
+    }
+    out[w] = v;
+  }
+}
+
 int grid_for(int64_t total, int threads) {
   const int64_t b = (total + threads - 1) / threads;
   return static_cast<int>(b < 65536 ? (b > 0 ? b : 1) : 65536);
@@ -331,6 +355,17 @@ cudaError_t launch_fill_random_bf16(__nv_bfloat16* out, int64_t n, uint64_t seed
 }
 cudaError_t launch_fill_random_f32(float* out, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
   fill_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, 0, n, seed, lo, hi);
+  return cudaGetLastError();
+}
+cudaError_t launch_fill_random_records(void* out, int64_t bytes, int32_t period_bytes, int32_t fp8_bytes,
+                                       int32_t f32_bytes, uint64_t seed, cudaStream_t stream) {
+  if (bytes <= 0) return cudaSuccess;
+  if (period_bytes <= 0 || period_bytes % 4 || fp8_bytes % 4 || f32_bytes % 4 || bytes % period_bytes ||
+      fp8_bytes + f32_bytes > period_bytes || (reinterpret_cast<uintptr_t>(out) & 3u))
+    return cudaErrorInvalidValue;
+  const int64_t words = bytes / 4;
+  fill_records_kernel<<<grid_for(words, 256), 256, 0, stream>>>(static_cast<uint32_t*>(out), words, period_bytes,
+                                                                fp8_bytes, f32_bytes, seed);
   return cudaGetLastError();
 }
 cudaError_t launch_fill_random_fp8(uint8_t* out, int64_t n, uint64_t seed, float amplitude, cudaStream_t stream) {

@@ -220,5 +220,10 @@ cudaError_t launch_argmax_rows(const float* logits, int32_t rows, int32_t n, int
 cudaError_t launch_fill_random_bf16(__nv_bfloat16* out, int64_t n, uint64_t seed, float amplitude, cudaStream_t stream);
 cudaError_t launch_fill_random_f32(float* out, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream);
 cudaError_t launch_fill_random_fp8(uint8_t* out, int64_t n, uint64_t seed, float amplitude, cudaStream_t stream);
+// Random FP8 cache records (benchmarks): bytes / period_bytes periods of [fp8_bytes of e4m3 values in +-448]
+// [f32_bytes of float32 scales in [0.5, 1.5] / 448][bf16 values in +-1 to the period's end]; all sizes
+// multiples of 4 (a 656-byte latent record: 512 / 16 / 128; an indexer-key page: ps * 128 / ps * 4 / 0).
+cudaError_t launch_fill_random_records(void* out, int64_t bytes, int32_t period_bytes, int32_t fp8_bytes,
+                                       int32_t f32_bytes, uint64_t seed, cudaStream_t stream);
 
 }  // namespace glm5k

@@ -29,11 +29,14 @@ cudaError_t device_cc(int& cc) {
 }
 
 // DEPTH: K blocks (64 B per lane each) of weights in the register ring of the decode kernel.
+// Unequal parts or strided weights: the GENERAL instantiations of the decode kernels.
+bool general_form(const Fp8GemmParams& p) { return p.varied_parts || p.ldw != 0 || p.ld_wscale != 0; }
+
 template <int NT, int DEPTH = 2>
 cudaError_t launch_decode(const Fp8GemmParams& p, cudaStream_t stream) {
   const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
-  return detail::launch(detail::fp8_gemm_decode_kernel<NT, DEPTH>, grid, dim3(detail::kDecodeThreads), 0,
-                        stream, p.pdl, p);
+  auto kernel = general_form(p) ? detail::fp8_gemm_decode_kernel<NT, DEPTH, true> : detail::fp8_gemm_decode_kernel<NT, DEPTH>;
+  return detail::launch(kernel, grid, dim3(detail::kDecodeThreads), 0, stream, p.pdl, p);
 }
 
 // Blocks of `kernel` resident at once on the whole current device (blocks per SM x SMs) for the given
@@ -89,6 +92,7 @@ template <int DEPTH>
 void (*decode_async_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams) {
   if (p.swiglu_gate_up) return detail::fp8_gemm_decode_async_kernel<DEPTH, true, true>;
   if (p.combine_counters) return detail::fp8_gemm_decode_async_kernel<DEPTH, true>;
+  if (general_form(p)) return detail::fp8_gemm_decode_async_kernel<DEPTH, false, false, true>;
   return detail::fp8_gemm_decode_async_kernel<DEPTH>;
 }
 template <int DEPTH>
@@ -212,10 +216,27 @@ cudaError_t launch_prefill(const Fp8GemmParams& p, cudaStream_t stream) {
 cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   Fp8GemmParams p = in;
   if (p.num_parts < 1) return cudaErrorInvalidValue;
+  if (p.varied_parts) {
+    // Unequal parts: boundaries inside n on 64-row decode blocks, the last one n (part_rows unused).
+    if (p.num_parts > kFp8MaxVariedParts || p.part_begin[0] != 0 || p.part_begin[p.num_parts] != p.n)
+      return cudaErrorInvalidValue;
+    for (int i = 1; i <= p.num_parts; ++i)
+      if (p.part_begin[i] <= p.part_begin[i - 1] || (i < p.num_parts && p.part_begin[i] % detail::kDecodeRows != 0))
+        return cudaErrorInvalidValue;
+    p.part_rows = p.n;
+  }
   if (p.part_rows == 0 && p.num_parts == 1) p.part_rows = p.n;
   if (p.n < 2 || p.n % 2 != 0 || p.k <= 0 || p.k % kFp8Block != 0 || p.max_rows < 0 || p.num_groups < 1)
     return cudaErrorInvalidValue;
-  if (p.num_parts > 1 && (p.part_rows % kFp8Block != 0 || static_cast<long long>(p.part_rows) * p.num_parts < p.n))
+  if (p.num_parts > 1 && !p.varied_parts &&
+      (p.part_rows % kFp8Block != 0 || static_cast<long long>(p.part_rows) * p.num_parts < p.n))
+    return cudaErrorInvalidValue;
+  // Strided weights (a K slice of a wider tensor): 16-byte aligned rows at least k wide.
+  if (p.ldw != 0 && (p.ldw < p.k || p.ldw % 16 != 0)) return cudaErrorInvalidValue;
+  if (p.ld_wscale != 0 && p.ld_wscale < p.k / kFp8Block) return cudaErrorInvalidValue;
+  const bool decode_only = p.varied_parts || p.ldw != 0 || p.ld_wscale != 0;
+  if (decode_only && (p.pre_wait_prefetch_kblocks > 0 || p.combine_counters || p.swiglu_gate_up ||
+                      p.path == Fp8GemmPath::prefill))
     return cudaErrorInvalidValue;
   if (p.part_rows <= 0) return cudaErrorInvalidValue;
   if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
@@ -255,6 +276,7 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   // Decode streams each group's weights once per pass of up to 32 rows; prefill pays for padding rows
   // in 64-row tiles but runs the tensor cores from shared memory. The crossover is a measured guess.
   if (path == Fp8GemmPath::automatic) path = expected <= 8 ? Fp8GemmPath::decode : Fp8GemmPath::prefill;
+  if (decode_only && path != Fp8GemmPath::decode) return cudaErrorInvalidValue;  // the prefill kernel has neither
 
   if (path == Fp8GemmPath::decode) {
     if (p.group_offsets && p.max_active > 65535) return cudaErrorInvalidValue;
@@ -266,7 +288,8 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
     const bool async_ring = expected <= 4 && (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0));
     // The fused combine exists only in the cp.async kernel.
     if ((p.combine_counters || p.swiglu_gate_up) && !async_ring) return cudaErrorInvalidValue;
-    if (async_ring && p.decode_balanced && !p.swiglu_gate_up) {
+    // The balanced form has neither unequal parts nor strided weights: those keep the grid form.
+    if (async_ring && p.decode_balanced && !p.swiglu_gate_up && !general_form(p)) {
       if (!p.balanced_counters) return cudaErrorInvalidValue;
       int sms = 0;
       if (cudaError_t e = device_sms(sms); e != cudaSuccess) return e;

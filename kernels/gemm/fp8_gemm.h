@@ -34,6 +34,7 @@ constexpr int kFp8PrefillTileRows = 64;  // default rows per prefill tile (64 or
 constexpr int kFp8BalancedMaxSms = 256;
 constexpr int kFp8BalancedSmidTable = 512;
 constexpr int kFp8BalancedWords = kFp8BalancedMaxSms + 2 + kFp8BalancedSmidTable + 6;
+constexpr int kFp8MaxVariedParts = 8;    // Fp8GemmParams::part_begin has kFp8MaxVariedParts + 1 entries
 
 enum class Fp8GemmPath { automatic, decode, prefill };
 
@@ -54,6 +55,20 @@ struct Fp8GemmParams {
   const float* const* w_scale = nullptr;
   int num_parts = 1;
   int part_rows = 0;  // rows per part (multiple of 128 when num_parts > 1); 0 means n
+  // Parts of unequal size (decode path only; e.g. several dense projections that read the same A run as
+  // ONE launch: q_a | kv_a | indexer wk | weights_proj): when varied_parts is set, part p covers output
+  // columns [part_begin[p], part_begin[p + 1]), part_begin[0] = 0, every boundary but the last a
+  // multiple of 64 (a decode block of 64 rows never straddles two parts), part_begin[num_parts] = n,
+  // num_parts <= kFp8MaxVariedParts. part_rows is ignored then. Each part's scale_inv rows count from
+  // the part's own first row, as in a checkpoint tensor.
+  bool varied_parts = false;
+  int part_begin[9] = {};
+  // Weight row stride in bytes (0: k) and scale_inv row stride in floats (0: k / 128): W and its scales
+  // may be a K slice of a wider checkpoint tensor (split-K without a copy of the weights: slice s of a
+  // [n, K] weight is W + s * k, its scales WS + s * k / 128, with ldw = K, ld_wscale = K / 128).
+  // Decode path only.
+  int ldw = 0;
+  int ld_wscale = 0;
 
   // Output bf16 [rows, n], row stride ldc elements.
   __nv_bfloat16* c = nullptr;
@@ -168,6 +183,24 @@ struct Fp8GemmParams {
 // Checks the parameters and launches on `stream`. No host synchronisation. Returns cudaErrorInvalidValue
 // for bad parameters and cudaErrorNotSupported on GPUs without FP8 mma (below compute capability 8.9).
 cudaError_t fp8_gemm(const Fp8GemmParams& p, cudaStream_t stream);
+
+// Sums the split-K partials of fp8_gemm into float32 and scatters the columns of each part to its own
+// output: in bf16 [slices * rows, n] (row s * rows + r = slice s of row r, row stride ld_in elements),
+// out[p] float32 [rows, part_begin[p + 1] - part_begin[p]] (dense rows). slices = 1: a plain widening.
+// Summation in slice order 0, 1, .. (as the backend's sum of slices). part_begin as in Fp8GemmParams
+// (boundaries multiples of 8 here; n multiple of 8), outputs and input 16-byte aligned. PDL as fp8_gemm.
+struct Fp8SplitReduceParams {
+  const __nv_bfloat16* in = nullptr;
+  int ld_in = 0;
+  int slices = 1;
+  int rows = 0;
+  int n = 0;
+  int num_parts = 1;
+  int part_begin[9] = {};
+  float* out[8] = {};
+  bool pdl = false;
+};
+cudaError_t fp8_split_reduce(const Fp8SplitReduceParams& p, cudaStream_t stream);
 
 // Per-token-group quantisation: x bf16 [rows, k] (row stride ldx) -> q e4m3 [rows, k] (stride ldq) and
 // scale [rows, k/128] (stride ld_scale); scale = max(amax, 1e-10) / 448, q = rn_satfinite(x / scale).

@@ -38,8 +38,33 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// The part (Fp8GemmParams::num_parts / varied_parts) that holds output column n_block, its first output
+// column and its rows. The varied form walks part_begin with constant indices (kernel parameters, no
+// local-memory copy).
+struct DecodePart {
+  int part, first, rows;
+};
+// GENERAL: the kernel instantiation for unequal parts and strided weights (Fp8GemmParams::varied_parts,
+// ldw, ld_wscale); the others keep the plain equal-parts code (and its register allocation).
+template <bool GENERAL>
+__device__ __forceinline__ DecodePart decode_part_of(const Fp8GemmParams& p, int n_block) {
+  if (!GENERAL || !p.varied_parts) {
+    const int part = n_block / p.part_rows;
+    return {part, part * p.part_rows, min(p.part_rows, p.n - part * p.part_rows)};
+  }
+  int part = 0, first = 0, end = p.part_begin[1];
+#pragma unroll
+  for (int i = 1; i < kFp8MaxVariedParts; ++i)
+    if (i < p.num_parts && n_block >= p.part_begin[i]) {
+      part = i;
+      first = p.part_begin[i];
+      end = p.part_begin[i + 1];
+    }
+  return {part, first, end - first};
+}
+
 // NT: token tiles of 8 per pass (rows of A held at once); DEPTH: K blocks of weights in flight per lane.
-template <int NT, int DEPTH>
+template <int NT, int DEPTH, bool GENERAL = false>
 __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>())
     fp8_gemm_decode_kernel(const Fp8GemmParams p) {
 #if GLM5RT_HAS_FP8_MMA
@@ -54,24 +79,26 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>()
   }
   if (rows <= 0) return;
   const int n_block = blockIdx.x * kDecodeRows;
-  const int part = n_block / p.part_rows;
-  const int n_in_part = n_block - part * p.part_rows;
-  const int part_valid_rows = min(p.part_rows, p.n - part * p.part_rows);
+  const DecodePart dp = decode_part_of<GENERAL>(p, n_block);
+  const int part = dp.part;
+  const int n_in_part = n_block - dp.first;
+  const int part_valid_rows = dp.rows;
   const int warp_row = n_in_part + warp * 16;  // first weight row (within the part) of this warp
   if (warp_row >= part_valid_rows) return;     // no block-level synchronisation below: safe to leave
   const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
   const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
   const int kblocks = p.k / kFp8Block;
-  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * kblocks;
+  const int ldw = GENERAL && p.ldw ? p.ldw : p.k;  // a K slice of a wider weight: its row stride
+  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * (GENERAL && p.ld_wscale ? p.ld_wscale : kblocks);
 
   const int gq = lane / 4, c = lane % 4;
   const int r_lo = warp_row + gq, r_hi = r_lo + 8;
   const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
   // One 64-bit base and two 32-bit offsets (rows past the end read row warp_row, never stored): fewer
   // registers, so that more warps fit on an SM.
-  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * p.k + c * 16;
-  const int off_lo = ok_lo ? gq * p.k : 0, off_hi = ok_hi ? (gq + 8) * p.k : 0;
-  const int n_lo = part * p.part_rows + r_lo;  // output column of c0/c1 (c2/c3: n_lo + 8)
+  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * ldw + c * 16;
+  const int off_lo = ok_lo ? gq * ldw : 0, off_hi = ok_hi ? (gq + 8) * ldw : 0;
+  const int n_lo = dp.first + r_lo;  // output column of c0/c1 (c2/c3: n_lo + 8)
   const uint8_t* a_base = p.a + c * 16;
 
   for (int tok0 = 0; tok0 < rows; tok0 += NT * 8) {

@@ -100,7 +100,8 @@ __device__ __forceinline__ void decode_pre_wait_prefetch(const Fp8GemmParams& p)
 }
 
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
-template <int DEPTH, bool COMBINE = false, bool SWIGLU = false>
+// GENERAL: unequal parts / strided weights (decode_part_of).
+template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false>
 __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
 #if GLM5RT_HAS_FP8_MMA
   // With group_info_ready the group metadata and the weights were complete before the previous kernel
@@ -135,22 +136,24 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   }
   if (rows <= 0) return;
   const int n_block = blockIdx.x * kDecodeRows;
-  const int part = n_block / p.part_rows;
-  const int n_in_part = n_block - part * p.part_rows;
-  const int part_valid_rows = min(p.part_rows, p.n - part * p.part_rows);
+  const DecodePart dp = decode_part_of<GENERAL>(p, n_block);
+  const int part = dp.part;
+  const int n_in_part = n_block - dp.first;
+  const int part_valid_rows = dp.rows;
   const int warp_row = n_in_part + warp * 16;
   if (warp_row >= part_valid_rows) return;  // no block-level synchronisation below: safe to leave
   const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
   const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
   const int kblocks = p.k / kFp8Block;
-  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * kblocks;
+  const int ldw = GENERAL && p.ldw ? p.ldw : p.k;  // a K slice of a wider weight: its row stride
+  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * (GENERAL && p.ld_wscale ? p.ld_wscale : kblocks);
 
   const int gq = lane / 4, c = lane % 4;
   const int r_lo = warp_row + gq, r_hi = r_lo + 8;
   const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
-  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * p.k + c * 16;
-  const int off_lo = ok_lo ? gq * p.k : 0, off_hi = ok_hi ? (gq + 8) * p.k : 0;
-  const int n_lo = part * p.part_rows + r_lo;
+  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * ldw + c * 16;
+  const int off_lo = ok_lo ? gq * ldw : 0, off_hi = ok_hi ? (gq + 8) * ldw : 0;
+  const int n_lo = dp.first + r_lo;
   const uint8_t* a_base = p.a + c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
 
@@ -299,7 +302,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     // *num_active groups' warps for these columns combines them (threadFenceReduction pattern).
     __threadfence();
     __syncwarp();
-    const int col0 = part * p.part_rows + warp_row;
+    const int col0 = (GENERAL ? dp.first : part * p.part_rows) + warp_row;
     int last = 0;
     if (lane == 0) {
       int* counter = p.combine_counters + col0 / 16;

@@ -36,9 +36,11 @@ __host__ __device__ inline uint64_t rank_key(uint32_t score_key, uint32_t pos) {
   return (static_cast<uint64_t>(score_key) << 32) | static_cast<uint32_t>(~pos);
 }
 
+#ifdef __CUDACC__  // device code only: lets host C++ (tests/gpu/*.cpp) include the order helpers above
 __device__ inline int32_t slot_of(const RowLayout& rows, int seq, int pos) {
   const int page = __ldg(rows.block_tables + static_cast<int64_t>(seq) * rows.block_table_stride + pos / rows.page_size);
   return page * rows.page_size + pos % rows.page_size;
 }
+#endif
 
 }  // namespace glm5rt::kernels::indexer::detail

@@ -16,6 +16,12 @@
 //          >= 0, the amax/448 convention); keys use the paged 132-byte-per-token layout of DeepGEMM/vLLM:
 //          a page of page_size tokens is page_size * 132 bytes, first the page_size 128-byte e4m3 vectors
 //          (token-major), then page_size float32 scales. Dequantized key = e4m3 value * scale.
+//   kInt8: (appended, session 3 round 6) as kFp8 but the 128 bytes of q and of each key are int8, scales
+//          amax/127 (q_scale [T][32]; the key page's float32 scales): dequantized value = int8 * scale. The
+//          same 132 bytes per key; mma.sync m16n8k32 s8 with exact int32 sums. Why: e4m3's 3 mantissa bits
+//          cap recall of the float32 top-k at 0.967-0.986 (0.976-0.990 with bf16 queries), int8 reaches
+//          0.992-0.997 on random data and on a fixture model (docs/PERFORMANCE.md, "Which formats can reach
+//          0.99"). Not the DeepGEMM / vLLM e4m3 record: a cache written in one format is read in that format.
 // weights w [T][32] are float32, already multiplied by 32^-0.5 (GLM5.md).
 //
 // Launchers return cudaError_t (argument errors: cudaErrorInvalidValue), never synchronise the host and
@@ -34,7 +40,7 @@ inline constexpr int kMaxTopK = 4096;
 inline constexpr int kBf16RecordBytes = 256;
 inline constexpr int kFp8RecordBytes = 132;  // 128 e4m3 + one float32 scale, split layout per page
 
-enum class KeyFormat : int { kBf16 = 0, kFp8 = 1 };
+enum class KeyFormat : int { kBf16 = 0, kFp8 = 1, kInt8 = 2 };
 
 // Where each row's keys live: row t belongs to sequence row_seq[t], whose key j sits in page
 // block_tables[row_seq[t] * block_table_stride + j / page_size] at offset j % page_size.
@@ -58,8 +64,8 @@ struct KeyPool {
 struct ScoreParams {
   RowLayout rows;
   KeyFormat format = KeyFormat::kFp8;
-  const void* q = nullptr;           // [T][32][128] bf16 or e4m3, 16-byte aligned
-  const float* q_scale = nullptr;    // kFp8 only: [T][32]
+  const void* q = nullptr;           // [T][32][128] bf16, e4m3 or int8, 16-byte aligned
+  const float* q_scale = nullptr;    // kFp8 and kInt8 only: [T][32]
   const float* weights = nullptr;    // [T][32]
   const void* key_cache = nullptr;   // 16-byte aligned
   float* scores = nullptr;           // out [T][score_stride]; entries j < row_len[t] are written

@@ -1,5 +1,6 @@
 // Indexer scores on the tensor cores, mma.sync only (SM120 has no wgmma): bf16 m16n8k16, and FP8 e4m3
-// m16n8k32 on sm_89+ (sm_80 converts the same e4m3 fragments to f16 and runs m16n8k16 twice).
+// m16n8k32 on sm_89+ (sm_80 converts the same e4m3 fragments to f16 and runs m16n8k16 twice), and int8
+// m16n8k32 s8 with int32 accumulators (every arch; same 8-bit fragment layout as e4m3, so the same loads).
 //
 // The product is computed transposed: keys are the MMA's M (rows of A), heads its N (B), the 128 dims
 // its K. Then each thread's accumulators hold 2 keys x 8 heads, the weighted relu sum over heads is a
@@ -19,6 +20,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace glm5rt::kernels::indexer {
 namespace {
@@ -35,6 +37,15 @@ struct Format<KeyFormat::kFp8> {
   static constexpr int kHeadBytes = kHeadDim;
   static constexpr int kChunksPerThread = 2;
 };
+template <>
+struct Format<KeyFormat::kInt8> : Format<KeyFormat::kFp8> {};  // same bytes, same 132-byte page layout
+
+// Formats whose q carries one float scale per (token, head) and whose keys use the 132-byte page layout.
+template <KeyFormat F>
+inline constexpr bool kScaled = F != KeyFormat::kBf16;
+// int8 accumulates exactly in int32 (|sum| <= 128 * 127^2 < 2^24, so the conversion to float is exact too).
+template <KeyFormat F>
+using Acc = std::conditional_t<F == KeyFormat::kInt8, int, float>;
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -81,11 +92,22 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
 #endif
 }
 
+// One m16n8k32 s8 step (native from sm_80 on, sm_90 included, where ptxas emulates the e4m3 one).
+__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                       uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 template <KeyFormat F>
-__device__ __forceinline__ void mma_step(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+__device__ __forceinline__ void mma_step(Acc<F> (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
   if constexpr (F == KeyFormat::kBf16)
     mma_bf16(d, a0, a1, a2, a3, b0, b1);
+  else if constexpr (F == KeyFormat::kInt8)
+    mma_s8(d, a0, a1, a2, a3, b0, b1);
   else
     mma_e4m3(d, a0, a1, a2, a3, b0, b1);
 }
@@ -263,7 +285,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int idx = threadIdx.x + i * kThreads, row = row0 + idx / kHeads, h = idx % kHeads;
       const bool ok = idx < kRows * kHeads && row < rows.num_rows;
       wv[i] = ok ? __ldg(p.weights + static_cast<int64_t>(row) * kHeads + h) : 0.f;
-      sv[i] = (ok && F == KeyFormat::kFp8) ? __ldg(p.q_scale + static_cast<int64_t>(row) * kHeads + h) : 1.f;
+      sv[i] = (ok && kScaled<F>) ? __ldg(p.q_scale + static_cast<int64_t>(row) * kHeads + h) : 1.f;
     }
     if constexpr (kPrefetch && kMode == kPlain) {  // the split path's histogram scores (32K+) keep round 3's order
       if (p.seq_pools == nullptr && row0 < rows.num_rows) {
@@ -297,7 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int idx = threadIdx.x + i * kThreads;
       if (idx < kRows * kHeads) {
         float w = wv[i] * inv_sqrt_d;  // the same operations in the same order as below: identical scores
-        if constexpr (F == KeyFormat::kFp8) w *= sv[i];
+        if constexpr (kScaled<F>) w *= sv[i];
         w_smem[idx / kHeads][idx % kHeads] = w;
       }
     }
@@ -309,7 +331,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       float w = 0.f;
       if (row < rows.num_rows) {
         w = p.weights[static_cast<int64_t>(row) * kHeads + h] * inv_sqrt_d;
-        if constexpr (F == KeyFormat::kFp8) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
+        if constexpr (kScaled<F>) w *= p.q_scale[static_cast<int64_t>(row) * kHeads + h];
       }
       w_smem[r][h] = w;
     }
@@ -389,13 +411,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int st = 0; st < kSub; ++st) {
         const int key0 = warp_key0 + st * 32;
         if (key0 >= len) break;  // warp-uniform
-        float acc[2][4][4];
+        Acc<F> acc[2][4][4];
 #pragma unroll
         for (int m = 0; m < 2; ++m)
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0.f;
+            for (int i = 0; i < 4; ++i) acc[m][nt][i] = 0;
         const uint8_t* qrow = q_smem + r * kRowQBytes;
 #pragma unroll
         for (int pp = 0; pp < Fmt::kChunksPerThread; ++pp)
@@ -421,8 +443,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt) {
               const int h = nt * 8 + 2 * c;
-              s += w_smem[r][h] * fmaxf(acc[m][nt][2 * half] * ks[st][m][half], 0.f);
-              s += w_smem[r][h + 1] * fmaxf(acc[m][nt][2 * half + 1] * ks[st][m][half], 0.f);
+              s += w_smem[r][h] * fmaxf(static_cast<float>(acc[m][nt][2 * half]) * ks[st][m][half], 0.f);
+              s += w_smem[r][h + 1] * fmaxf(static_cast<float>(acc[m][nt][2 * half + 1]) * ks[st][m][half], 0.f);
             }
             s += __shfl_xor_sync(0xffffffffu, s, 1);
             s += __shfl_xor_sync(0xffffffffu, s, 2);
@@ -527,7 +549,7 @@ cudaError_t check_scores(const ScoreParams& p) {
       !p.scores)
     return cudaErrorInvalidValue;
   if (!aligned16(p.q) || (!multi && !aligned16(p.key_cache)) || p.score_stride < rows.max_row_len) return cudaErrorInvalidValue;
-  if (p.format == KeyFormat::kFp8) {
+  if (p.format == KeyFormat::kFp8 || p.format == KeyFormat::kInt8) {
     // Page bases must stay 16-byte aligned for the vector loads: page_size * 132 % 16 == 0.
     if (!p.q_scale || (static_cast<int64_t>(rows.page_size) * kFp8RecordBytes) % 16 != 0) return cudaErrorInvalidValue;
   } else if (p.format != KeyFormat::kBf16) {
@@ -540,8 +562,9 @@ cudaError_t launch_scores_with_histogram(const ScoreParams& p, int k, void* work
   TailArgs tx;
   tx.k = k;
   tx.workspace = workspace;
-  return p.format == KeyFormat::kFp8 ? launch_scores<KeyFormat::kFp8, 4, 1, 1, kHistogram>(p, stream, tx)
-                                     : launch_scores<KeyFormat::kBf16, 4, 1, 1, kHistogram>(p, stream, tx);
+  return p.format == KeyFormat::kFp8    ? launch_scores<KeyFormat::kFp8, 4, 1, 1, kHistogram>(p, stream, tx)
+         : p.format == KeyFormat::kInt8 ? launch_scores<KeyFormat::kInt8, 4, 1, 1, kHistogram>(p, stream, tx)
+                                        : launch_scores<KeyFormat::kBf16, 4, 1, 1, kHistogram>(p, stream, tx);
 }
 
 cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots, float* out_scores, void* workspace,
@@ -551,7 +574,9 @@ cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots,
   tx.out_slots = out_slots;
   tx.out_scores = out_scores;
   tx.workspace = workspace;
-  return p.format == KeyFormat::kFp8 ? launch_fused<KeyFormat::kFp8>(p, tx, stream) : launch_fused<KeyFormat::kBf16>(p, tx, stream);
+  return p.format == KeyFormat::kFp8    ? launch_fused<KeyFormat::kFp8>(p, tx, stream)
+         : p.format == KeyFormat::kInt8 ? launch_fused<KeyFormat::kInt8>(p, tx, stream)
+                                        : launch_fused<KeyFormat::kBf16>(p, tx, stream);
 }
 
 }  // namespace detail
@@ -567,6 +592,9 @@ cudaError_t launch_indexer_scores(const ScoreParams& p, cudaStream_t stream) {
     return rows.num_rows >= 256 ? launch_scores<KeyFormat::kFp8, 8, 8, 1>(p, stream)
                                 : launch_scores<KeyFormat::kFp8, 4, 1, 1>(p, stream);
   }
+  if (p.format == KeyFormat::kInt8)  // the FP8 configuration: same bytes per key and per q row
+    return rows.num_rows >= 256 ? launch_scores<KeyFormat::kInt8, 8, 8, 1>(p, stream)
+                                : launch_scores<KeyFormat::kInt8, 4, 1, 1>(p, stream);
   return rows.num_rows >= 256 ? launch_scores<KeyFormat::kBf16, 8, 4, 1>(p, stream)
                               : launch_scores<KeyFormat::kBf16, 4, 1, 1>(p, stream);
 }

@@ -86,6 +86,18 @@ struct ForwardProbe {
   // (near-ties of the router flip under bf16 upstream). The CPU backend ignores it.
   std::vector<std::vector<int32_t>> force_experts;
   std::vector<std::vector<float>> force_expert_weights;
+  // Opt-in (tests of the indexer kernels on a real model's indexer): when report_indexer_inputs is true,
+  // for every layer that runs its own indexer (where topk[L] is filled; empty for the others), the
+  // indexer's inputs:
+  //   indexer_q[L] rows x index_n_heads x index_head_dim: the query after its rope, as the score uses it;
+  //   indexer_k[L] rows x index_head_dim: the key each row wrote to the cache (after LayerNorm and rope);
+  //   indexer_w[L] rows x index_n_heads: the head weights with every scale folded in (weights_proj(h) *
+  //   index_n_heads^-0.5 * index_head_dim^-0.5), so that the score of row t against position s is
+  //   sum_h indexer_w[t][h] * relu(indexer_q[t][h] . indexer_k[s]) (equal to the CPU's own score up to
+  //   float32 rounding of the reassociated scale).
+  // Left untouched when the flag is false. The CPU backend fills them; the CUDA backend ignores the flag.
+  bool report_indexer_inputs = false;
+  std::vector<std::vector<float>> indexer_q, indexer_k, indexer_w;
 };
 
 // Record formats of a cache, GLM5RT_DTYPE_* codes (AUTO: the backend's default: float32 on the CPU,

@@ -40,8 +40,14 @@ inline float from_e4m3(uint8_t b) {
   return __half2float(__half(h));
 }
 
+// int8 round to nearest even, saturating at +-127 (the kInt8 format's rule; -128 is never produced).
+inline int8_t to_int8(float v) {
+  const float r = std::nearbyint(std::min(std::max(v, -127.f), 127.f));  // default rounding mode: to even
+  return static_cast<int8_t>(r);
+}
+
 // Quantizes one 128-vector; returns the dequantized values (what the kernel sees) and the bytes.
-// FP8 uses one scale per vector, amax / 448 (1 when the vector is zero).
+// FP8 uses one scale per vector, amax / 448, int8 amax / 127 (1 when the vector is zero).
 inline float quantize_vec(const float* x, KeyFormat fmt, uint8_t* bytes, float* deq) {
   if (fmt == KeyFormat::kBf16) {
     for (int i = 0; i < ki::kHeadDim; ++i) {
@@ -53,12 +59,42 @@ inline float quantize_vec(const float* x, KeyFormat fmt, uint8_t* bytes, float* 
   }
   float amax = 0.f;
   for (int i = 0; i < ki::kHeadDim; ++i) amax = std::max(amax, std::fabs(x[i]));
+  if (fmt == KeyFormat::kInt8) {
+    const float scale = amax > 0.f ? amax / 127.f : 1.f;
+    for (int i = 0; i < ki::kHeadDim; ++i) {
+      const int8_t v = to_int8(x[i] / scale);
+      std::memcpy(bytes + i, &v, 1);
+      deq[i] = static_cast<float>(v) * scale;
+    }
+    return scale;
+  }
   const float scale = amax > 0.f ? amax / 448.f : 1.f;
   for (int i = 0; i < ki::kHeadDim; ++i) {
     bytes[i] = to_e4m3(x[i] / scale);
     deq[i] = from_e4m3(bytes[i]) * scale;
   }
   return scale;
+}
+
+inline int64_t page_bytes(KeyFormat fmt, int page_size) {
+  return static_cast<int64_t>(page_size) * (fmt == KeyFormat::kBf16 ? ki::kBf16RecordBytes : ki::kFp8RecordBytes);
+}
+
+// Writes one 128-value key into its record at (page, offset) of a paged key cache (`cache` = the bytes of
+// all pages) in the format's layout (indexer_params.hpp): bf16 256-byte records, or the FP8 page layout
+// (page_size 128-byte e4m3 or int8 vectors, then page_size float32 scales). deq receives what the kernel
+// reads.
+inline void store_key(uint8_t* cache, KeyFormat fmt, int page_size, int64_t page, int offset, const float* key,
+                      float* deq) {
+  uint8_t bytes[ki::kBf16RecordBytes];
+  const float scale = quantize_vec(key, fmt, bytes, deq);
+  uint8_t* base = cache + page * page_bytes(fmt, page_size);
+  if (fmt == KeyFormat::kBf16) {
+    std::memcpy(base + static_cast<int64_t>(offset) * ki::kBf16RecordBytes, bytes, ki::kBf16RecordBytes);
+  } else {
+    std::memcpy(base + static_cast<int64_t>(offset) * ki::kHeadDim, bytes, ki::kHeadDim);
+    std::memcpy(base + static_cast<int64_t>(page_size) * ki::kHeadDim + offset * 4, &scale, 4);
+  }
 }
 
 // A synthetic batch: sequences of keys in a paged cache with shuffled pages, and query rows.
@@ -70,8 +106,8 @@ struct Problem {
   int table_stride = 0;
   std::vector<int32_t> block_tables;  // [num_seqs][table_stride]
   std::vector<uint8_t> cache;         // bytes of all pages
-  std::vector<uint8_t> q;             // [T][32][128] bf16 or e4m3
-  std::vector<float> q_scale;         // [T][32] (fp8)
+  std::vector<uint8_t> q;             // [T][32][128] bf16, e4m3 or int8
+  std::vector<float> q_scale;         // [T][32] (fp8, int8)
   std::vector<float> w;               // [T][32]
   // exact float values the kernel sees (dequantized) and the unquantized originals
   std::vector<std::vector<float>> key_deq, key_orig;  // per seq [n][128]
@@ -79,10 +115,6 @@ struct Problem {
   int max_row_len() const { return row_len.empty() ? 0 : *std::max_element(row_len.begin(), row_len.end()); }
   int rows() const { return static_cast<int>(row_seq.size()); }
 };
-
-inline int64_t page_bytes(KeyFormat fmt, int page_size) {
-  return static_cast<int64_t>(page_size) * (fmt == KeyFormat::kBf16 ? ki::kBf16RecordBytes : ki::kFp8RecordBytes);
-}
 
 // Builds keys for each sequence (normal random, or `key_gen` when given) and query rows for the given
 // (seq, len) pairs.
@@ -110,27 +142,20 @@ inline Problem make_problem(KeyFormat fmt, const std::vector<int>& seq_keys, con
   const int64_t pb = page_bytes(fmt, page_size);
   p.cache.assign(total_pages * pb, 0xEE);  // poison: unused bytes are never read
   int next = 0;
-  std::vector<uint8_t> bytes(256);
   for (size_t s = 0; s < seq_keys.size(); ++s) {
     const int n = seq_keys[s];
     std::vector<float> orig(static_cast<size_t>(n) * ki::kHeadDim), deq(orig.size());
     for (auto& v : orig) v = normal(rng);
     for (int pg = 0; pg < (n + page_size - 1) / page_size; ++pg) p.block_tables[s * max_pages + pg] = perm[next++];
     for (int j = 0; j < n; ++j) {
-      const float scale = quantize_vec(&orig[j * ki::kHeadDim], fmt, bytes.data(), &deq[j * ki::kHeadDim]);
-      const int64_t page = p.block_tables[s * max_pages + j / page_size], off = j % page_size;
-      uint8_t* base = p.cache.data() + page * pb;
-      if (fmt == KeyFormat::kBf16) {
-        std::memcpy(base + off * ki::kBf16RecordBytes, bytes.data(), ki::kBf16RecordBytes);
-      } else {
-        std::memcpy(base + off * ki::kHeadDim, bytes.data(), ki::kHeadDim);
-        std::memcpy(base + page_size * ki::kHeadDim + off * 4, &scale, 4);
-      }
+      store_key(p.cache.data(), fmt, page_size, p.block_tables[s * max_pages + j / page_size], j % page_size,
+                &orig[j * ki::kHeadDim], &deq[j * ki::kHeadDim]);
     }
     p.key_orig.push_back(std::move(orig));
     p.key_deq.push_back(std::move(deq));
   }
   const int T = static_cast<int>(row_seq.size());
+  std::vector<uint8_t> bytes(256);
   const int qbytes = fmt == KeyFormat::kBf16 ? 2 : 1;
   p.q.assign(static_cast<size_t>(T) * ki::kHeads * ki::kHeadDim * qbytes, 0);
   p.q_scale.assign(static_cast<size_t>(T) * ki::kHeads, 1.f);

@@ -228,11 +228,16 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
   const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
-    std::vector<float> got[3];  // simple, fast, fast without split-K
-    for (int which = 0; which < 3; ++which) {
+    // simple, fast, fast without split-K, fast with the grouped attention projections (one fp8_gemm per
+    // input, split-K in place: set_proj_grouping; weights streamed early: set_proj_group_early), the
+    // grouped form without split-K (and without the early start)
+    std::vector<float> got[5];
+    for (int which = 0; which < 5; ++which) {
       const Config& k = which ? kFastAuto : kSimple;
       configure(gpu, k);
-      gpu.set_fp8_split_k(which != 2);
+      gpu.set_fp8_split_k(which != 2 && which != 4);
+      gpu.set_proj_grouping(which >= 3);
+      gpu.set_proj_group_early(which == 3);  // weights streamed before the PDL wait (with split-K)
       const int64_t n_pages = (N + ps - 1) / ps + 2;
       const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
       auto cache = gpu.create_cache(n_pages, ps, dt);
@@ -240,12 +245,17 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
       for (int64_t r = P; r < N; ++r) {
         const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
         check_paths(gpu, k, 1);
+        // Every layer groups at least x -> q_a | kv_a and o_proj (q_b alone or with wq_b as well).
+        if (which >= 3) CHECK(gpu.last_forward_proj_groups() >= 3 * static_cast<int64_t>(c.num_hidden_layers));
+        else CHECK(gpu.last_forward_proj_groups() == 0);
         got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
       }
     }
     const std::string tag = std::string(fp8 ? "fp8" : "bf16") + " records, rows " + std::to_string(P) + ".." +
                             std::to_string(N - 1);
     gpu.set_fp8_split_k(true);
+    gpu.set_proj_grouping(false);
+    gpu.set_proj_group_early(false);
     const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
                     fs = compare(got[1], got[0], V), fn = compare(got[2], ref_decode, V),
                     split_vs_not = compare(got[1], got[2], V);
@@ -265,6 +275,16 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
     // 7.2e-2 / 7.4e-2 (bf16) and 8.1e-2 / 8.5e-2 (FP8) from the CPU). So the check is that split-K is no
     // farther from the CPU than the unsplit path; a wrong slice or row map lands near the control's 0.6.
     CHECK(fc.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
+    const Agreement gc = compare(got[3], ref_decode, V), gn = compare(got[4], ref_decode, V);
+    print("moe-decode", "forced, fast grouped projections vs cpu, " + tag, gc);
+    print("moe-decode", "forced, fast grouped projections without split-K vs cpu, " + tag, gn);
+    check_fp8_activations(gc, fp8);
+    check_fp8_activations(gn, fp8);
+    // The grouped launch computes the same products (same e4m3 activations, same slices where the
+    // split_slices rule gives the same count, float32 sum of bf16 partials): no farther from the CPU
+    // than the separate launches, by the split-K check's argument above.
+    CHECK(gc.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
+    CHECK(gn.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
   }
 }
 
@@ -277,7 +297,11 @@ TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equa
   auto& gpu = as_cuda(*gpu_ptr);
   configure(gpu, kFastAuto);
   const int32_t ps = 16;
+  // Both forms of the attention projections: separate launches, and grouped (set_proj_grouping).
+  for (const bool grouped : {false, true})
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    gpu.set_proj_grouping(grouped);
+    gpu.set_proj_group_early(grouped);
     const int64_t n_pages = 2 * ((PZ + steps + ps - 1) / ps) + 2;
     std::vector<int32_t> all = scrambled_pages(n_pages, 5), bx, bz;
     for (size_t i = 0; i < all.size(); ++i) (i % 2 ? bz : bx).push_back(all[i]);
@@ -306,9 +330,12 @@ TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equa
       worst = std::max(worst, a.rel);
       CHECK(a.nan == 0);
     }
-    std::printf("[moe-graph] %-5s records: graph batch vs eager single rows, worst rel %.3e over %lld steps; graph "
+    if (grouped) CHECK(gpu.last_forward_proj_groups() > 0);  // the last eager single-row forward
+    else CHECK(gpu.last_forward_proj_groups() == 0);
+    std::printf("[moe-graph] %-5s records%s: graph batch vs eager single rows, worst rel %.3e over %lld steps; graph "
                 "replays %lld\n",
-                dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16", worst, static_cast<long long>(steps),
+                dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16", grouped ? ", grouped projections" : "", worst,
+                static_cast<long long>(steps),
                 static_cast<long long>(gpu.graph_replays() - replays0));
     // Same kernels and weights on the same state; the rows' GEMMs do not mix rows, but the fast MLA may
     // split differently for 1 and 2 rows (the attention test's bar).

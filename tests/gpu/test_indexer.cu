@@ -1,6 +1,7 @@
 // Indexer kernels against CPU references: exact top-k (ties included) on identical float32 scores,
 // scores against a double-precision reference on the same quantized inputs, and recall of the true
-// float32 top-k through the bf16 and FP8 paths. Inputs are fresh random data every run (seed printed).
+// float32 top-k through the bf16, FP8 and int8 paths (int8: >= 0.99). Inputs are fresh random data every
+// run (seed printed).
 #include "tests/gpu/indexer_reference.hpp"
 
 #include "kernels/indexer/indexer_select.cuh"
@@ -14,6 +15,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 // Printed whether the test passes or not (doctest's MESSAGE shows only with failures).
 #define REPORT(x)                           \
@@ -477,16 +480,19 @@ double check_scores(const Problem& p, double max_rel_l2) {
   return rel;
 }
 
-const char* fmt_name(KeyFormat f) { return f == KeyFormat::kBf16 ? "bf16" : "fp8"; }
+const char* fmt_name(KeyFormat f) { return f == KeyFormat::kBf16 ? "bf16" : f == KeyFormat::kInt8 ? "int8" : "fp8"; }
+// A run_pipeline label: the format's name, then what.
+std::string label(KeyFormat f, const char* what) { return std::string(fmt_name(f)) + " " + what; }
 
 }  // namespace
 
 TEST_CASE("indexer scores match the double reference on the same quantized inputs") {
   auto rng = fresh_rng("scores");
-  for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8}) {
+  for (KeyFormat fmt : {KeyFormat::kBf16, KeyFormat::kFp8, KeyFormat::kInt8}) {
     // H200 (sm_90): 1.5e-7 (bf16) and 9e-8 (FP8) measured. FP8 keeps headroom for native e4m3 MMAs
-    // (SM120), whose accumulation precision was not measured here.
-    const double tol = fmt == KeyFormat::kBf16 ? 1e-5 : 1e-3;
+    // (SM120), whose accumulation precision was not measured here. int8 sums are exact in int32, only
+    // the float epilogue rounds.
+    const double tol = fmt == KeyFormat::kFp8 ? 1e-3 : 1e-5;
     SUBCASE("decode rows of several sequences and lengths") {
       const Problem p = make_problem(fmt, {1, 63, 64, 1000, 5000}, {0, 1, 2, 3, 4, 4}, {1, 63, 64, 1000, 5000, 4321}, rng);
       const double rel = check_scores(p, tol);
@@ -578,7 +584,7 @@ std::vector<int32_t> run_pipeline(const Problem& p, DeviceProblem& d, int k, int
 
 // Recall of the true top-k (float32 inputs before quantization, double arithmetic) and agreement with the
 // top-k of the same quantized inputs computed in double on the CPU, for row t.
-void check_recall(const Problem& p, const std::vector<int32_t>& slots, int k, int t, KeyFormat fmt) {
+double check_recall(const Problem& p, const std::vector<int32_t>& slots, int k, int t, KeyFormat fmt) {
   const int len = p.row_len[t], seq = p.row_seq[t];
   std::set<int32_t> got(slots.begin() + static_cast<size_t>(t) * k, slots.begin() + static_cast<size_t>(t + 1) * k);
   std::vector<float> truth(len), quant(len);
@@ -604,12 +610,29 @@ void check_recall(const Problem& p, const std::vector<int32_t>& slots, int k, in
   CHECK(agreement >= 0.995);  // the kernel adds (almost) nothing to the quantization's own loss
   if (fmt == KeyFormat::kBf16) {
     CHECK(recall >= 0.99);
+  } else if (fmt == KeyFormat::kInt8) {
+    // int8 with one amax / 127 scale per vector: the CPU in double on the same int8 values gets 0.992-0.995
+    // on i.i.d. data at 8K-32K keys (worst of 24 rows 0.9897 at 32K), so each row >= 0.985 and the mean
+    // of a subcase's rows >= 0.99 (check_int8_mean).
+    CHECK(recall >= quant_recall - 0.005);
+    CHECK(recall >= 0.985);
   } else {
     // e4m3 keys with one scale per token cannot reach 0.99 on i.i.d. Gaussian data: the CPU in double on
     // the same e4m3 values gets 0.97-0.98 at 8K-32K keys. Hold the kernel to that, not to a fixed 0.99.
     CHECK(recall >= quant_recall - 0.005);
     CHECK(recall >= 0.95);
   }
+  return recall;
+}
+
+// Issue 7's bar for the int8 format: mean recall of the float32 top-k >= 0.99 over a subcase's rows.
+void check_int8_mean(KeyFormat fmt, const std::vector<double>& recalls, const char* what) {
+  if (fmt != KeyFormat::kInt8 || recalls.empty()) return;
+  double sum = 0;
+  for (double r : recalls) sum += r;
+  const double mean = sum / recalls.size();
+  REPORT("int8 " << what << ": mean recall " << mean << " over " << recalls.size() << " rows");
+  CHECK_MESSAGE(mean >= 0.99, "int8 " << what << ": mean recall " << mean);
 }
 
 // Zero keys (and FP8 scales) make every score 0: each row's top-k must be positions 0..k-1 (ties to the
@@ -642,16 +665,18 @@ bool same_sets(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int
 TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall of the float32 top-k") {
   auto rng = fresh_rng("pipeline");
   const int k = 2048;
-  const KeyFormat formats[] = {KeyFormat::kBf16, KeyFormat::kFp8};
+  const KeyFormat formats[] = {KeyFormat::kBf16, KeyFormat::kFp8, KeyFormat::kInt8};
   // (Subcases hold the loop over formats, not the other way round: each subcase runs once per test run.)
   SUBCASE("long decode rows: split path (scores count the histogram) against one block per row") {
     for (KeyFormat fmt : formats) {
       const Problem p = make_problem(fmt, {1, 700, 8192, 32768}, {0, 1, 2, 3, 3}, {1, 700, 8192, 32768, 20000}, rng);
       DeviceProblem d(p);
-      const auto split = run_pipeline(p, d, k, -1, true, 2, fmt == KeyFormat::kBf16 ? "bf16 split" : "fp8 split");
+      const auto split = run_pipeline(p, d, k, -1, true, 2, label(fmt, "split").c_str());
       const auto rows = run_pipeline(p, d, k, -1, false, 1, "one block per row");
       CHECK_MESSAGE(same_sets(split, rows, p.rows(), k), "split and one-block-per-row top-k differ");
-      for (int t : {2, 3, 4}) check_recall(p, split, k, t, fmt);
+      std::vector<double> r;
+      for (int t : {2, 3, 4}) r.push_back(check_recall(p, split, k, t, fmt));
+      check_int8_mean(fmt, r, "split, rows of 8K / 32K / 20K keys");
     }
   }
   SUBCASE("short decode rows: fused kernel (one token; shorter than k; k; k + 1; 8K; 16K)") {
@@ -660,14 +685,16 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
                                      {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
       DeviceProblem d(p);
       // 3 calls on one workspace: the per-row block counters must wrap back to zero every time.
-      const auto fused = run_pipeline(p, d, k, 1, true, 3, fmt == KeyFormat::kBf16 ? "bf16 fused" : "fp8 fused");
+      const auto fused = run_pipeline(p, d, k, 1, true, 3, label(fmt, "fused").c_str());
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "unfused, one block per row");
       CHECK_MESSAGE(same_sets(fused, rows, p.rows(), k), "fused and unfused top-k differ");
       d.early_pages = 0;  // round 3's scores prologue
       const auto fused_r3 = run_pipeline(p, d, k, 1, true, 2, "fused, early_pages 0");
       d.early_pages = -1;
       CHECK_MESSAGE(same_sets(fused, fused_r3, p.rows(), k), "fused top-k differs between early_pages 0 and default");
-      for (int t : {4, 5}) check_recall(p, fused, k, t, fmt);
+      std::vector<double> r;
+      for (int t : {4, 5}) r.push_back(check_recall(p, fused, k, t, fmt));
+      check_int8_mean(fmt, r, "fused, rows of 8K / 16K keys");
     }
   }
   SUBCASE("fused kernel at 8K and on all-equal scores (zero keys: the lowest positions win)") {
@@ -689,21 +716,23 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       DeviceProblem d(p);
       // Round 3 (early_pages 0, row_kernel 1) and round 4 (early_pages 1, row_kernel 2), same problem.
       d.early_pages = 0;
-      const auto reg = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select" : "fp8 register select", 1);
+      const auto reg = run_pipeline(p, d, k, 0, true, 3, label(fmt, "register select").c_str(), 1);
       d.early_pages = 1;
-      const auto reg4 = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 register select r4" : "fp8 register select r4", 2);
+      const auto reg4 = run_pipeline(p, d, k, 0, true, 3, label(fmt, "register select r4").c_str(), 2);
       // Round 5: the cluster select behind round 4's scores (3 calls: its shared memory is reused).
-      const auto cl = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 cluster select" : "fp8 cluster select", 3);
-      const auto clf = run_pipeline(p, d, k, 0, true, 3, fmt == KeyFormat::kBf16 ? "bf16 cluster select, fixed first digit" : "fp8 cluster select, fixed first digit", 4);
+      const auto cl = run_pipeline(p, d, k, 0, true, 3, label(fmt, "cluster select").c_str(), 3);
+      const auto clf = run_pipeline(p, d, k, 0, true, 3, label(fmt, "cluster select, fixed first digit").c_str(), 4);
       d.early_pages = -1;
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "round-1 row kernel", 0);
       CHECK_MESSAGE(same_sets(reg, rows, p.rows(), k), "register select and round-1 row kernel differ");
       CHECK_MESSAGE(same_sets(reg4, rows, p.rows(), k), "round-4 register select and round-1 row kernel differ");
       CHECK_MESSAGE(same_sets(cl, rows, p.rows(), k), "cluster select and round-1 row kernel differ");
       CHECK_MESSAGE(same_sets(clf, rows, p.rows(), k), "cluster select (fixed first digit) and round-1 row kernel differ");
-      for (int t : {4, 5}) check_recall(p, reg, k, t, fmt);
-      for (int t : {4, 5}) check_recall(p, reg4, k, t, fmt);
-      for (int t : {4, 5}) check_recall(p, cl, k, t, fmt);
+      std::vector<double> r;
+      for (int t : {4, 5}) r.push_back(check_recall(p, reg, k, t, fmt));
+      for (int t : {4, 5}) r.push_back(check_recall(p, reg4, k, t, fmt));
+      for (int t : {4, 5}) r.push_back(check_recall(p, cl, k, t, fmt));
+      check_int8_mean(fmt, r, "register / cluster selects, rows of 8K / 16K keys");
       const Problem b1 = make_problem(fmt, {8192}, {0}, {8192}, rng);
       DeviceProblem d1(b1);
       for (int rk : {1, 2, 3, 4}) {

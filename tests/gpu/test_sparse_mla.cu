@@ -4,7 +4,8 @@
 // support natively, top-k from 1 to 2048, rows padded with -1, rows shortened by `lengths`, rows with no
 // valid entry, both cache record formats (FP8 against the reference computed on the dequantized record),
 // automatic and forced top-k splits (direct write and the combine kernel), every kernel variant (round 1,
-// the pipelined ring, its two-per-SM build, the warp-specialized kernel) and the automatic choice, on the
+// the pipelined ring, its two-per-SM build, the warp-specialized kernel, its FP8 bulk-copy form, the FP8
+// in-register conversion of round 6) and the automatic choice, on the
 // same inputs. Outputs and workspace are
 // poisoned with NaN bytes before every run, and each run draws fresh inputs.
 //
@@ -14,7 +15,9 @@
 //   whole output: relative L2 error <= 1e-2;
 //   lse: |lse - ref| <= 5e-3 + 1e-4 |ref| (bf16 records); 1e-2 + 1e-4 |ref| for FP8 records, whose
 //   dequantized values are rounded to bf16 for the MMA (the reference keeps them in fp32), which moves
-//   every score by a few 1e-3.
+//   every score by a few 1e-3. Variant 7 (round 6) feeds the e4m3 values to the MMAs exactly (K as f16
+//   against Q converted to f16, V as bf16 with the scale folded into a once-rounded bf16 P): the same
+//   tolerances, which it must meet without any bf16 rounding of the records.
 //   A row with no valid entry must give exactly zero output and lse = -inf. NaN never passes.
 #include <doctest/doctest.h>
 
@@ -244,7 +247,7 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 6, 0};
+constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 0};
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases).
 constexpr int kCombines[] = {1, 2, 3};
@@ -460,6 +463,20 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
       pb.splits = 64;
       run_and_check(pb);
     }
+  // 3 x 2^k splits of FP8 records with 8 heads: what round 6's planner picks for variant 7 at large T
+  // (T=128 H=8: 3); every variant runs them.
+  for (int splits : {3, 6}) {
+    Problem pb;
+    pb.T = 4;
+    pb.H = 8;
+    pb.topk = 2048;
+    pb.fmt = MlaCacheFormat::kFp8;
+    pb.num_slots = 9000;
+    pb.splits = splits;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad, RowKind::kFull};
+    run_and_check(pb);
+  }
 }
 
 // Every plan round 5's planner (SparseMlaParams::planner = 2) can choose at T <= kMlaJointPlanMaxTokens:
@@ -652,7 +669,7 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
-  p.kernel_variant = 7;  // no such kernel
+  p.kernel_variant = 8;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below

@@ -94,7 +94,13 @@ class CpuBackend final : public Backend {
     const BatchPlan* plan;
     std::vector<float> cos, sin;  // rows x rope/2
     std::vector<std::vector<int32_t>> selection;  // rows: selected positions, ascending
+    ForwardProbe* probe = nullptr;
   };
+  // The indexer key row r of the batch wrote in layer li.
+  static const float* cache_key(const Rows& rows, int64_t li, int64_t r) {
+    const BatchPlan& plan = *rows.plan;
+    return static_cast<const CpuCache*>(plan.seqs[plan.seq_of_row[r]].cache)->index_key(li, plan.slots[r]);
+  }
 
   void attention(int64_t li, Rows& rows, const float* h, float* out, bool run_indexer);
   void indexer(int64_t li, Rows& rows, const float* h, const float* qr);
@@ -124,6 +130,7 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
 
   Rows rows;
   rows.plan = &plan;
+  rows.probe = probe;
   const int64_t half = c.qk_rope_head_dim / 2;
   rows.cos.resize(R * half);
   rows.sin.resize(R * half);
@@ -138,6 +145,11 @@ void CpuBackend::forward(const BatchPlan& plan, float* logits, const std::functi
     probe->topk.assign(L, {});
     probe->experts.assign(L, {});
     probe->expert_weights.assign(L, {});
+    if (probe->report_indexer_inputs) {
+      probe->indexer_q.assign(L, {});
+      probe->indexer_k.assign(L, {});
+      probe->indexer_w.assign(L, {});
+    }
   }
 
   bool have_selection = false;
@@ -280,14 +292,27 @@ void CpuBackend::indexer(int64_t li, Rows& rows, const float* h, const float* qr
     for (int64_t hh = 0; hh < nh; ++hh) wts[r * nh + hh] *= head_scale;
   }
 
+  if (ForwardProbe* probe = rows.probe; probe && probe->report_indexer_inputs) {
+    // The score below is sum_h wts[h] * relu(q_h . key * dot_scale); dot_scale > 0, so it equals
+    // sum_h (wts[h] * dot_scale) * relu(q_h . key): the reported weights carry both scales.
+    probe->indexer_q[li] = qi;
+    auto& kk = probe->indexer_k[li];
+    kk.resize(R * d);
+    for (int64_t r = 0; r < R; ++r) std::memcpy(&kk[r * d], cache_key(rows, li, r), d * sizeof(float));
+    auto& pw = probe->indexer_w[li];
+    pw.resize(R * nh);
+    for (int64_t i = 0; i < R * nh; ++i) pw[i] = wts[i] * dot_scale;
+  }
+
   pool_.parallel_for(R, [&](int64_t b, int64_t e) {
-    std::vector<std::pair<float, int32_t>> scored;
+    std::vector<std::pair<float, int32_t>> scratch;
+    std::vector<float> scores;
     for (int64_t r = b; r < e; ++r) {
       const SequencePlan& seq = plan.seqs[plan.seq_of_row[r]];
       const auto* cache = static_cast<const CpuCache*>(seq.cache);
       const int32_t ps = cache->page_size();
       const int64_t p = plan.positions[r];
-      scored.resize(p + 1);
+      scores.resize(p + 1);
       for (int64_t t = 0; t <= p; ++t) {
         const float* key = cache->index_key(li, static_cast<int64_t>(seq.block_table[t / ps]) * ps + t % ps);
         float s = 0.f;
@@ -295,17 +320,9 @@ void CpuBackend::indexer(int64_t li, Rows& rows, const float* h, const float* qr
           const float v = dot(&qi[(r * nh + hh) * d], key, d) * dot_scale;
           s += (v > 0.f ? v : 0.f) * wts[r * nh + hh];
         }
-        scored[t] = {s, static_cast<int32_t>(t)};
+        scores[t] = s;
       }
-      const int64_t k = std::min<int64_t>(c.index_topk, p + 1);
-      // largest scores first; equal scores: the lower position wins
-      std::partial_sort(scored.begin(), scored.begin() + k, scored.end(), [](const auto& a, const auto& b2) {
-        return a.first > b2.first || (a.first == b2.first && a.second < b2.second);
-      });
-      auto& sel = rows.selection[r];
-      sel.resize(k);
-      for (int64_t i = 0; i < k; ++i) sel[i] = scored[i].second;
-      std::sort(sel.begin(), sel.end());
+      indexer_select(scores.data(), p + 1, c.index_topk, scratch, rows.selection[r]);
     }
   });
 }

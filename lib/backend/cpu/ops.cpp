@@ -49,4 +49,18 @@ void layer_norm(const float* x, const float* w, const float* b, int64_t n, float
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+void indexer_select(const float* scores, int64_t n, int64_t k, std::vector<std::pair<float, int32_t>>& scratch,
+                    std::vector<int32_t>& out) {
+  scratch.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) scratch[t] = {scores[t], static_cast<int32_t>(t)};
+  const int64_t m = std::min(k, n);
+  // largest scores first; equal scores: the lower position wins
+  std::partial_sort(scratch.begin(), scratch.begin() + m, scratch.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  out.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) out[i] = scratch[i].second;
+  std::sort(out.begin(), out.end());
+}
+
 }  // namespace glm5rt::cpu

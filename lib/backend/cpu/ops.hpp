@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace glm5rt {
 class ThreadPool;
@@ -23,6 +25,13 @@ void matmul(ThreadPool& pool, const float* X, int64_t rows, const float* W, int6
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // out = (x - mean) / sqrt(var + eps) * w + b (biased variance), one row of n (torch LayerNorm).
 void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
+
+// The lightning indexer's selection rule (GLM5.md step 5): the positions of the min(k, n) largest of
+// scores[0..n), equal scores ranked by the lower position, written to out in ascending order (out is
+// resized). scratch is storage the caller may reuse between calls. Shared by the CPU backend and the
+// tests that recompute its selection from the indexer's inputs (ForwardProbe::indexer_q / _k / _w).
+void indexer_select(const float* scores, int64_t n, int64_t k, std::vector<std::pair<float, int32_t>>& scratch,
+                    std::vector<int32_t>& out);
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float silu(float x);

@@ -313,6 +313,8 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   const bool fp8_kernels = prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
   pdl_ = prop.major >= 9;
   if (const char* p = std::getenv("GLM5RT_CUDA_FP8_SPLITK")) split_k_ = std::string(p) != "0";
+  if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP")) proj_group_ = std::string(p) != "0";
+  if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP_EARLY")) proj_group_early_ = std::string(p) != "0";
   if (fp8_kernels) build_fast_tables();
   const char* side = std::getenv("GLM5RT_CUDA_MOE_SIDE_STREAM");
   if (fp8_kernels && !(side && std::string(side) == "0")) {
@@ -349,10 +351,22 @@ void CudaBackend::set_fp8_split_k(bool on) {
   clear_graphs();
 }
 
+void CudaBackend::set_proj_grouping(bool on) {
+  proj_group_ = on;
+  clear_graphs();
+}
+
+void CudaBackend::set_proj_group_early(bool on) {
+  proj_group_early_ = on;
+  clear_graphs();
+}
+
 // Slices for a dense weight's split-K: the largest divisor S of its k / 128 blocks with >= 2 blocks per
 // slice and about 4 decode blocks (64 output rows x one slice) per SM at most; 1 when it fills the GPU.
-int32_t CudaBackend::split_slices(const DevLinear& L) const {
-  const int64_t blocks = (L.n + 63) / 64, kb = L.k / kernels::kFp8Block;
+int32_t CudaBackend::split_slices(const DevLinear& L) const { return split_slices(L.n, L.k); }
+
+int32_t CudaBackend::split_slices(int64_t n, int64_t k) const {
+  const int64_t blocks = (n + 63) / 64, kb = k / kernels::kFp8Block;
   const int64_t target = (4 * static_cast<int64_t>(num_sms_) + blocks - 1) / blocks;
   int32_t best = 1;
   for (int64_t d = 2; d <= target && kb / d >= 2; ++d)
@@ -505,6 +519,62 @@ void CudaBackend::build_fast_tables() {
       split_owned_.push_back(std::move(wbuf));
       split_owned_.push_back(std::move(sbuf));
     }
+  // Grouped projections (set_proj_grouping): no copies, only slice-major pointer tables into the weights.
+  static_assert(kProjGroupMaxParts == kernels::kFp8MaxVariedParts, "ProjGroup::part_begin size");
+  proj_groups_.assign(w_.layers.size(), {});
+  std::vector<std::pair<ProjGroup*, Pending>> group_pending;
+  // GLM5RT_CUDA_PROJ_GROUP_SLICES="x,q,o" overrides the slice counts of the three groups (0 or a count
+  // that does not divide the group's K blocks: the split_slices rule), so that a count the benchmark
+  // (glm5rt_bench_proj's "grouped sweep") found better can be tried without a rebuild.
+  int32_t slice_override[3] = {0, 0, 0};
+  if (const char* e = std::getenv("GLM5RT_CUDA_PROJ_GROUP_SLICES")) {
+    const char* c = e;
+    for (int i = 0; i < 3 && *c; ++i) {
+      slice_override[i] = static_cast<int32_t>(std::strtol(c, nullptr, 10));
+      while (*c && *c != ',') ++c;
+      if (*c == ',') ++c;
+    }
+  }
+  for (size_t li = 0; li < w_.layers.size(); ++li) {
+    const DevLayer& l = w_.layers[li];
+    LayerProj& lp = proj_groups_[li];
+    const std::vector<const DevLinear*> members[3] = {{&l.q_a, &l.kv_a, &l.idx_wk}, {&l.q_b, &l.idx_wq_b}, {&l.o_proj}};
+    ProjGroup* groups[3] = {&lp.x, &lp.q, &lp.o};
+    for (int gi = 0; gi < 3; ++gi) {
+      std::vector<const DevLinear*> parts;
+      for (const DevLinear* L : members[gi])
+        if (!L->empty()) parts.push_back(L);
+      ProjGroup& g = *groups[gi];
+      // Every part an fp8_gemm weight of the same k; boundaries on 64-row decode blocks (the last part
+      // may end anywhere), widths multiples of 8 (fp8_split_reduce).
+      bool ok = !parts.empty() && static_cast<int>(parts.size()) <= kProjGroupMaxParts;
+      int64_t n = 0;
+      for (size_t p = 0; ok && p < parts.size(); ++p) {
+        const DevLinear& L = *parts[p];
+        ok = fp8_gemm_fits(L) && L.k == parts[0]->k && L.n % 8 == 0 && (n % 64 == 0);
+        g.part_begin[p] = static_cast<int32_t>(n);
+        n += L.n;
+      }
+      if (!ok || n > (int64_t{1} << 30)) continue;
+      g.ok = true;
+      g.parts = static_cast<int32_t>(parts.size());
+      g.part_begin[g.parts] = static_cast<int32_t>(n);
+      g.n = static_cast<int32_t>(n);
+      g.k = static_cast<int32_t>(parts[0]->k);
+      g.ld_wscale = static_cast<int32_t>(parts[0]->ld_scale());
+      g.slices = split_slices(n, g.k);
+      const int32_t kb = g.k / kernels::kFp8Block, want = slice_override[gi];
+      if (want >= 1 && want <= kb && kb % want == 0) g.slices = want;
+      const int64_t ks = g.k / g.slices, kbs = ks / kernels::kFp8Block;
+      const size_t at = ptrs.size(), count = static_cast<size_t>(g.slices) * parts.size();
+      for (int32_t sl = 0; sl < g.slices; ++sl)
+        for (const DevLinear* L : parts) ptrs.push_back(static_cast<const uint8_t*>(L->w) + sl * ks);
+      for (int32_t sl = 0; sl < g.slices; ++sl)
+        for (const DevLinear* L : parts) ptrs.push_back(L->scale + sl * kbs);
+      group_pending.emplace_back(&g, Pending{at, count});
+      split_max_sn_ = std::max<int64_t>(split_max_sn_, g.slices * n);
+    }
+  }
   if (!ptrs.empty()) {
     fast_tables_.allocate(ptrs.size() * sizeof(void*), "the FP8 GEMM weight tables");
     check(cudaMemcpy(fast_tables_.get(), ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice),
@@ -518,6 +588,7 @@ void CudaBackend::build_fast_tables() {
   for (const auto& [w, p] : dense) fp8_tables_[w] = table(p);
   for (const auto& [w, p] : pairs) fp8_pair_tables_[w] = table(p);
   for (const auto& [w, p] : splits) fp8_split_[w] = SplitWeight{split_n.at(w), table(p)};
+  for (const auto& [g, p] : group_pending) g->table = table(p);
   if (router_elems > 0) router_bf16_.allocate(static_cast<size_t>(router_elems) * 2, "the bf16 router weights");
   int64_t r_at = 0;
   for (size_t li = 0; li < w_.layers.size(); ++li) {
@@ -747,12 +818,79 @@ void CudaBackend::fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t M, co
   ++fp8_gemm_runs_;
 }
 
+bool CudaBackend::proj_group(const ProjGroup& pg, const bf16* x, int64_t m, float* const* outs) {
+  if (!pg.ok || m <= 0 || m > kSplitMaxRows) return false;
+  const int32_t M = static_cast<int32_t>(m), K = pg.k;
+  int32_t S = split_k_ ? pg.slices : 1;
+  const auto plan_it = S > 1 ? split_plans_.find({M, S}) : split_plans_.end();
+  if (S > 1 && plan_it == split_plans_.end()) return false;  // no plan for this row count (none today)
+  const int32_t begin_mark = in_attention_ ? stage_mark() : -1;
+  Work& k = *work_;
+  check(kernels::fp8_quantize_groups(x, K, M, K, k.fq, K, k.fs, K / kernels::kFp8Block, stream_, pdl_),
+        "fp8 activation quantisation (grouped projections)");
+  const int32_t ks = K / S;
+  kernels::Fp8GemmParams g;
+  g.n = pg.n;
+  g.k = ks;
+  g.a = k.fq;
+  g.a_scale = k.fs;
+  g.lda = ks;  // row t * S + s of [M * S, K / S] = token t's slice s
+  g.ld_scale = ks / kernels::kFp8Block;
+  g.w = pg.table.w;  // slice-major: entry s * parts + p
+  g.w_scale = pg.table.s;
+  g.num_parts = pg.parts;
+  g.varied_parts = true;
+  for (int32_t p = 0; p <= pg.parts; ++p) g.part_begin[p] = pg.part_begin[p];
+  g.ldw = K;
+  g.ld_wscale = pg.ld_wscale;
+  g.c = k.fsplit;
+  g.ldc = pg.n;
+  g.max_rows = S * M;
+  g.expected_rows_per_group = M;
+  g.path = kernels::Fp8GemmPath::decode;
+  g.pdl = pdl_;
+  // Weights, tables and plans are static: the cp.async decode kernel may stream weights before its wait.
+  g.group_info_ready = proj_group_early_ && pdl_;
+  if (S > 1) {
+    const SplitPlan& plan = plan_it->second;
+    g.a_row_map = plan.row_map;
+    g.num_groups = S;
+    g.group_offsets = plan.offsets;
+    g.active_groups = plan.active;
+    g.num_active = plan.num_active;
+    g.tile_prefix = plan.tile_prefix;
+    g.max_active = S;
+  }
+  check(kernels::fp8_gemm(g, stream_), "fp8 gemm (grouped projections)");
+  kernels::Fp8SplitReduceParams r;
+  r.in = k.fsplit;
+  r.ld_in = pg.n;
+  r.slices = S;
+  r.rows = M;
+  r.n = pg.n;
+  r.num_parts = pg.parts;
+  for (int32_t p = 0; p <= pg.parts; ++p) r.part_begin[p] = pg.part_begin[p];
+  for (int32_t p = 0; p < pg.parts; ++p) r.out[p] = outs[p];
+  r.pdl = pdl_;
+  check(kernels::fp8_split_reduce(r, stream_), "split-K sum (grouped projections)");
+  fp8_gemm_runs_ += pg.parts;  // counted per projection, as the separate path counts them
+  if (S > 1) fp8_split_runs_ += pg.parts;
+  ++proj_group_runs_;
+  if (begin_mark >= 0) stage_spans_.emplace_back(begin_mark, stage_mark());
+  return true;
+}
+
 // The (rows, slices) groupings split-K GEMMs of a forward with `rows` rows read (built before any graph
 // capture; kept, so that every captured graph's addresses stay valid).
 void CudaBackend::ensure_split_plans(int64_t rows) {
-  if (!split_k_ || rows > kSplitMaxRows || fp8_split_.empty()) return;
-  for (const auto& [w, sw] : fp8_split_) {
-    const int32_t S = sw.slices;
+  if (!split_k_ || rows > kSplitMaxRows) return;
+  std::vector<int32_t> slice_counts;
+  for (const auto& [w, sw] : fp8_split_) slice_counts.push_back(sw.slices);
+  if (proj_group_)
+    for (const LayerProj& lp : proj_groups_)
+      for (const ProjGroup* g : {&lp.x, &lp.q, &lp.o})
+        if (g->ok && g->slices > 1) slice_counts.push_back(g->slices);
+  for (const int32_t S : slice_counts) {
     const auto key = std::make_pair(rows, S);
     if (split_plans_.count(key)) continue;
     const int64_t M = rows, tiles = (M + kernels::kFp8PrefillTileRows - 1) / kernels::kFp8PrefillTileRows;
@@ -896,12 +1034,25 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   Work& k = *work_;
   const int64_t R = rows_.rows, H = c.num_attention_heads, nope = c.qk_nope_head_dim, kvr = c.kv_lora_rank;
   const int64_t vh = c.v_head_dim;
-  linear(k.hb, R, w.q_a, k.qa);
-  linear(k.hb, R, w.kv_a, k.ckv);
+  // Grouped projections (set_proj_grouping): one launch per input; the members a group covers are
+  // skipped below. Groups hold only the weights present (idx_wk / idx_wq_b where the layer has them).
+  const LayerProj* pj = proj_group_ && use_fp8_gemm(R) && R <= kSplitMaxRows && li < static_cast<int64_t>(proj_groups_.size())
+                            ? &proj_groups_[li]
+                            : nullptr;
+  float* const x_outs[3] = {k.qa, k.ckv, k.kraw};
+  const bool x_done = pj && proj_group(pj->x, k.hb, R, x_outs);
+  const bool wk_done = x_done && pj->x.parts == 3;
+  if (!x_done) {
+    linear(k.hb, R, w.q_a, k.qa);
+    linear(k.hb, R, w.kv_a, k.ckv);
+  }
   check(glm5k::launch_residual_rms_norm(k.qa, nullptr, nullptr, static_cast<int32_t>(R), static_cast<int32_t>(c.q_lora_rank),
                                         w.q_a_norm, 1e-6f, k.qrb, nullptr, stream_),
         "q_a norm");
-  linear(k.qrb, R, w.q_b, k.q);
+  float* const q_outs[2] = {k.q, k.qi};
+  const bool q_done = pj && proj_group(pj->q, k.qrb, R, q_outs);
+  const bool wq_b_done = q_done && pj->q.parts == 2;
+  if (!q_done) linear(k.qrb, R, w.q_b, k.q);
   glm5k::MlaPrepParams mp{k.ckv, w.kv_a_norm, k.q, k.cos, k.sin, rows_, fmt, static_cast<int32_t>(li),
                           static_cast<int32_t>(H), static_cast<int32_t>(nope), k.q_nope, k.q_rot};
   check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
@@ -915,8 +1066,8 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   ip.heads = static_cast<int32_t>(c.index_n_heads);
   ip.head_scale = static_cast<float>(std::pow(static_cast<double>(c.index_n_heads), -0.5));
   if (run_indexer) {
-    linear(k.qrb, R, w.idx_wq_b, k.qi);
-    linear(k.hb, R, w.idx_wk, k.kraw);
+    if (!wq_b_done) linear(k.qrb, R, w.idx_wq_b, k.qi);
+    if (!wk_done) linear(k.hb, R, w.idx_wk, k.kraw);
     linear(k.hb, R, w.idx_wp, k.iw);
     ip.kraw = k.kraw;
     ip.k_norm_w = w.idx_k_norm_w;
@@ -1038,7 +1189,8 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   }
   check(glm5k::launch_row_gemm(per_head_gemm(k.o_lat, kvr, w.w_uv, vh, R, H, k.ob, true), stream_),
         "value up-projection");
-  linear(k.ob, R, w.o_proj, k.delta);
+  float* const o_outs[1] = {k.delta};
+  if (!(pj && proj_group(pj->o, k.ob, R, o_outs))) linear(k.ob, R, w.o_proj, k.delta);
 }
 
 // Probe report of the selection the indexer just made: positions, ascending, -1 padded (the CPU
@@ -1249,6 +1401,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   fast_moe_runs_ = 0;
   fp8_gemm_runs_ = 0;
   fp8_split_runs_ = 0;
+  proj_group_runs_ = 0;
   auto mark = [&](size_t i) {  // stage timing (benchmarks): recorded in the stream, or as graph nodes
     if (stage_timing_)
       check(cudaEventRecordWithFlags(stage_ev_.at(i), stream_, cudaEventRecordExternal), "stage event");
@@ -1595,15 +1748,24 @@ void CudaBackend::synchronize() { check(cudaStreamSynchronize(stream_), "cudaStr
 
 void CudaBackend::fill_cache_random(CacheStorage& cache, uint64_t seed) {
   auto& cc = dynamic_cast<CudaCache&>(cache);
-  require(cc.format().latent_dtype == glm5k::kRecBf16 && cc.format().index_dtype == glm5k::kRecBf16,
-          Status::unsupported, "random cache fill needs bf16 records");
+  const glm5k::RecordFormat& f = cc.format();
   const int64_t L = config_.num_hidden_layers;
-  check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.latent()), L * cc.latent_layer_bytes() / 2, seed, 1.0f,
-                                       stream_),
-        "random cache fill");
-  check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.index()), L * cc.index_layer_bytes() / 2, seed + 1, 1.0f,
-                                       stream_),
-        "random cache fill");
+  if (f.latent_dtype == glm5k::kRecBf16)
+    check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.latent()), L * cc.latent_layer_bytes() / 2, seed,
+                                         1.0f, stream_),
+          "random cache fill");
+  else  // [kv_lora e4m3][one float32 scale per 128][rope bf16] per record
+    check(glm5k::launch_fill_random_records(cc.latent(), L * cc.latent_layer_bytes(), f.latent_bytes(), f.kv_lora,
+                                            4 * ((f.kv_lora + 127) / 128), seed, stream_),
+          "random cache fill");
+  if (f.index_dtype == glm5k::kRecBf16)
+    check(glm5k::launch_fill_random_bf16(reinterpret_cast<bf16*>(cc.index()), L * cc.index_layer_bytes() / 2, seed + 1,
+                                         1.0f, stream_),
+          "random cache fill");
+  else  // per page: the page's e4m3 vectors, then their float32 scales
+    check(glm5k::launch_fill_random_records(cc.index(), L * cc.index_layer_bytes(), cc.page_size() * f.index_bytes(),
+                                            cc.page_size() * f.index_dim, cc.page_size() * 4, seed + 1, stream_),
+          "random cache fill");
   synchronize();
 }
 

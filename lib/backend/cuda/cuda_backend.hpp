@@ -134,6 +134,22 @@ class CudaBackend final : public Backend {
   // turns it off), for A/B measurements.
   void set_fp8_split_k(bool on);
   bool fp8_split_k() const { return split_k_; }
+  // Grouped attention projections at decode sizes (<= kSplitMaxRows rows, fp8_gemm path): the FP8
+  // projections that read one input run as ONE fp8_gemm launch with unequal parts (x -> q_a | kv_a |
+  // indexer wk; q_a's normed output -> q_b | indexer wq_b; o_proj alone), one quantisation of that input,
+  // split-K over K slices read in place (no weight copies; slices by the split_slices rule on the group's
+  // width, 1 with set_fp8_split_k(false)) and one fp8_split_reduce into the float32 outputs: 9 launches a
+  // layer instead of 18. Off by default until measured (docs/PERFORMANCE.md "Grouped attention
+  // projections"); GLM5RT_CUDA_PROJ_GROUP=1 / 0 at construction, or this setter. The three groups' slice
+  // counts can be overridden at construction: GLM5RT_CUDA_PROJ_GROUP_SLICES=x,q,o (e.g. 12,2,4).
+  void set_proj_grouping(bool on);
+  bool proj_grouping() const { return proj_group_; }
+  // With the grouped projections: each group's GEMM starts streaming its weights before its
+  // programmatic-dependent-launch wait, overlapping the quantisation kernel before it
+  // (Fp8GemmParams::group_info_ready: the weights and the split plans are static). Off by default until
+  // measured; GLM5RT_CUDA_PROJ_GROUP_EARLY=1 / 0 at construction, or this setter.
+  void set_proj_group_early(bool on);
+  bool proj_group_early() const { return proj_group_early_; }
   // "auto" with the fast kernels uses fp8_gemm for GEMMs of at most this many rows: prefill-sized GEMMs
   // go to cuBLASLt's bf16 tensor-core rate, which our FP8 kernel does not reach on sm_90 (no FP8
   // mma.sync there; docs/PERFORMANCE.md "MoE and FP8 GEMM").
@@ -169,6 +185,8 @@ class CudaBackend final : public Backend {
   int64_t last_forward_fast_moe_layers() const { return fast_moe_runs_; }
   int64_t last_forward_fp8_gemms() const { return fp8_gemm_runs_; }
   int64_t last_forward_fp8_split_gemms() const { return fp8_split_runs_; }
+  // Grouped projection launches (set_proj_grouping) of the last enqueued forward.
+  int64_t last_forward_proj_groups() const { return proj_group_runs_; }
   MemoryReport memory() const;
   // Benchmarks: record events between the stages of every forward (also inside captured graphs, as
   // event nodes) and read the last forward's stage times (synchronises). Off by default.
@@ -237,6 +255,22 @@ class CudaBackend final : public Backend {
                   *row_map = nullptr;
   };
   int32_t split_slices(const DevLinear& L) const;
+  int32_t split_slices(int64_t n, int64_t k) const;
+  // One grouped projection launch (set_proj_grouping): parts' tables slice-major (entry s * parts + p =
+  // part p's K slice s), part p's output columns [part_begin[p], part_begin[p + 1]).
+  static constexpr int kProjGroupMaxParts = 8;  // kernels::kFp8MaxVariedParts (checked in the .cpp)
+  struct ProjGroup {
+    bool ok = false;
+    int32_t slices = 1, n = 0, k = 0, parts = 0, ld_wscale = 0;
+    int32_t part_begin[kProjGroupMaxParts + 1] = {};
+    Fp8Table table;
+  };
+  struct LayerProj {
+    ProjGroup x, q, o;  // x: q_a | kv_a [| idx_wk]; q: q_b [| idx_wq_b]; o: o_proj
+  };
+  // Quantises x [m, g.k] once, runs the group's GEMM and the reduction into outs[0 .. g.parts); false
+  // (nothing enqueued) when the group is not usable.
+  bool proj_group(const ProjGroup& g, const __nv_bfloat16* x, int64_t m, float* const* outs);
   void ensure_split_plans(int64_t rows);
   bool swiglu_fp8(const __nv_bfloat16* x, int64_t m, const DevMlp& w, float* out);
   void clear_graphs();
@@ -279,8 +313,10 @@ class CudaBackend final : public Backend {
   std::map<const void*, Fp8Table> fp8_tables_, fp8_pair_tables_;
   std::vector<MoeTable> moe_tables_;
   bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
-  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0;
+  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0, proj_group_runs_ = 0;
   bool split_k_ = true;
+  bool proj_group_ = false, proj_group_early_ = false;
+  std::vector<LayerProj> proj_groups_;  // per layer (built with the fast tables)
   std::map<const void*, SplitWeight> fp8_split_;
   std::vector<DeviceBuffer> split_owned_;  // the K-sliced weight copies
   int64_t split_bytes_ = 0, split_max_sn_ = 0;  // copies' bytes; largest slices x n (partials buffer)

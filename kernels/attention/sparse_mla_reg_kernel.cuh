@@ -1,0 +1,378 @@
+// Sparse MLA kernel variant 7 (round 6): FP8 (656-byte) records converted in registers, no dequantization
+// pass. Rounds 2-5 measured that every FP8 kernel is bounded by the pass that turns the raw e4m3 slot into
+// a bf16 tile in shared memory (a read, a float round trip, a store and one more block barrier per
+// 16-token step); here the raw records stay raw and each warp converts only its own MMA operands, right
+// before the MMA:
+//
+//   ring slot (cp.async, 16-byte chunks, as variant 2): latent rows of 544 bytes (512 e4m3 + the 4 float32
+//          scales + 16 bytes of padding: 136 words, 8 banks apart) and rope rows of 144 bytes (64 bf16 + 16:
+//          4 banks apart, the ldmatrix rows of variant 2)
+//   GEMM1  warp (head slice wh, quarter kq) = the 128 latent values of scale block kq plus 16 rope values:
+//          K fragments from plain 8-byte loads (two k16 steps per load; the k order inside a step is
+//          permuted to "4 consecutive bytes per lane" and Q's fragments are loaded in the same order),
+//          e4m3 -> f16 pairs by cvt.rn.f16x2.e4m3x2 (exact: e4m3 is a subset of f16), Q converted to f16
+//          once (bf16 -> f16 is exact inside f16's range; |q| < 65504 is assumed), f16 mma.sync; the
+//          quarter's fp32 partial score of token r is multiplied by that token's scale of block kq (one
+//          multiply per score, not per value); the rope part is a bf16 MMA on the bf16 rope as before.
+//   softmax as variant 2, but P is written four times, once per 128-value scale block b, as
+//          P_b[head][tok] = bf16(p * scale[tok][b] * 2^120), in the token order of GEMM2's fragments.
+//   GEMM2  O^T[dims x heads] += V^T P^T; a warp's dims lie in one scale block, so the scale is in P_b and
+//          V needs no multiply: lane (g, t) loads the 4-byte words (4 dims) of tokens t, t+4, t+8, t+12,
+//          builds (dim, token pair) byte pairs with two byte permutes (prmt) per word pair and turns each
+//          pair into a bf16x2 by bit moves: e4m3 s.eeee.mmm -> bf16 s.000_eeee.mmm_0000 = value * 2^-120
+//          (exact, subnormals included), the 2^120 being in P_b. bf16, not f16, for this GEMM: p * scale
+//          spans far more than f16's exponent range (small scales would make P_b subnormal in f16).
+//          The output dims of a warp's m16 tiles are permuted accordingly (the epilogue writes them back).
+// Precision against the float32 reference: K and V enter the MMAs exactly (no bf16 rounding of
+// value * scale as in variants 1-6); Q is exact in f16; P_b is rounded once to bf16 (variants 1-6 round P
+// and V each); the running sum uses the unrounded fp32 p.
+// Only mma.sync / ldmatrix / cp.async / prmt (the e4m3 cvt is sm_89+; sm_80 builds use the library's
+// conversion): valid on sm_120; <= 99 KB of shared memory (static_assert).
+#pragma once
+
+#include "kernels/attention/sparse_mla_common.cuh"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+template <int HC>
+struct RegCfg {
+  static constexpr int kWarps = HC >= 32 ? 8 : 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBT = 16;                        // tokens per step
+  static constexpr int kNTw = HC == 8 ? 1 : 2;          // GEMM1 n8 head tiles per warp
+  static constexpr int kWH = HC / (8 * kNTw);           // GEMM1 warps along heads
+  static constexpr int kKQ = kWarps / kWH;              // GEMM1 warps along k: one per 128-value scale block
+  static_assert(kWH * kKQ == kWarps && kKQ == 4, "GEMM1: one warp per latent quarter and head slice");
+  static constexpr int kDimsPerWarp = kMlaLatentDim / kWarps;  // 128 or 64: inside one scale block
+  static_assert(128 % kDimsPerWarp == 0, "a GEMM2 warp's dims must share one scale block");
+  static constexpr int kGroups2 = kDimsPerWarp / 32;           // 32-dim groups = two m16 tiles each
+  static constexpr int kMT2 = kDimsPerWarp / 16;
+  static constexpr int kNT2 = HC / 8;
+  static constexpr int kTPH = kThreads / HC;  // softmax threads per head
+  static constexpr int kTokPT = kBT / kTPH;
+  static_assert(kTokPT >= 1 && kTokPT * kTPH == kBT && (kTPH == 8 || kTPH == 16), "softmax thread grid");
+  static constexpr int kLatRowBytes = 544;   // 512 e4m3 + 16 scale bytes + 16 pad (136 words: 8 mod 32)
+  static constexpr int kRopeRowBytes = 144;  // 128 rope bytes + 16 pad (36 words: 4 mod 32)
+  static constexpr int kLatChunks = (kMlaLatentDim + 16) / 16;  // 33 record chunks land in the latent rows
+  static constexpr int kOffRope = kBT * kLatRowBytes;             // 8704
+  static constexpr int kSlotBytes = kOffRope + kBT * kRopeRowBytes;  // 11008
+  // 8 heads: 5 slots (4 steps in flight) so that three 128-thread CTAs (118 registers) share an H200 SM;
+  // 16 / 32 heads: 7 (6 in flight; two CTAs per SM by registers: the 16-head kernel needs 168 registers for
+  // no spill, one over three CTAs' budget; the 32-head epilogue staging needs 6 slots' space anyway).
+  static constexpr int kStages = HC == 8 ? 5 : 7;
+  static constexpr int kMinBlocks = HC == 8 ? 3 : 1;
+  static constexpr int kStageAreaBytes = kStages * kSlotBytes;
+  static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
+  static constexpr int kSpartBytes = kKQ * HC * kBT * 4;  // partial S [kq][head][tok] fp32
+  static constexpr int kPBytes = 4 * HC * kBT * 2;        // P_b [block][head][16 tok] bf16
+  static constexpr int kOffSpart = kStageAreaBytes;
+  static constexpr int kOffP = kOffSpart + kSpartBytes;
+  static constexpr int kOffAlpha = kOffP + kPBytes;
+  static constexpr int kOffInvL = kOffAlpha + HC * 4;
+  static constexpr int kOffLse = kOffInvL + HC * 4;
+  static constexpr int kOffIdx = kOffLse + HC * 4;
+  static constexpr int kSmemBytes = kOffIdx + kMaxSplitEntries * 4;
+  static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
+  static_assert(kSlotBytes % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffIdx % 16 == 0, "alignment");
+};
+
+// Two e4m3 (the low 16 bits of x, low byte first) -> f16x2, exactly.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+// Bytes 0 and 2 (lo) or 1 and 3 (hi) of x as two e4m3 -> bf16x2 holding value * 2^-120 exactly: the e4m3
+// exponent and mantissa bits moved under bf16's (bias 127 instead of 7), the sign bit to bit 15.
+__device__ __forceinline__ uint32_t e4m3_b02_to_bf16x2_m120(uint32_t x) {
+  return ((x << 4) & 0x07f007f0u) | ((x << 8) & 0x80008000u);
+}
+__device__ __forceinline__ uint32_t e4m3_b13_to_bf16x2_m120(uint32_t x) {
+  return ((x >> 4) & 0x07f007f0u) | (x & 0x80008000u);
+}
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t w) {
+  __nv_bfloat162 b;
+  *reinterpret_cast<uint32_t*>(&b) = w;
+  const float2 f = __bfloat1622float2(b);
+  const __half2 h = __floats2half2_rn(f.x, f.y);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+// GEMM2 position of token `tok` in a P_b row: lane t's B fragment = positions 4t..4t+3 = tokens t, t+4,
+// t+8, t+12 (the k pairs (t, t+4) and (t+8, t+12) of its A fragment).
+__device__ __forceinline__ int p_pos(int tok) { return ((tok & 3) << 2) | (tok >> 2); }
+inline constexpr float kTwoPow120 = 1.329227995784916e36f;  // 2^120, exact
+
+// Online softmax of one 16-token step (as softmax_step in sparse_mla_common.cuh), writing P_b for the four
+// scale blocks from the raw slot's scales.
+template <int NH, int TPH>
+__device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const int* sidx, float scale_log2, int sh,
+                                                    int ssub, const uint8_t* lat, int lat_row,
+                                                    __nv_bfloat16* p_s, float* alpha_s, float& m_run,
+                                                    float& l_run) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int kTokPT = 16 / TPH;
+  float sv[kTokPT];
+  float mx = kNegInf;
+#pragma unroll
+  for (int j = 0; j < kTokPT; ++j) {
+    const int tok = ssub * kTokPT + j;
+    float v = 0.f;
+#pragma unroll
+    for (int k2 = 0; k2 < 4; ++k2) v += spart[spart_off<NH>(k2, sh, tok)];
+    sv[j] = sidx[tok] >= 0 ? v * scale_log2 : kNegInf;
+    mx = fmaxf(mx, sv[j]);
+  }
+#pragma unroll
+  for (int off = 1; off < TPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  const float mn = fmaxf(m_run, mx);
+  const float mu = mn == kNegInf ? 0.f : mn;  // nothing valid yet: exp2(-inf - 0) = 0, not NaN
+  const float al = exp2f(m_run - mu);
+  m_run = mn;
+  float ps = 0.f;
+#pragma unroll
+  for (int j = 0; j < kTokPT; ++j) {
+    const int tok = ssub * kTokPT + j;
+    const float pv = exp2f(sv[j] - mu);
+    ps += pv;
+    // An unused entry's slot row is zero-filled: scale 0 (and pv = 0 anyway).
+    const float4 sc = *reinterpret_cast<const float4*>(lat + tok * lat_row + kMlaFp8ScaleOffset);
+    const float pw = pv * kTwoPow120;
+    __nv_bfloat16* dst = p_s + sh * 16 + p_pos(tok);
+    dst[0 * NH * 16] = __float2bfloat16(pw * sc.x);
+    dst[1 * NH * 16] = __float2bfloat16(pw * sc.y);
+    dst[2 * NH * 16] = __float2bfloat16(pw * sc.z);
+    dst[3 * NH * 16] = __float2bfloat16(pw * sc.w);
+  }
+  l_run = l_run * al + ps;
+  if (ssub == 0) alpha_s[sh] = al;
+}
+
+template <int HC>
+__global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
+    sparse_mla_reg_kernel(const KernelArgs a) {
+  using C = RegCfg<HC>;
+  using namespace mma;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int NST = C::kStages;
+  constexpr int kLR = C::kLatRowBytes;
+  extern __shared__ __align__(16) uint8_t smem[];
+
+  const int groups = a.num_heads / HC;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  const int split = bid % a.nsplit;
+  const int t = bid / a.nsplit;
+  const RowCache rc = row_cache(a, t);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the combine kernel (PDL), as variant 2
+#endif
+
+  int len = a.topk;
+  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
+  const int first = split * a.tiles_per_split * kTileTokens;
+  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
+  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
+
+  // GEMM1 role: warp = kq * kWH + wh; Q^T fragments of the warp's heads over latent quarter kq (f16, in the
+  // permuted k order: k-step 2j + s, lane t holds dims 128 kq + 32 j + 8 t + 4 s + {0,1 | 2,3}) and over the
+  // rope dims 512 + 16 kq .. + 15 (bf16, the ordinary order).
+  const int wh = warp % C::kWH, kq = warp / C::kWH;
+  const __nv_bfloat16* q_w = a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + wh * C::kNTw * 8) * kMlaQkDim;
+  uint32_t qf[8][C::kNTw][2];
+#pragma unroll
+  for (int nt = 0; nt < C::kNTw; ++nt) {
+    const __nv_bfloat16* qrow = q_w + (nt * 8 + g) * kMlaQkDim + kq * 128 + 8 * tq;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(qrow + 32 * j));
+      qf[2 * j][nt][0] = bf16x2_to_f16x2(v.x);
+      qf[2 * j][nt][1] = bf16x2_to_f16x2(v.y);
+      qf[2 * j + 1][nt][0] = bf16x2_to_f16x2(v.z);
+      qf[2 * j + 1][nt][1] = bf16x2_to_f16x2(v.w);
+    }
+  }
+  uint32_t qr[1][C::kNTw][2];
+  load_q_fragments<1, C::kNTw>(qr, q_w, kMlaLatentDim / 16 + kq, lane);
+
+  // The split's indices -> shared memory, cleaned (-1 = unused).
+  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+#pragma unroll 4
+  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
+    const int pos = first + i;
+    const int v = i < cnt ? __ldg(row_idx + pos) : -1;
+    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
+  }
+  __syncthreads();
+
+  // Gather step `step` into ring slot `slot`: record chunks 0..32 (latent + scales) -> the latent row,
+  // 33..40 (rope) -> the rope row; unused entries zero-filled.
+  auto issue = [&](int step, int slot) {
+    constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41
+    const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
+    const int* sidx = s_idx + step * C::kBT;
+    constexpr int kTotal = C::kBT * kChunks;
+#pragma unroll
+    for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
+      const int c = tid + k * C::kThreads;
+      if (kTotal % C::kThreads != 0 && c >= kTotal) break;
+      const int r = c / kChunks, col = c - r * kChunks;
+      const int idx = sidx[r];
+      const bool ok = idx >= 0;
+      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes + col * 16 : rc.base;
+      const uint32_t dst = col < C::kLatChunks ? dst0 + r * kLR + col * 16
+                                               : dst0 + C::kOffRope + r * C::kRopeRowBytes + (col - C::kLatChunks) * 16;
+      cp_async_16_nohint(dst, src, ok ? 16 : 0);
+    }
+  };
+
+  float* spart = reinterpret_cast<float*>(smem + C::kOffSpart);
+  float* alpha_s = reinterpret_cast<float*>(smem + C::kOffAlpha);
+  float* inv_l_s = reinterpret_cast<float*>(smem + C::kOffInvL);
+  float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
+  __nv_bfloat16* p_s = reinterpret_cast<__nv_bfloat16*>(smem + C::kOffP);
+
+  const int sh = tid / C::kTPH, ssub = tid % C::kTPH;
+  float m_run = kNegInf;
+  float l_run = 0.f;
+
+  float acc[C::kMT2][C::kNT2][4];
+#pragma unroll
+  for (int i = 0; i < C::kMT2; ++i)
+#pragma unroll
+    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  const int d0 = warp * C::kDimsPerWarp;
+  const int blk = d0 >> 7;  // the scale block of this warp's GEMM2 dims
+
+#pragma unroll
+  for (int s = 0; s < NST - 1; ++s) {
+    if (s < nsteps) issue(s, s);
+    cp_async_commit();
+  }
+  int slot = 0;
+  for (int it = 0; it < nsteps; ++it) {
+    cp_async_wait_group<NST - 2>();
+    __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
+    {
+      const int nxt = it + NST - 1;
+      if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
+      cp_async_commit();
+    }
+    const uint8_t* lat = smem + slot * C::kSlotBytes;
+
+    // GEMM1: S^T[16 tok x kNTw*8 heads] over latent quarter kq (f16, two chains) and rope k-step kq (bf16).
+    {
+      float sl[2][C::kNTw][4], sr[C::kNTw][4];
+#pragma unroll
+      for (int nt = 0; nt < C::kNTw; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) sl[0][nt][i] = sl[1][nt][i] = sr[nt][i] = 0.f;
+      const uint8_t* r0 = lat + g * kLR + kq * 128 + 8 * tq;
+      const uint8_t* r1 = r0 + 8 * kLR;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint2 w = *reinterpret_cast<const uint2*>(r0 + 32 * j);
+        const uint2 u = *reinterpret_cast<const uint2*>(r1 + 32 * j);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint32_t ws = s ? w.y : w.x, us = s ? u.y : u.x;
+          uint32_t af[4];
+          af[0] = e4m3x2_to_f16x2(ws);
+          af[1] = e4m3x2_to_f16x2(us);
+          af[2] = e4m3x2_to_f16x2(ws >> 16);
+          af[3] = e4m3x2_to_f16x2(us >> 16);
+#pragma unroll
+          for (int nt = 0; nt < C::kNTw; ++nt) mma_f16_16816(sl[s][nt], af, qf[2 * j + s][nt][0], qf[2 * j + s][nt][1]);
+        }
+      }
+      {
+        uint32_t ar[4];
+        ldmatrix_x4(ar, smem_addr(lat + C::kOffRope) + (lane & 15) * C::kRopeRowBytes + (lane >> 4) * 16 + kq * 32);
+#pragma unroll
+        for (int nt = 0; nt < C::kNTw; ++nt) mma_bf16_16816(sr[nt], ar, qr[0][nt][0], qr[0][nt][1]);
+      }
+      const float sc0 = *reinterpret_cast<const float*>(lat + g * kLR + kMlaFp8ScaleOffset + kq * 4);
+      const float sc1 = *reinterpret_cast<const float*>(lat + (g + 8) * kLR + kMlaFp8ScaleOffset + kq * 4);
+#pragma unroll
+      for (int nt = 0; nt < C::kNTw; ++nt) {
+        const int h = wh * C::kNTw * 8 + nt * 8 + 2 * tq;
+        spart[spart_off<HC>(kq, h, g)] = (sl[0][nt][0] + sl[1][nt][0]) * sc0 + sr[nt][0];
+        spart[spart_off<HC>(kq, h + 1, g)] = (sl[0][nt][1] + sl[1][nt][1]) * sc0 + sr[nt][1];
+        spart[spart_off<HC>(kq, h, g + 8)] = (sl[0][nt][2] + sl[1][nt][2]) * sc1 + sr[nt][2];
+        spart[spart_off<HC>(kq, h + 1, g + 8)] = (sl[0][nt][3] + sl[1][nt][3]) * sc1 + sr[nt][3];
+      }
+    }
+    __syncthreads();  // (B) partial scores visible
+
+    softmax_step_fp8reg<HC, C::kTPH>(spart, s_idx + it * C::kBT, a.scale_log2, sh, ssub, lat, kLR, p_s, alpha_s,
+                                     m_run, l_run);
+    __syncthreads();  // (C) P_b and the rescale factors visible
+
+    // GEMM2: O^T[d0 .. d0 + kDimsPerWarp) x HC] = alpha O^T + V'^T P_blk^T.
+    pv_rescale(acc, alpha_s, lane);
+    {
+      uint32_t bfr[C::kNT2][2];
+#pragma unroll
+      for (int nt = 0; nt < C::kNT2; ++nt) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p_s + (blk * HC + nt * 8 + g) * 16 + 4 * tq);
+        bfr[nt][0] = v.x;
+        bfr[nt][1] = v.y;
+      }
+      const uint8_t* vb = lat + tq * kLR + d0 + 4 * g;
+#pragma unroll
+      for (int grp = 0; grp < C::kGroups2; ++grp) {
+        const uint32_t wA = *reinterpret_cast<const uint32_t*>(vb + grp * 32);
+        const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * kLR + grp * 32);
+        const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * kLR + grp * 32);
+        const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * kLR + grp * 32);
+        // x = [A_d, A_d+1, B_d, B_d+1] (d = 4g, then 4g + 2): bytes 0/2 = dim d, bytes 1/3 = dim d + 1.
+        const uint32_t xab0 = prmt(wA, wB, 0x5410u), xab2 = prmt(wA, wB, 0x7632u);
+        const uint32_t xcd0 = prmt(wC, wD, 0x5410u), xcd2 = prmt(wC, wD, 0x7632u);
+        // Tile 2 grp: rows g / g + 8 = dims 4g / 4g + 1; tile 2 grp + 1: dims 4g + 2 / 4g + 3.
+        const uint32_t ax[4] = {e4m3_b02_to_bf16x2_m120(xab0), e4m3_b13_to_bf16x2_m120(xab0),
+                                e4m3_b02_to_bf16x2_m120(xcd0), e4m3_b13_to_bf16x2_m120(xcd0)};
+        const uint32_t ay[4] = {e4m3_b02_to_bf16x2_m120(xab2), e4m3_b13_to_bf16x2_m120(xab2),
+                                e4m3_b02_to_bf16x2_m120(xcd2), e4m3_b13_to_bf16x2_m120(xcd2)};
+#pragma unroll
+        for (int nt = 0; nt < C::kNT2; ++nt) {
+          mma_bf16_16816(acc[2 * grp][nt], ax, bfr[nt][0], bfr[nt][1]);
+          mma_bf16_16816(acc[2 * grp + 1][nt], ay, bfr[nt][0], bfr[nt][1]);
+        }
+      }
+    }
+    slot = slot == NST - 1 ? 0 : slot + 1;
+  }
+  cp_async_wait_all();
+
+  {
+    float l = l_run;
+#pragma unroll
+    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (ssub == 0) {
+      inv_l_s[sh] = l > 0.f ? 1.f / l : 0.f;
+      lse_s[sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
+    }
+  }
+  __syncthreads();  // also: every warp is past its last GEMM2, so the stage area can be reused
+  float* stg = reinterpret_cast<float*>(smem);
+  // Tile mt's rows: dims d0 + 32 (mt / 2) + 4 g + 2 (mt % 2) + {0 (c0, c1), 1 (c2, c3)}.
+#pragma unroll
+  for (int nt = 0; nt < C::kNT2; ++nt) {
+    const int h = nt * 8 + 2 * tq;
+    const float s0 = inv_l_s[h], s1 = inv_l_s[h + 1];
+#pragma unroll
+    for (int mt = 0; mt < C::kMT2; ++mt) {
+      const int d = d0 + 32 * (mt >> 1) + 4 * g + 2 * (mt & 1);
+      stg[h * kStgStride + d] = acc[mt][nt][0] * s0;
+      stg[(h + 1) * kStgStride + d] = acc[mt][nt][1] * s1;
+      stg[h * kStgStride + d + 1] = acc[mt][nt][2] * s0;
+      stg[(h + 1) * kStgStride + d + 1] = acc[mt][nt][3] * s1;
+    }
+  }
+  __syncthreads();
+  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail
