@@ -164,7 +164,8 @@ struct Fp8GemmParams {
   // (%smid), each queue an equal share of the flat item list, so that every SM streams the same bytes
   // (fp8_gemm_decode_balanced.cuh). 0 = the grid form (one block per 64 rows and group). Needs
   // balanced_counters: kFp8BalancedWords ints, zero when the kernel starts; the kernel leaves them zero.
-  // Ignored (the grid form runs) on devices with more than kFp8BalancedMaxSms SMs.
+  // Ignored (the grid form runs) on devices with more than kFp8BalancedMaxSms SMs, and with varied_parts,
+  // ldw or ld_wscale.
   // 2 = as 1, but each block's queue index comes from registering its %smid in a table (dense indices in
   // order of first arrival, whatever numbering the SMs have), and a warp that has done at least one item
   // and finds its own queue empty takes items from the fullest other queue (SMs that stream faster take
