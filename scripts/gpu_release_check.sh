@@ -2,13 +2,15 @@
 # The merged tree's whole device check in one call, from binaries built on the development machine
 # (scripts/pack_prebuilt.sh; no build on the device): every GPU test (scripts/gpu_check.sh, with the sm_120
 # ptxas / SASS report in the background), then the benchmarks of what changed since their last recorded
-# run: the forward at GLM-5 dimensions (4 and 2 layers: one layer by difference; stage times; the MoE
-# shared expert on one stream), the MoE layer at T = 1, 8, the batch-1 indexer (round 3 vs 4) and the
-# sparse MLA merges of split partials. The JSON files come back in $OUT/json.tgz.
+# run (session 3): sparse MLA FP8 variant 7 beside variant 2 and bf16; the indexer's batch-1 table (cluster
+# select) and FP8 vs int8 keys; the MoE layer at T = 1, 8, 64 (balanced decode GEMMs vs the previous grid);
+# the dense projections per shape and grouped; the forward at GLM-5 dimensions (4 and 2 layers: one layer
+# by difference; grouped projections off / on; FP8 cache records). The JSON files come back in $OUT/json.tgz.
 #
 #   bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt     (here; build-gpu90 = the default
 #                                      preset with -DCMAKE_CUDA_ARCHITECTURES=90, targets glm5rt_gpu_tests,
-#                                      glm5rt-bench, glm5rt_bench_moe, bench_indexer, glm5rt_bench_sparse_mla)
+#                                      glm5rt-bench, glm5rt_bench_moe, bench_indexer, glm5rt_bench_sparse_mla,
+#                                      glm5rt_bench_proj)
 #   COMMIT=<hash> bash scripts/gpu_release_check.sh                      (device, carry .carry/final)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,24 +25,30 @@ export LD_LIBRARY_PATH=$PWD/$P/lib
 J=$OUT/json; mkdir -p "$J"   # the JSON files come back as one archive (the tool returns at most 8 files)
 B=$P/bin
 {
-  stamp "forward bench: 4 layers (1 dense), 8K and 32K context"
-  timeout 120 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
-    --prefill 4096 --steps 10 --stages --commit "$COMMIT" --json "$J/forward-h200.json" 2>&1 | grep -v "^\s*$" | tail -24
+  stamp "sparse MLA: FP8 variant 7 beside variant 2 and bf16 records"
+  timeout 60 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64 --variants 2,7 --v7-splits 2 \
+    --reps 9 --json "$J/sparse_mla-h200-final.json" 2>&1 | tail -30
+  stamp "indexer: batch-1 table (default = cluster select for <= 4 rows)"
+  timeout 90 "$B/bench_indexer" "$J/indexer-h200-final-b1.json" --b1 --commit "$COMMIT" --command "bench_indexer --b1" 2>&1 | tail -24
+  stamp "indexer: FP8 vs int8 keys"
+  timeout 60 "$B/bench_indexer" "$J/indexer-int8-h200.json" --int8 --commit "$COMMIT" --command "bench_indexer --int8" 2>&1 | tail -16
+  stamp "moe"
+  timeout 90 "$B/glm5rt_bench_moe" --tokens 1,8 --commit "$COMMIT" --json "$J/moe-h200-final.json" 2>&1 | tail -40
+  stamp "dense projections (per shape, one layer grouped)"
+  timeout 90 "$B/glm5rt_bench_proj" --quick --reps 9 --commit "$COMMIT" --json "$J/proj-h200.json" 2>&1 | tail -40
+  stamp "forward bench: 4 layers (1 dense), grouped projections off / on / early, bf16 cache"
+  timeout 150 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
+    --prefill 4096 --steps 10 --stages --variants fast:auto:nogroup,fast:auto:group,fast:auto:groupearly \
+    --commit "$COMMIT" --json "$J/forward-h200.json" 2>&1 | grep -v "^\s*$" | tail -40
   stamp "forward bench: 2 layers (one layer = the difference)"
-  timeout 60 "$B/glm5rt-bench" --glm5-dims --layers 2 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
-    --prefill 0 --steps 10 --commit "$COMMIT" --json "$J/forward-h200-2layers.json" 2>&1 | grep -v "^\s*$" | tail -8
+  timeout 90 "$B/glm5rt-bench" --glm5-dims --layers 2 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
+    --prefill 0 --steps 10 --variants fast:auto:nogroup,fast:auto:group --commit "$COMMIT" \
+    --json "$J/forward-h200-2layers.json" 2>&1 | grep -v "^\s*$" | tail -12
   python3 bench/forward/layer_json.py "$J/forward-h200.json" "$J/forward-h200-2layers.json" "$J/layer-h200.json" 2>&1 | tail -12
-  stamp "forward bench: MoE shared expert on the main stream (decode fusion applies)"
-  GLM5RT_CUDA_MOE_SIDE_STREAM=0 timeout 60 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 \
-    --contexts 8192 --prefill 0 --steps 10 --stages --commit "$COMMIT" --json "$J/forward-h200-noside.json" 2>&1 |
-    grep -v "^\s*$" | tail -8
-  stamp "moe bench"
-  timeout 60 "$B/glm5rt_bench_moe" --json "$J/moe-h200-t1-t8.json" --commit "$COMMIT" --tokens 1,8 2>&1 | tail -24
-  stamp "indexer bench (batch 1, round 3 vs round 4)"
-  timeout 90 "$B/bench_indexer" "$J/indexer-r4-h200.json" --b1 --commit "$COMMIT" --command "bench_indexer --b1" 2>&1 | tail -30
-  stamp "sparse MLA bench (merge of the split partials: old vs chunked vs fused)"
-  timeout 90 "$B/glm5rt_bench_sparse_mla" --combine-compare --no-sweep --quick --T 1,8,128 --H 8,16,64 --reps 9 \
-    --json "$J/sparse_mla_combine.json" 2>&1 | tail -40
+  stamp "forward bench: FP8 cache records (latent 656 B, indexer keys 132 B)"
+  timeout 90 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
+    --prefill 0 --steps 10 --stages --cache-dtype fp8 --commit "$COMMIT" --json "$J/forward-h200-fp8cache.json" 2>&1 |
+    grep -v "^\s*$" | tail -12
   stamp "end"
 } >> "$OUT/bench.txt" 2>&1
 tar -czf "$OUT/json.tgz" -C "$OUT" json && rm -rf "$J"
