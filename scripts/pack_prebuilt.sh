@@ -21,5 +21,5 @@ for b in "$out"/bin/*; do
   ldd "$b" | awk '/=> \// {print $3}' | grep -E 'mimalloc|pcre2|icu' || true
 done | sort -u | while read -r l; do cp -L "$l" "$out/lib/"; done
 echo "$src" > "$out/SOURCE_DIR"
-(cd "$(dirname "$out")" && tar -cJf "$(basename "$out").tar.xz" "$(basename "$out")")
+(cd "$(dirname "$out")" && XZ_OPT=-9 tar -cJf "$(basename "$out").tar.xz" "$(basename "$out")")
 du -sh "$out.tar.xz"
