@@ -222,7 +222,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // Balanced decode GEMMs: the fused front zeroes their queue counters (after the combine's).
   const int balanced_form = env_decode_balanced() >= 0 ? env_decode_balanced() : p.decode_balanced;
   if (balanced_form < 0 || balanced_form > 2) return cudaErrorInvalidValue;
-  const bool balanced = balanced_form > 0 && async_down && T <= kMoeFrontMaxTokens && p.front_path == 0;
+  // Form 2 beside the shared expert's stream crashed on the device (moe.h): the grid form runs there.
+  const bool balanced = balanced_form > 0 && async_down && T <= kMoeFrontMaxTokens && p.front_path == 0 &&
+                        !(side && balanced_form == 2);
   const bool fused_swiglu = fused_combine && p.decode_fusion == 2 && T <= kMoeSwigluFuseMaxTokens && !balanced;
   int* counters = static_cast<int*>(at(l.counters));
   const int n_combine_counters = (H + 15) / 16;
