@@ -27,7 +27,7 @@ B=$P/bin
 {
   if [ -z "${SKIP_KERNEL_BENCH:-}" ]; then
   stamp "sparse MLA: FP8 variant 7 beside variant 2 and bf16 records"
-  timeout 60 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64 --variants 2,7 --v7-splits 2 \
+  timeout 60 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64 --variants 2,7 --v7-splits 2 --commit "$COMMIT" \
     --reps 9 --json "$J/sparse_mla-h200-final.json" 2>&1 | tail -30
   stamp "indexer: batch-1 table (default = cluster select for <= 4 rows)"
   timeout 90 "$B/bench_indexer" "$J/indexer-h200-final-b1.json" --b1 --commit "$COMMIT" --command "bench_indexer --b1" 2>&1 | tail -24
