@@ -445,6 +445,10 @@ int main(int argc, char** argv) {
   for (auto& e : ev) CK(cudaEventCreate(&e));
   cudaStream_t side_stream;
   CK(cudaStreamCreateWithFlags(&side_stream, cudaStreamNonBlocking));
+  // MoeParams::router_ticket for every row (one stream at a time runs the router: one ticket serves all).
+  unsigned int* router_ticket = nullptr;
+  CK(cudaMalloc(&router_ticket, sizeof(unsigned int)));
+  CK(cudaMemset(router_ticket, 0, sizeof(unsigned int)));
   cudaEvent_t side_ev[2];
   for (auto& e : side_ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   struct Config {
@@ -465,6 +469,7 @@ int main(int argc, char** argv) {
     int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
     int decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
+    bool fused_router_front = glm5rt::kernels::MoeParams{}.fused_router_front;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -559,6 +564,17 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
+    // Round 7: the front in the router logits kernel's last block (MoeParams::fused_router_front; applies
+    // up to 16 tokens), one stream and the shared expert on a second stream; compare with "default" and
+    // "shared-strm" (the library defaults otherwise).
+    if (T <= 16) {
+      for (int strm = 0; strm < 2; ++strm) {
+        Config c{T, 0, 0, 0, true, strm ? "fused-rf-shstrm" : "fused-rf"};
+        c.fused_router_front = true;
+        c.shared_stream = strm != 0;
+        configs.push_back(c);
+      }
+    }
     if (T == 64) {
       Config c{T, 0, 0, 0, true, "no-ef"};
       c.stream_evict_first = false;
@@ -641,6 +657,8 @@ int main(int argc, char** argv) {
     p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     p.decode_balanced = cfg.decode_balanced;
     p.fast_select = cfg.fast_select;
+    p.fused_router_front = cfg.fused_router_front;
+    p.router_ticket = router_ticket;  // zero; every launch leaves it zero (used only where the fusion applies)
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];

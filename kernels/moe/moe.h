@@ -205,6 +205,20 @@ struct MoeParams {
   // test with it (router bit-equal to the CPU, MoE block variants); its timing is the bench's fast-sel /
   // slow-sel rows. Flip: false.
   bool fast_select = true;
+  // The front inside the router logits kernel (round 7; predictions in docs/PERFORMANCE.md "MoE round 7"):
+  // the few-token logits kernel's last block to finish (ticket below) runs the front's selection,
+  // permutation and counter zeroing itself (router_front_tail.cuh: the same selection and permutation code
+  // as the fused front kernel, so the same bits), so the gate_up GEMM waits on one kernel instead of two.
+  // Applies where the fast front's logits kernel quantises x (<= 16 tokens, router not skipped, front_path
+  // 0, fast_front, 16-byte aligned x) and router_ticket is given; the fused front kernel otherwise.
+  // GLM5RT_MOE_FUSED_ROUTER_FRONT=0|1 overrides it. Off by default (not yet measured). Flip: true (and a
+  // router_ticket from the caller).
+  bool fused_router_front = false;
+  // The last-block ticket of fused_router_front: a device word that is zero before the first call and
+  // that nothing else writes (not in the workspace: the workspace may be poisoned or shared with other
+  // kernels between calls); every launch leaves it zero again. One per concurrently running moe_forward
+  // (calls in sequence on one stream may share one). Null: fused_router_front does not apply.
+  unsigned int* router_ticket = nullptr;
   // Balanced decode GEMMs (Fp8GemmParams::decode_balanced): both expert GEMMs as a grid of every resident
   // block slot whose warps take 16-row items from one queue per SM, each SM an equal share of the bytes
   // (round 6; the same bits). Applies with the fused front (<= 32 tokens, front_path 0, which zeroes the

@@ -50,6 +50,10 @@ int env_fast_select() {
   static const int v = env_int("GLM5RT_MOE_FAST_SELECT");
   return v;
 }
+int env_fused_router_front() {
+  static const int v = env_int("GLM5RT_MOE_FUSED_ROUTER_FRONT");
+  return v;
+}
 int env_fast_front() {
   static const int v = env_int("GLM5RT_MOE_FAST_FRONT");
   return v;
@@ -319,17 +323,30 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     }
     // The gate_up GEMM prefetches before its wait: let it launch (and become resident) during the router.
     if (l2pf_gemm) flags |= kMoeFrontReleaseEarly;
-    if (!routed) {
-      if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
+    // MoeParams::fused_router_front: the front in the logits kernel's last block (where the logits kernel
+    // also quantises x, i.e. rp.xq was set above).
+    if (rp.xq && p.router_ticket && env_flag(env_fused_router_front(), p.fused_router_front)) {
+      RouterFrontFusion f;
+      f.pp = pp;
+      f.ticket = p.router_ticket;
+      f.zero_ints = counters;
+      f.n_zero = n_counters;
+      if (cudaError_t e = moe_router_logits_front(rp, f, stream); e != cudaSuccess) return e;
+      for (int stage = 0; stage < 3; ++stage)
+        if (cudaError_t e = mark(stage); e != cudaSuccess) return e;
+    } else {
+      if (!routed) {
+        if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
+      }
+      rp.xq = nullptr;  // the front reads rp only for the selection
+      rp.xs = nullptr;
+      if (cudaError_t e = mark(0); e != cudaSuccess) return e;
+      if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters, flags);
+          e != cudaSuccess)
+        return e;
+      if (cudaError_t e = mark(1); e != cudaSuccess) return e;
+      if (cudaError_t e = mark(2); e != cudaSuccess) return e;
     }
-    rp.xq = nullptr;  // the front reads rp only for the selection
-    rp.xs = nullptr;
-    if (cudaError_t e = mark(0); e != cudaSuccess) return e;
-    if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters, flags);
-        e != cudaSuccess)
-      return e;
-    if (cudaError_t e = mark(1); e != cudaSuccess) return e;
-    if (cudaError_t e = mark(2); e != cudaSuccess) return e;
   } else {
     if (!routed) {
       if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;

@@ -15,6 +15,7 @@
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_internal.h"
 #include "kernels/moe/router_math.h"
+#include "kernels/moe/router_front_tail.cuh"
 #include "kernels/moe/router_select.cuh"
 
 namespace glm5rt::kernels {
@@ -91,8 +92,11 @@ __device__ __noinline__ void router_quantize_staged_x(const __nv_bfloat16* xs_st
   }
 }
 
-template <int TOK>
-__global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(const RouterParams p) {
+// kFront (MoeParams::fused_router_front): the last block to finish its logits then runs the MoE front
+// (router_front_tail.cuh) with f; otherwise f is unused.
+template <int TOK, bool kFront>
+__global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(const RouterParams p,
+                                                                               const RouterFrontFusion f) {
   if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampStart);
   detail::pdl_wait_and_release();
   if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampWaited);
@@ -130,6 +134,9 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
   const int e = blockIdx.y * kSmallWarps + warp;
   if (e >= p.num_experts) {
     router_l2_prefetch(p);
+    if constexpr (kFront) {  // every warp reaches the ticket's barriers
+      if (detail::router_last_block(f.ticket)) detail::router_front_tail(p, f, router_smem);
+    }
     return;
   }
   const uint4* wrow = reinterpret_cast<const uint4*>(p.weight + static_cast<size_t>(e) * p.hidden);
@@ -167,6 +174,9 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
   }
   if (lane == 0) detail::stamp(p.debug_stamps, detail::kStampEnd);
   router_l2_prefetch(p);  // after this warp's logits: the prefetches do not delay them
+  if constexpr (kFront) {
+    if (detail::router_last_block(f.ticket)) detail::router_front_tail(p, f, router_smem);
+  }
 }
 
 // ---- many tokens ----
@@ -285,8 +295,32 @@ bool router_params_ok(const RouterParams& p) {
 template <int TOK>
 cudaError_t launch_small(const RouterParams& p, cudaStream_t stream) {
   const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kSmallWarps - 1) / kSmallWarps);
-  return detail::launch(router_logits_small_kernel<TOK>, grid, dim3(kSmallWarps * 32),
-                        static_cast<size_t>(TOK) * p.hidden * 2, stream, p.pdl, p);
+  return detail::launch(router_logits_small_kernel<TOK, false>, grid, dim3(kSmallWarps * 32),
+                        static_cast<size_t>(TOK) * p.hidden * 2, stream, p.pdl, p, RouterFrontFusion{});
+}
+
+// With the front in the last block: the dynamic shared memory also covers the tail's (it reuses the
+// staged-x area).
+template <int TOK>
+cudaError_t launch_small_front(const RouterParams& p, const RouterFrontFusion& f, cudaStream_t stream) {
+  const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kSmallWarps - 1) / kSmallWarps);
+  const size_t staged = static_cast<size_t>(TOK) * p.hidden * 2;
+  const size_t tail = detail::router_front_tail_smem(p.tokens, p.num_experts, p.top_k, kSmallWarps);
+  const size_t smem = staged > tail ? staged : tail;
+  if (smem > kSmallSmemLimit) return cudaErrorInvalidValue;
+  return detail::launch(router_logits_small_kernel<TOK, true>, grid, dim3(kSmallWarps * 32), smem, stream, p.pdl, p, f);
+}
+
+// moe_router_logits' checks past the shape (p.tokens > 0).
+bool logits_args_ok(const RouterParams& p) {
+  if (!p.x || !p.weight || !p.logits) return false;
+  if ((p.xq && (!p.xs || p.hidden % kFp8Block != 0)) ||
+      (p.stage_async && (reinterpret_cast<uintptr_t>(p.x) & 15u) != 0))
+    return false;
+  for (const RouterParams::L2Prefetch& f : p.l2_prefetch)
+    if (f.kblocks < 0 || (f.kblocks > 0 && (!f.w || f.rows < 1 || f.k < 128 || f.k % 128 != 0 || f.kblocks > f.k / 128)))
+      return false;
+  return true;
 }
 
 }  // namespace
@@ -295,16 +329,26 @@ bool moe_router_small_kernel(int tokens, int hidden) {
   return tokens >= 1 && tokens <= kSmallMaxTokens && 4 * hidden * 2 <= kSmallSmemLimit;
 }
 
+cudaError_t moe_router_logits_front(const RouterParams& p, const RouterFrontFusion& f, cudaStream_t stream) {
+  if (!router_params_ok(p)) return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  if (!moe_router_small_kernel(p.tokens, p.hidden) || !logits_args_ok(p) || !p.bias || !p.topk_ids ||
+      !p.topk_weights || !p.xq || !f.ticket || f.n_zero < 0 || (f.n_zero > 0 && !f.zero_ints))
+    return cudaErrorInvalidValue;
+  const PermuteParams& pp = f.pp;
+  if (pp.tokens != p.tokens || pp.top_k < 1 || pp.top_k > kRouterMaxTopK || pp.num_experts < 1 ||
+      pp.num_experts > kRouterMaxExperts || pp.tile_rows < 1 || pp.topk_ids != p.topk_ids || !pp.group_offsets ||
+      !pp.active_groups || !pp.num_active || !pp.tile_prefix || !pp.row_token || !pp.slot_row)
+    return cudaErrorInvalidValue;
+  if (p.tokens == 1) return launch_small_front<1>(p, f, stream);
+  if (p.tokens == 2) return launch_small_front<2>(p, f, stream);
+  return launch_small_front<4>(p, f, stream);
+}
+
 cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream) {
   if (!router_params_ok(p)) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
-  if (!p.x || !p.weight || !p.logits) return cudaErrorInvalidValue;
-  if ((p.xq && (!p.xs || p.hidden % kFp8Block != 0)) ||
-      (p.stage_async && (reinterpret_cast<uintptr_t>(p.x) & 15u) != 0))
-    return cudaErrorInvalidValue;
-  for (const RouterParams::L2Prefetch& f : p.l2_prefetch)
-    if (f.kblocks < 0 || (f.kblocks > 0 && (!f.w || f.rows < 1 || f.k < 128 || f.k % 128 != 0 || f.kblocks > f.k / 128)))
-      return cudaErrorInvalidValue;
+  if (!logits_args_ok(p)) return cudaErrorInvalidValue;
   if (moe_router_small_kernel(p.tokens, p.hidden)) {
     if (p.tokens == 1) return launch_small<1>(p, stream);
     if (p.tokens == 2) return launch_small<2>(p, stream);

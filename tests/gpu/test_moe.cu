@@ -333,6 +333,78 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   CUDA_OK(cudaStreamDestroy(st));
 }
 
+// The front inside the router logits kernel's last block (MoeParams::fused_router_front, round 7) against
+// the default run (`expect`, `expect_ids`, `expect_wts`: its output, ids and weights; the ids and weights are
+// compared with the CPU router by check_moe, so equal bits here are the CPU's too): eagerly twice and
+// from a captured graph replayed twice, the workspace poisoned before the first run of each; the ticket
+// must be zero again after every launch (a wrong reset would leave the next launch without a last
+// block). The captured graph has exactly one kernel node fewer where the fusion applies (`applies`), so a
+// silent fallback to the front kernel fails; where it does not apply, the same graph. Then the same with
+// the shared expert on a second stream (check_shared_stream: fork and bits), and one run with the
+// timeline on (the front's slot is written by the last block).
+void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size_t ws_bytes,
+                              DeviceBuffer<uint16_t>& dout, DeviceBuffer<int>& dids, DeviceBuffer<float>& dwts,
+                              const std::vector<uint16_t>& expect, const std::vector<int>& expect_ids,
+                              const std::vector<float>& expect_wts, bool applies, bool forks) {
+  cudaStream_t st;
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  DeviceBuffer<unsigned int> ticket(1);
+  CUDA_OK(cudaMemset(ticket.ptr, 0, sizeof(unsigned int)));
+  k::MoeParams pf = p0;
+  pf.fused_router_front = true;
+  pf.router_ticket = ticket.ptr;
+  size_t out_differ = 0, route_differ = 0, ticket_bad = 0;
+  auto run_and_compare = [&](auto&& launch, bool poison_ws) {
+    dout.poison();
+    dids.poison();
+    dwts.poison();
+    if (poison_ws) ws.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    launch();
+    CUDA_OK(cudaStreamSynchronize(st));
+    const auto got = dout.download();
+    for (size_t i = 0; i < got.size(); ++i) out_differ += got[i] != expect[i];
+    route_differ += dids.download() != expect_ids;
+    route_differ += dwts.download() != expect_wts;
+    ticket_bad += ticket.download()[0] != 0;
+  };
+  for (int rep = 0; rep < 2; ++rep)
+    run_and_compare([&] { CUDA_OK(k::moe_forward(pf, ws.ptr, ws_bytes, st)); }, rep == 0);
+  cudaGraph_t g_old = nullptr, g_new = nullptr;
+  const size_t n_old = captured_kernels(p0, ws, ws_bytes, st, g_old);
+  const size_t n_new = captured_kernels(pf, ws, ws_bytes, st, g_new);
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, g_new, 0));
+  for (int rep = 0; rep < 2; ++rep) run_and_compare([&] { CUDA_OK(cudaGraphLaunch(exec, st)); }, rep == 0);
+  {  // Timeline on: the same bits, and the front's slot written by the logits kernel's last block.
+    DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
+    std::vector<unsigned long long> init(dst.count);
+    for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
+    dst.upload(init);
+    k::MoeParams ps = pf;
+    ps.debug_stamps = dst.ptr;
+    run_and_compare([&] { CUDA_OK(k::moe_forward(ps, ws.ptr, ws_bytes, st)); }, true);
+    const auto stamps = dst.download();
+    const size_t front = static_cast<size_t>(k::kMoeStampFront) * k::kMoeStampWords;
+    CHECK(stamps[front] != ~0ull);
+    if (applies) CHECK(stamps[front] >= stamps[0]);  // after the first logits block started
+  }
+  MESSAGE("fused router front: T=" << p0.tokens << " applies=" << applies << " graph nodes " << n_old << " -> "
+                                   << n_new << ", differing outputs " << out_differ << ", routing runs differing "
+                                   << route_differ << ", ticket not reset " << ticket_bad);
+  CHECK(out_differ == 0);
+  CHECK(route_differ == 0);
+  CHECK(ticket_bad == 0);
+  CHECK(n_new + (applies ? 1 : 0) == n_old);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(g_old));
+  CUDA_OK(cudaGraphDestroy(g_new));
+  // With the shared expert on a second stream (the bench's fused-rf-shstrm row): the same bits, the fork.
+  check_shared_stream(pf, ws, ws_bytes, dout, expect, forks);
+  CHECK(ticket.download()[0] == 0);
+  CUDA_OK(cudaStreamDestroy(st));
+}
+
 void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, int path = 0, int tile_rows = 0) {
   auto rng = fresh_rng();
   const int H = 6144, I = 2048, E = cfg.num_experts, K = cfg.top_k;
@@ -502,6 +574,10 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  // Round 7: the front in the router logits kernel's last block: applies up to 16 tokens (the few-token
+  // logits kernel that quantises x; GLM-5's hidden 6144 fits its staging), not beyond.
+  check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16,
+                           T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
   {  // Round 6: the balanced decode GEMMs with the shared expert on a second stream, eager and from a graph
      // replayed twice over a poisoned workspace (the front must zero the queue counters; the kernels leave
      // them zero).
@@ -680,4 +756,5 @@ TEST_CASE("MoE block, prefill path (200 tokens, 16 experts in 4 groups, top-4 + 
   check_moe(150, cfg, 16, false, 2, 64);   // prefill, 64-row tiles
   check_moe(40, cfg, 16, false, 1, 0);     // decode with several 8-token passes per group
   check_moe(24, cfg, 16, false, 1, 0);     // decode, 16-token tiles, shared expert forked (<= 32 tokens)
+  check_moe(3, cfg, 16, false, 1, 0);      // decode, 3 tokens: the grouped selection in the router's last block
 }
