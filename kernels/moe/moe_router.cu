@@ -134,7 +134,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
   const int e = blockIdx.y * kSmallWarps + warp;
   if (e >= p.num_experts) {
     router_l2_prefetch(p);
-    if constexpr (kFront) {  // every warp reaches the ticket's barriers
+    if constexpr (kFront) {  // every warp reaches the ticket's barriers (whole warps here: e is per warp;
+                             // sm_70+ counts barrier arrivals per barrier, not per instruction)
       if (detail::router_last_block(f.ticket)) detail::router_front_tail(p, f, router_smem);
     }
     return;

@@ -37,8 +37,10 @@ __device__ __forceinline__ bool router_last_block(unsigned int* ticket) {
 
 // The front's work in one block of any multiple of 32 threads; smem: router_front_tail_smem bytes.
 // p: the router's parameters (p.logits written by every block of the grid, p.topk_ids / p.topk_weights
-// out); f.pp: the permutation (f.pp.topk_ids == p.topk_ids).
-__device__ __forceinline__ void router_front_tail(const RouterParams& p, const RouterFrontFusion& f, uint8_t* smem) {
+// out); f.pp: the permutation (f.pp.topk_ids == p.topk_ids). Not inlined: only the last block runs it,
+// and inlined it would add to the logits loop's register allocation (sm_90: 16 bytes of spill stores in
+// the 2-token kernel).
+__device__ __noinline__ void router_front_tail(const RouterParams& p, const RouterFrontFusion& f, uint8_t* smem) {
   unsigned long long* const stamps = p.debug_stamps ? p.debug_stamps + static_cast<size_t>(kMoeStampFront) * kStampWords
                                                     : nullptr;
   unsigned long long* const phases =
