@@ -2,6 +2,7 @@
 // weights, random routing through the real router) for several token counts, beside same-run ceilings:
 // device copy bandwidth and cuBLASLt GEMM rates (bf16; FP8 per-tensor; FP8 128-block-scaled if offered).
 // Prints a table and writes JSON. Usage: glm5rt_bench_moe [--json out.json] [--commit sha] [--tokens 1,8,...]
+// [--rows default,fused-rf,...] (only the MoE rows with these labels; the ceilings always run)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -286,6 +287,21 @@ struct MoeResult {
   double gbps = 0, tflops = 0, gemm_gbps = 0, gemm_tflops = 0;
 };
 
+std::set<std::string> parse_labels(const char* s) {
+  std::set<std::string> v;
+  std::string cur;
+  for (const char* c = s;; ++c) {
+    if (*c == ',' || *c == 0) {
+      if (!cur.empty()) v.insert(cur);
+      cur.clear();
+      if (*c == 0) break;
+    } else {
+      cur += *c;
+    }
+  }
+  return v;
+}
+
 std::vector<int> parse_list(const char* s) {
   std::vector<int> v;
   std::string cur;
@@ -328,11 +344,13 @@ std::string timeline_json(const MoeResult& r) {
 int main(int argc, char** argv) {
   std::string json_path, commit = "unknown", command;
   std::vector<int> token_counts = {1, 8, 64, 512, 4096};
+  std::set<std::string> only_rows;  // --rows a,b,...: only the MoE rows with these labels (empty: all)
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) token_counts = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) only_rows = parse_labels(argv[++i]);
   }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -591,6 +609,10 @@ int main(int argc, char** argv) {
       configs.push_back({T, 2, 128, 1, true, "p128-fp8mma"});
     }
   }
+  if (!only_rows.empty())
+    configs.erase(std::remove_if(configs.begin(), configs.end(),
+                                 [&](const Config& c) { return only_rows.count(c.label) == 0; }),
+                  configs.end());
   for (const Config& cfg : configs) {
     const int T = cfg.tokens;
     MoeResult r;
