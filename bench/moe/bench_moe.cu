@@ -488,6 +488,7 @@ int main(int argc, char** argv) {
     int decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
     bool fused_router_front = glm5rt::kernels::MoeParams{}.fused_router_front;
+    bool permute_single_pass = glm5rt::kernels::MoeParams{}.permute_single_pass;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -583,13 +584,22 @@ int main(int argc, char** argv) {
       }
     }
     // Round 7: the front in the router logits kernel's last block (MoeParams::fused_router_front; applies
-    // up to 16 tokens), one stream and the shared expert on a second stream; compare with "default" and
-    // "shared-strm" (the library defaults otherwise).
+    // up to 16 tokens), one stream and the shared expert on a second stream, each without and with the
+    // single-pass permutation (MoeParams::permute_single_pass, "-1p"); "perm-1p": the single-pass
+    // permutation in the front kernel alone. Compare with "default" and "shared-strm" (the library
+    // defaults otherwise).
     if (T <= 16) {
-      for (int strm = 0; strm < 2; ++strm) {
-        Config c{T, 0, 0, 0, true, strm ? "fused-rf-shstrm" : "fused-rf"};
-        c.fused_router_front = true;
-        c.shared_stream = strm != 0;
+      const struct {
+        const char* name;
+        bool fused, one_pass, strm;
+      } rfs[] = {{"fused-rf", true, false, false},       {"fused-rf-shstrm", true, false, true},
+                 {"fused-rf-1p", true, true, false},     {"fused-rf-1p-shstrm", true, true, true},
+                 {"perm-1p", false, true, false}};
+      for (const auto& rf : rfs) {
+        Config c{T, 0, 0, 0, true, rf.name};
+        c.fused_router_front = rf.fused;
+        c.permute_single_pass = rf.one_pass;
+        c.shared_stream = rf.strm;
         configs.push_back(c);
       }
     }
@@ -680,6 +690,7 @@ int main(int argc, char** argv) {
     p.decode_balanced = cfg.decode_balanced;
     p.fast_select = cfg.fast_select;
     p.fused_router_front = cfg.fused_router_front;
+    p.permute_single_pass = cfg.permute_single_pass;
     p.router_ticket = router_ticket;  // zero; every launch leaves it zero (used only where the fusion applies)
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;

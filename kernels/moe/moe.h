@@ -82,6 +82,10 @@ struct PermuteParams {
   int* row_token = nullptr;       // out [tokens * top_k + tokens]: permuted row -> token
   int* slot_row = nullptr;        // out [tokens * top_k]: (token, k) -> permuted row, -1 if dropped
   bool pdl = false;
+  // The single-pass form (permute_block.cuh; MoeParams::permute_single_pass) where the block has at most
+  // 4 assignments per thread (tokens * top_k <= 4 x its threads); the general form otherwise. The same
+  // outputs.
+  bool single_pass = false;
 };
 cudaError_t moe_permute(const PermuteParams& p, cudaStream_t stream);
 
@@ -219,6 +223,11 @@ struct MoeParams {
   // kernels between calls); every launch leaves it zero again. One per concurrently running moe_forward
   // (calls in sequence on one stream may share one). Null: fused_router_front does not apply.
   unsigned int* router_ticket = nullptr;
+  // The permutation's single-pass form (PermuteParams::single_pass: ranks from the counting atomics, one
+  // fused scan, 3 barriers instead of 5; round 7, not yet measured) in whichever kernel runs it (the fused
+  // front, the router's last block, moe_permute). The same outputs. GLM5RT_MOE_PERMUTE_SINGLE_PASS=0|1
+  // overrides it. Off by default. Flip: true.
+  bool permute_single_pass = false;
   // Balanced decode GEMMs (Fp8GemmParams::decode_balanced): both expert GEMMs as a grid of every resident
   // block slot whose warps take 16-row items from one queue per SM, each SM an equal share of the bytes
   // (round 6; the same bits). Applies with the fused front (<= 32 tokens, front_path 0, which zeroes the

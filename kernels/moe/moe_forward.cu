@@ -54,6 +54,10 @@ int env_fused_router_front() {
   static const int v = env_int("GLM5RT_MOE_FUSED_ROUTER_FRONT");
   return v;
 }
+int env_permute_single_pass() {
+  static const int v = env_int("GLM5RT_MOE_PERMUTE_SINGLE_PASS");
+  return v;
+}
 int env_fast_front() {
   static const int v = env_int("GLM5RT_MOE_FAST_FRONT");
   return v;
@@ -300,6 +304,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   pp.tile_prefix = static_cast<int*>(at(l.tiles));
   pp.row_token = static_cast<int*>(at(l.row_token));
   pp.slot_row = static_cast<int*>(at(l.slot_row));
+  pp.single_pass = env_flag(env_permute_single_pass(), p.permute_single_pass);
   const int tile_rows = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
   pp.tile_rows = tile_rows;
   uint8_t* xq = static_cast<uint8_t*>(at(l.xq));

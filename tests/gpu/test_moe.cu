@@ -345,14 +345,19 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
 void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size_t ws_bytes,
                               DeviceBuffer<uint16_t>& dout, DeviceBuffer<int>& dids, DeviceBuffer<float>& dwts,
                               const std::vector<uint16_t>& expect, const std::vector<int>& expect_ids,
-                              const std::vector<float>& expect_wts, bool applies, bool forks) {
+                              const std::vector<float>& expect_wts, bool applies, bool forks, bool fused = true,
+                              bool single_pass = false) {
+  CAPTURE(fused);
+  CAPTURE(single_pass);
+  applies = applies && fused;
   cudaStream_t st;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   DeviceBuffer<unsigned int> ticket(1);
   CUDA_OK(cudaMemset(ticket.ptr, 0, sizeof(unsigned int)));
   k::MoeParams pf = p0;
-  pf.fused_router_front = true;
+  pf.fused_router_front = fused;
   pf.router_ticket = ticket.ptr;
+  pf.permute_single_pass = single_pass;
   size_t out_differ = 0, route_differ = 0, ticket_bad = 0;
   auto run_and_compare = [&](auto&& launch, bool poison_ws) {
     dout.poison();
@@ -389,7 +394,8 @@ void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws,
     CHECK(stamps[front] != ~0ull);
     if (applies) CHECK(stamps[front] >= stamps[0]);  // after the first logits block started
   }
-  MESSAGE("fused router front: T=" << p0.tokens << " applies=" << applies << " graph nodes " << n_old << " -> "
+  MESSAGE("fused router front " << fused << ", single-pass permutation " << single_pass << ": T=" << p0.tokens
+                                 << " applies=" << applies << " graph nodes " << n_old << " -> "
                                    << n_new << ", differing outputs " << out_differ << ", routing runs differing "
                                    << route_differ << ", ticket not reset " << ticket_bad);
   CHECK(out_differ == 0);
@@ -576,8 +582,13 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
   // Round 7: the front in the router logits kernel's last block: applies up to 16 tokens (the few-token
   // logits kernel that quantises x; GLM-5's hidden 6144 fits its staging), not beyond.
-  check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16,
-                           T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  // And the single-pass permutation (MoeParams::permute_single_pass) there and in the front kernel.
+  {
+    const bool forks = T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8));
+    check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16, forks, true, false);
+    check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16, forks, true, true);
+    check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16, forks, false, true);
+  }
   {  // Round 6: the balanced decode GEMMs with the shared expert on a second stream, eager and from a graph
      // replayed twice over a poisoned workspace (the front must zero the queue counters; the kernels leave
      // them zero).
@@ -684,9 +695,13 @@ TEST_CASE("router at decode sizes and odd shapes (few-token kernel, partial tile
   check_router(37, 1000, odd, true);
 }
 
-TEST_CASE("permutation places every (token, k) once, groups contiguous, shared expert last") {
+// Both forms of the permutation (PermuteParams::single_pass; it applies up to 4 assignments per thread of
+// moe_permute's 1024, so T = 777 runs the general form either way and T = 5, 1, 512 the single pass).
+static void check_permutation(int T, bool single_pass, int tile_rows) {
+  CAPTURE(T);
+  CAPTURE(single_pass);
   auto rng = fresh_rng();
-  const int T = 777, K = 8, E = 256, G = E + 1;
+  const int K = 8, E = 256, G = E + 1;
   std::uniform_int_distribution<int> pick(-1, E - 1);  // -1: dropped
   std::vector<int> ids(static_cast<size_t>(T) * K);
   for (auto& v : ids) v = pick(rng);
@@ -705,6 +720,8 @@ TEST_CASE("permutation places every (token, k) once, groups contiguous, shared e
   p.tile_prefix = tiles.ptr;
   p.row_token = row_token.ptr;
   p.slot_row = slot.ptr;
+  p.single_pass = single_pass;
+  p.tile_rows = tile_rows;
   CUDA_OK(k::moe_permute(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto o = off.download(), a = act.download(), n = nact.download(), tp = tiles.download(),
@@ -737,6 +754,11 @@ TEST_CASE("permutation places every (token, k) once, groups contiguous, shared e
   for (int t = 0; t < T; ++t) bad += rt[o[E] + t] != t, ++seen[o[E] + t];
   for (int v : seen) bad += v != 1;
   CHECK(bad == 0);
+}
+
+TEST_CASE("permutation places every (token, k) once, groups contiguous, shared expert last") {
+  for (const bool single_pass : {false, true})
+    for (const int T : {777, 512, 5, 1}) check_permutation(T, single_pass, T == 5 ? 2 : 64);
 }
 
 TEST_CASE("MoE block at GLM-5 size, decode shape (6 tokens, 256 experts, top-8 + shared)") {
