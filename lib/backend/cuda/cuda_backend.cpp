@@ -11,6 +11,7 @@
 
 #include "backend/cpu/rope.hpp"
 #include "kernels/attention/sparse_mla.h"
+#include "kernels/common/absorbed_heads.cuh"
 #include "kernels/common/fast_bridge.cuh"
 #include "kernels/common/moe_bridge.cuh"
 #include "kernels/gemm/fp8_gemm.h"
@@ -315,6 +316,7 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   if (const char* p = std::getenv("GLM5RT_CUDA_FP8_SPLITK")) split_k_ = std::string(p) != "0";
   if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP")) proj_group_ = std::string(p) != "0";
   if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP_EARLY")) proj_group_early_ = std::string(p) != "0";
+  if (const char* p = std::getenv("GLM5RT_CUDA_ATTN_FUSE")) attn_fuse_ = std::string(p) != "0";
   if (fp8_kernels) build_fast_tables();
   const char* side = std::getenv("GLM5RT_CUDA_MOE_SIDE_STREAM");
   if (fp8_kernels && !(side && std::string(side) == "0")) {
@@ -353,6 +355,11 @@ void CudaBackend::set_fp8_split_k(bool on) {
 
 void CudaBackend::set_proj_grouping(bool on) {
   proj_group_ = on;
+  clear_graphs();
+}
+
+void CudaBackend::set_attention_fusion(bool on) {
+  attn_fuse_ = on;
   clear_graphs();
 }
 
@@ -1144,16 +1151,40 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
       check(glm5k::launch_positions_to_slots(k.sel, rows_, topk, k.sel_slots, stream_), "selection to slots");
     check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
   }
-  // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
-  check(glm5k::launch_row_gemm(per_head_gemm(k.q_nope, nope, w.w_uk_t, kvr, R, H, k.q_lat, false), stream_),
-        "absorbed query");
+  // Decode-sized fusion (set_attention_fusion): the per-head products through absorbed_heads.
+  const bool fuse = attn_fuse_ && R <= kSplitMaxRows;
+  const int64_t qw = kvr + c.qk_rope_head_dim;
+  if (fuse && use_fast_mla_ && glm5k::absorbed_heads_supported(static_cast<int32_t>(nope))) {
+    // q_pack[r][h] = [bf16(W_UK_h^T q_nope[r][h]) | bf16(q_rot[r][h])] in one launch.
+    glm5k::AbsorbedHeadsParams ap;
+    ap.a = k.q_nope;
+    ap.lda = H * nope;
+    ap.a_head_stride = nope;
+    ap.w = w.w_uk_t;
+    ap.rows = static_cast<int32_t>(R);
+    ap.heads = static_cast<int32_t>(H);
+    ap.n = static_cast<int32_t>(kvr);
+    ap.k = static_cast<int32_t>(nope);
+    ap.c = k.q_pack;
+    ap.ldc = H * qw;
+    ap.c_head_stride = qw;
+    ap.tail = k.q_rot;
+    ap.tail_n = static_cast<int32_t>(c.qk_rope_head_dim);
+    ap.pdl = pdl_;
+    check(glm5k::launch_absorbed_heads(ap, stream_), "absorbed query (fused with the MLA query packing)");
+    ++attn_fused_runs_;
+  } else {
+    // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
+    check(glm5k::launch_row_gemm(per_head_gemm(k.q_nope, nope, w.w_uk_t, kvr, R, H, k.q_lat, false), stream_),
+          "absorbed query");
+    if (use_fast_mla_)
+      check(glm5k::launch_pack_mla_query(k.q_lat, k.q_rot, static_cast<int32_t>(R), static_cast<int32_t>(H),
+                                         static_cast<int32_t>(kvr), static_cast<int32_t>(c.qk_rope_head_dim), k.q_pack,
+                                         stream_),
+            "packing the MLA query");
+  }
   if (use_fast_mla_) {
     // kernels/attention: bf16 query [R, H, 576], records addressed by physical slot (-1 = unused).
-    check(glm5k::launch_pack_mla_query(k.q_lat, k.q_rot, static_cast<int32_t>(R), static_cast<int32_t>(H),
-                                       static_cast<int32_t>(kvr), static_cast<int32_t>(c.qk_rope_head_dim), k.q_pack,
-                                       stream_),
-          "packing the MLA query");
-    const int64_t qw = kvr + c.qk_rope_head_dim;
     // Batched over several caches: one launch over all rows, row r reading the pool of its sequence
     // (rows_.seq[r] indexes mla_pools_dev_).
     std::vector<FastGroup> launches = groups_;
@@ -1187,8 +1218,26 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
                               static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
     check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
   }
-  check(glm5k::launch_row_gemm(per_head_gemm(k.o_lat, kvr, w.w_uv, vh, R, H, k.ob, true), stream_),
-        "value up-projection");
+  if (fuse && glm5k::absorbed_heads_supported(static_cast<int32_t>(kvr))) {
+    glm5k::AbsorbedHeadsParams ap;
+    ap.a = k.o_lat;
+    ap.lda = H * kvr;
+    ap.a_head_stride = kvr;
+    ap.w = w.w_uv;
+    ap.rows = static_cast<int32_t>(R);
+    ap.heads = static_cast<int32_t>(H);
+    ap.n = static_cast<int32_t>(vh);
+    ap.k = static_cast<int32_t>(kvr);
+    ap.c = k.ob;
+    ap.ldc = H * vh;
+    ap.c_head_stride = vh;
+    ap.pdl = pdl_;
+    check(glm5k::launch_absorbed_heads(ap, stream_), "value up-projection (absorbed_heads)");
+    ++attn_fused_runs_;
+  } else {
+    check(glm5k::launch_row_gemm(per_head_gemm(k.o_lat, kvr, w.w_uv, vh, R, H, k.ob, true), stream_),
+          "value up-projection");
+  }
   float* const o_outs[1] = {k.delta};
   if (!(pj && proj_group(pj->o, k.ob, R, o_outs))) linear(k.ob, R, w.o_proj, k.delta);
 }
@@ -1402,6 +1451,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   fp8_gemm_runs_ = 0;
   fp8_split_runs_ = 0;
   proj_group_runs_ = 0;
+  attn_fused_runs_ = 0;
   auto mark = [&](size_t i) {  // stage timing (benchmarks): recorded in the stream, or as graph nodes
     if (stage_timing_)
       check(cudaEventRecordWithFlags(stage_ev_.at(i), stream_, cudaEventRecordExternal), "stage event");
