@@ -6,12 +6,21 @@ namespace {
 
 constexpr int kThreads = 256;
 // kLanes lanes share one output feature, each step covering kLanes x 16 bytes = kLanes x 8 bf16 of k:
-// 8 lanes (32 outputs per block) where k is small or not a multiple of 128 (W_UK: k = 192, 3 steps),
-// 16 lanes (16 outputs per block) from k = 256 on (W_UV: k = 512, 4 steps), so that no lane holds more
-// than 5 x 16 bytes of weights (<= 64 registers without spills at 4 blocks per SM).
+// 8 lanes (32 outputs per block) for k = 64, 128, 192 (W_UK: k = 192, 3 steps), 16 lanes (16 outputs
+// per block) for k = 256, 384, 512 (W_UV: k = 512, 4 steps), so that no lane holds more than 4 x 16
+// bytes of weights (<= 64 registers without spills at 4 blocks per SM).
 
 __device__ __forceinline__ float lo_bf16(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi_bf16(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// 8 float32 values rounded to bf16 and packed as dot8's input (the low half of each word first).
+__device__ __forceinline__ uint4 pack8_bf16(const float4& u, const float4& v) {
+  auto pk = [](float lo, float hi) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);  // .x = lo (low 16 bits), .y = hi
+    return *reinterpret_cast<const uint32_t*>(&b);
+  };
+  return make_uint4(pk(u.x, u.y), pk(u.z, u.w), pk(v.x, v.y), pk(v.z, v.w));
+}
 
 __device__ __forceinline__ float dot8(const uint4& x, const uint4& y, float acc) {
   acc = fmaf(lo_bf16(x.x), lo_bf16(y.x), acc);
@@ -44,18 +53,37 @@ __global__ void __launch_bounds__(kThreads, 4) absorbed_heads_kernel(AbsorbedHea
   if (p.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   if (p.tail && blockIdx.x == 0) {
-    for (int i = threadIdx.x; i < p.rows * p.tail_n; i += kThreads) {
-      const int r = i / p.tail_n, t = i % p.tail_n;
-      p.c[r * p.ldc + h * p.c_head_stride + p.n + t] =
-          __float2bfloat16(p.tail[(static_cast<int64_t>(r) * p.heads + h) * p.tail_n + t]);
+    const int half = p.tail_n / 2;
+    for (int i = threadIdx.x; i < p.rows * half; i += kThreads) {  // one interleaved pair per step
+      const int r = i / half, t = i % half;
+      const float* src = p.tail + r * p.tail_ld + h * p.tail_head_stride + 2 * t;
+      float x0 = src[0], x1 = src[1];
+      if (p.tail_cos) {
+        const float c = p.tail_cos[r * half + t], s = p.tail_sin[r * half + t];
+        const float a0 = x0, b0 = x1;
+        x0 = a0 * c - b0 * s;
+        x1 = b0 * c + a0 * s;
+      }
+      __nv_bfloat16* dst = p.c + r * p.ldc + h * p.c_head_stride + p.n + 2 * t;
+      dst[0] = __float2bfloat16(x0);
+      dst[1] = __float2bfloat16(x1);
     }
   }
   for (int r = 0; r < p.rows; ++r) {
     float acc = 0.f;
     if (active) {
-      const uint4* arow = reinterpret_cast<const uint4*>(p.a + r * p.lda + h * p.a_head_stride);
+      if (p.a_f32) {
+        const float4* arow = reinterpret_cast<const float4*>(p.a_f32 + r * p.lda + h * p.a_head_stride);
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) acc = dot8(arow[s * kLanesPerOutput + sub], wv[s], acc);
+        for (int s = 0; s < kSteps; ++s) {
+          const int at = 2 * (s * kLanesPerOutput + sub);
+          acc = dot8(pack8_bf16(arow[at], arow[at + 1]), wv[s], acc);
+        }
+      } else {
+        const uint4* arow = reinterpret_cast<const uint4*>(p.a + r * p.lda + h * p.a_head_stride);
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) acc = dot8(arow[s * kLanesPerOutput + sub], wv[s], acc);
+      }
     }
     // All lanes take part (active is uniform within each group of kLanes lanes, not within the warp).
     if (kLanes == 16) acc += __shfl_xor_sync(0xffffffffu, acc, 8);
@@ -85,21 +113,23 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 }  // namespace
 
-// 448 would need 7 steps of 8 lanes (spills) or 3.5 of 16: not supported.
-bool absorbed_heads_supported(int32_t k) { return k > 0 && k % 64 == 0 && k <= 512 && k != 448; }
+// 320 and 448 would need 5 / 7 steps of 8 lanes (spills at 64 registers) or fractional steps of 16.
+bool absorbed_heads_supported(int32_t k) { return k > 0 && k % 64 == 0 && k <= 512 && k != 320 && k != 448; }
 
 cudaError_t launch_absorbed_heads(const AbsorbedHeadsParams& p, cudaStream_t stream) {
   if (p.rows <= 0 || p.heads <= 0 || p.n <= 0) return cudaSuccess;
-  if (!absorbed_heads_supported(p.k) || !p.a || !p.w || !p.c || !aligned16(p.a) || !aligned16(p.w) ||
-      p.lda % 8 != 0 || p.a_head_stride % 8 != 0 || p.heads > 65535 || (p.tail && p.tail_n <= 0))
+  const int64_t per16 = p.a ? 8 : 4;  // elements per 16 bytes of a row
+  const void* a = p.a ? static_cast<const void*>(p.a) : static_cast<const void*>(p.a_f32);
+  if (!absorbed_heads_supported(p.k) || !a || !p.w || !p.c || !aligned16(a) || !aligned16(p.w) ||
+      p.lda % per16 != 0 || p.a_head_stride % per16 != 0 || p.heads > 65535 ||
+      (p.tail && (p.tail_n <= 0 || p.tail_n % 2 != 0)) || (p.tail_cos && !p.tail_sin))
     return cudaErrorInvalidValue;
   switch (p.k / 64) {  // k in 64-value units
     case 1: return launch_steps<8, 1>(p, stream);
     case 2: return launch_steps<8, 2>(p, stream);
     case 3: return launch_steps<8, 3>(p, stream);
     case 4: return launch_steps<16, 2>(p, stream);
-    case 5: return launch_steps<8, 5>(p, stream);
-    case 6: return launch_steps<16, 3>(p, stream);
+    case 6: return launch_steps<16, 3>(p, stream);  // 4 (256) above; 5 and 7 are rejected
     default: return launch_steps<16, 4>(p, stream);
   }
 }

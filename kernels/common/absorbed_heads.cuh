@@ -6,12 +6,12 @@
 //
 // Why not the row GEMM (simple_forward.cuh): it gives each thread one output feature and 16-row tiles,
 // so each lane reads its own weight row (16-byte loads 384-1024 bytes apart across the warp) and issues
-// 16 FMAs per weight whatever the row count. Here 8 lanes (k <= 320 or k % 128 != 0) or 16 lanes (k % 128
-// == 0 from 256 on) share one output feature and read its weight row coalesced, each lane keeping its
-// 16-byte slices in registers (at most 5 per lane). They are loaded once, before the programmatic-
-// dependent-launch wait (the weights are static, so their streaming overlaps the previous kernel's
-// tail); then every row is a short dot product and a 3- or 4-step shuffle reduction. Meant for <= ~32
-// rows (a decode batch); prefill keeps the row GEMM.
+// 16 FMAs per weight whatever the row count. Here 8 lanes (k <= 192) or 16 lanes (k = 256, 384, 512)
+// share one output feature and read its weight row coalesced, each lane keeping its 16-byte slices in
+// registers (at most 4 per lane). They are loaded once, before the programmatic-dependent-launch wait
+// (the weights are static, so their streaming overlaps the previous kernel's tail); then every row is a
+// short dot product and a 3- or 4-step shuffle reduction. Meant for <= ~32 rows (a decode batch);
+// prefill keeps the row GEMM.
 //
 // Rules as simple_forward.cuh: plain parameters, cudaError_t, no host synchronisation, graph-capturable.
 #pragma once
@@ -25,19 +25,28 @@ namespace glm5k {
 
 struct AbsorbedHeadsParams {
   const __nv_bfloat16* a = nullptr;  // row r, head h: K values at a + r * lda + h * a_head_stride
+  // Or float32 input (a null): each value rounded to bf16 first (__float2bfloat16, what mla_prep's q_nope
+  // conversion does), same strides in floats. The backend passes q_b's float32 output directly.
+  const float* a_f32 = nullptr;
   int64_t lda = 0, a_head_stride = 0;
   const __nv_bfloat16* w = nullptr;  // head h: [n][k] row-major at w + h * n * k
   int32_t rows = 0, heads = 0, n = 0, k = 0;
   __nv_bfloat16* c = nullptr;  // row r, head h, feature j at c + r * ldc + h * c_head_stride + j
   int64_t ldc = 0, c_head_stride = 0;
-  // Optional: tail[r][h][0..tail_n) (float32, [rows, heads, tail_n]) converted to bf16 right after the n
-  // products (c + r * ldc + h * c_head_stride + n + i): the fast MLA query's rope part.
+  // Optional: tail_n float32 values per (row, head) at tail + r * tail_ld + h * tail_head_stride, converted
+  // to bf16 right after the n products (c + r * ldc + h * c_head_stride + n + i): the fast MLA query's
+  // rope part. With tail_cos / tail_sin ([rows, tail_n / 2], the backend's RoPE tables) the interleaved
+  // pairs (2i, 2i + 1) are rotated first, exactly as mla_prep rotates q_rot (x0 c - x1 s, x1 c + x0 s).
   const float* tail = nullptr;
+  int64_t tail_ld = 0, tail_head_stride = 0;
+  const float* tail_cos = nullptr;
+  const float* tail_sin = nullptr;
   int32_t tail_n = 0;
   bool pdl = false;  // launched as a programmatic dependent (sm_90+): weights load before the wait
 };
 
-// k a multiple of 64 up to 512 except 448, 16-byte aligned a / w / strides (in elements: lda, a_head_stride % 8 == 0).
+// k in {64, 128, 192, 256, 384, 512}; a (or a_f32) and w 16-byte aligned, lda and a_head_stride multiples
+// of 8 (bf16) or 4 (float32) elements; tail_n even when rotated.
 bool absorbed_heads_supported(int32_t k);
 cudaError_t launch_absorbed_heads(const AbsorbedHeadsParams& p, cudaStream_t stream);
 

@@ -111,6 +111,7 @@ __global__ void mla_prep_kernel(MlaPrepParams p) {
     write_quantized(sh, lat, false, 0, rec, nullptr);
   }
   // Queries: q_nope to bf16, RoPE on q_rot.
+  if (!p.q_nope_out) return;
   const int32_t qkd = p.nope + rope;
   const float* q = p.q + static_cast<int64_t>(r) * p.heads * qkd;
   for (int32_t i = threadIdx.x; i < p.heads * p.nope; i += blockDim.x) {

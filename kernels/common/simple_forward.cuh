@@ -71,7 +71,8 @@ cudaError_t launch_rope_tables(const float* inv_freq, int32_t half, float attent
 
 // MLA per-row preparation. ckv [rows, kv_lora + rope]: kv = rms(kv, kv_norm, 1e-6), k_rot = RoPE(k_rot);
 // the record is written at the row's slot of `layer`. q [rows, heads, nope + rope]: q_nope goes to
-// q_nope_out (bf16 [rows, heads, nope]), RoPE(q_rot) to q_rot_out (float32 [rows, heads, rope]).
+// q_nope_out (bf16 [rows, heads, nope]), RoPE(q_rot) to q_rot_out (float32 [rows, heads, rope]); both
+// skipped when q_nope_out is null (the backend's attention fusion does them inside absorbed_heads).
 struct MlaPrepParams {
   const float* ckv;
   const float* kv_norm;

@@ -1060,8 +1060,14 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   const bool q_done = pj && proj_group(pj->q, k.qrb, R, q_outs);
   const bool wq_b_done = q_done && pj->q.parts == 2;
   if (!q_done) linear(k.qrb, R, w.q_b, k.q);
+  // Decode-sized fusion (set_attention_fusion) with the fast MLA: the absorbed query kernel reads q_b's
+  // float32 output itself (q_nope rounded to bf16 and the rope part rotated there), so mla_prep writes
+  // only the latent record (one block per row no longer converts the 64 heads' queries).
+  const bool fuse = attn_fuse_ && R <= kSplitMaxRows;
+  const bool fuse_query = fuse && use_fast_mla_ && glm5k::absorbed_heads_supported(static_cast<int32_t>(nope));
   glm5k::MlaPrepParams mp{k.ckv, w.kv_a_norm, k.q, k.cos, k.sin, rows_, fmt, static_cast<int32_t>(li),
-                          static_cast<int32_t>(H), static_cast<int32_t>(nope), k.q_nope, k.q_rot};
+                          static_cast<int32_t>(H), static_cast<int32_t>(nope), fuse_query ? nullptr : k.q_nope,
+                          k.q_rot};
   check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
 
   glm5k::IndexerPrepParams ip{};
@@ -1152,14 +1158,14 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
   }
   // Decode-sized fusion (set_attention_fusion): the per-head products through absorbed_heads.
-  const bool fuse = attn_fuse_ && R <= kSplitMaxRows;
-  const int64_t qw = kvr + c.qk_rope_head_dim;
-  if (fuse && use_fast_mla_ && glm5k::absorbed_heads_supported(static_cast<int32_t>(nope))) {
-    // q_pack[r][h] = [bf16(W_UK_h^T q_nope[r][h]) | bf16(q_rot[r][h])] in one launch.
+  const int64_t qw = kvr + c.qk_rope_head_dim, qkd = nope + c.qk_rope_head_dim;
+  if (fuse_query) {
+    // q_pack[r][h] = [bf16(W_UK_h^T bf16(q_nope[r][h])) | bf16(RoPE(q_rot[r][h]))] in one launch, read
+    // from q_b's float32 output [R, H, nope + rope] (mla_prep skipped its query part).
     glm5k::AbsorbedHeadsParams ap;
-    ap.a = k.q_nope;
-    ap.lda = H * nope;
-    ap.a_head_stride = nope;
+    ap.a_f32 = k.q;
+    ap.lda = H * qkd;
+    ap.a_head_stride = qkd;
     ap.w = w.w_uk_t;
     ap.rows = static_cast<int32_t>(R);
     ap.heads = static_cast<int32_t>(H);
@@ -1168,7 +1174,11 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     ap.c = k.q_pack;
     ap.ldc = H * qw;
     ap.c_head_stride = qw;
-    ap.tail = k.q_rot;
+    ap.tail = k.q + nope;
+    ap.tail_ld = H * qkd;
+    ap.tail_head_stride = qkd;
+    ap.tail_cos = k.cos;
+    ap.tail_sin = k.sin;
     ap.tail_n = static_cast<int32_t>(c.qk_rope_head_dim);
     ap.pdl = pdl_;
     check(glm5k::launch_absorbed_heads(ap, stream_), "absorbed query (fused with the MLA query packing)");
