@@ -105,6 +105,21 @@ struct IndexerPrepParams {
 };
 cudaError_t launch_indexer_prep(const IndexerPrepParams& p, cudaStream_t stream);
 
+// launch_mla_prep and launch_indexer_prep as one launch of 2 x rows blocks (same per-row code, same
+// float operations and summation order), and, when q_out is set (and idx.qi), each indexer row's query
+// converted for the fast indexer right after its RoPE, as launch_indexer_query does (q_out / q_scale
+// layouts as there; fast_bridge.cuh). pdl: launched as a programmatic dependent (sm_90+), waiting for
+// the previous kernel before any read. The CUDA backend's attention fusion (set_attention_fusion).
+struct AttentionPrepParams {
+  MlaPrepParams mla;
+  IndexerPrepParams idx;  // idx.batch.rows == mla.batch.rows
+  void* q_out = nullptr;
+  float* q_scale = nullptr;
+  bool q_fp8 = false;
+  bool pdl = false;
+};
+cudaError_t launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream);
+
 // scores[r][t] = sum_h wts[r][h] * relu(qi[r][h] . key_t * dot_scale) for t <= pos[r]; -inf for
 // pos[r] < t < ctx_cap. Grid covers ctx_cap tokens per row.
 struct IndexerScoreParams {

@@ -230,8 +230,8 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
         const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
         CHECK(gpu.last_forward_used_fast_mla() == (which >= 1));
         CHECK(gpu.last_forward_used_fast_indexer() == (which >= 1));
-        // Fused: both absorbed products of every layer (W_UK into the packed query, W_UV).
-        CHECK(gpu.last_forward_attn_fused() == (which == 2 ? 2 * static_cast<int64_t>(c.num_hidden_layers) : 0));
+        // Fused: 3 launches per layer (W_UK into the packed query, W_UV, the mla + indexer prep).
+        CHECK(gpu.last_forward_attn_fused() == (which == 2 ? 3 * static_cast<int64_t>(c.num_hidden_layers) : 0));
         got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
         for (size_t l = 0; l < rc.probe.topk.size(); ++l) {
           if (rc.probe.topk[l].empty()) continue;
@@ -339,7 +339,7 @@ TEST_CASE("cuda fast kernels: a multi-sequence decode batch replayed from a grap
         worst = std::max(worst, a.rel);
         CHECK(a.nan == 0);
         // The last eager single-row forward took the fused path iff asked.
-        CHECK(gpu.last_forward_attn_fused() == (lay.fused ? 2 * static_cast<int64_t>(c.num_hidden_layers) : 0));
+        CHECK(gpu.last_forward_attn_fused() == (lay.fused ? 3 * static_cast<int64_t>(c.num_hidden_layers) : 0));
       }
       std::string tag = std::to_string(N) + " seqs in " + std::to_string(n_caches) + " cache(s)";
       if (n_caches > 1) tag += lay.batched ? ", batched" : ", per cache";

@@ -1068,7 +1068,8 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   glm5k::MlaPrepParams mp{k.ckv, w.kv_a_norm, k.q, k.cos, k.sin, rows_, fmt, static_cast<int32_t>(li),
                           static_cast<int32_t>(H), static_cast<int32_t>(nope), fuse_query ? nullptr : k.q_nope,
                           k.q_rot};
-  check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
+  // Fused, mla_prep runs below with indexer_prep and the indexer query conversion as one launch.
+  if (!fuse) check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
 
   glm5k::IndexerPrepParams ip{};
   ip.cos = k.cos;
@@ -1088,15 +1089,33 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     ip.qi = k.qi;
     ip.wts = k.iw;
   }
-  check(glm5k::launch_indexer_prep(ip, stream_), "indexer prep");
+  const bool idx_fp8 = fmt.index_dtype == glm5k::kRecFp8;
+  if (fuse) {
+    // mla_prep | indexer_prep (+ the fast indexer's query conversion) in one launch, waiting on the
+    // previous kernel programmatically: the same per-row code as the three launches below.
+    glm5k::AttentionPrepParams ap;
+    ap.mla = mp;
+    ap.idx = ip;
+    if (run_indexer && use_fast_idx_) {
+      ap.q_out = k.qi_q;
+      ap.q_scale = k.qi_scale;
+      ap.q_fp8 = idx_fp8;
+    }
+    ap.pdl = pdl_;
+    check(glm5k::launch_attention_prep(ap, stream_), "attention prep (mla + indexer, fused)");
+    ++attn_fused_runs_;
+  } else {
+    check(glm5k::launch_indexer_prep(ip, stream_), "indexer prep");
+  }
   const int32_t topk = static_cast<int32_t>(c.index_topk);
   if (run_indexer && use_fast_idx_) {
     // kernels/indexer: scores of every visible key (page-table walk), then the exact top-k as slots.
-    const bool fp8 = fmt.index_dtype == glm5k::kRecFp8;
+    const bool fp8 = idx_fp8;
     const int64_t IH = c.index_n_heads, ID = c.index_head_dim;
-    check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(IH), static_cast<int32_t>(ID),
-                                      fp8, k.qi_q, k.qi_scale, stream_),
-          "indexer query conversion");
+    if (!fuse)
+      check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(IH),
+                                        static_cast<int32_t>(ID), fp8, k.qi_q, k.qi_scale, stream_),
+            "indexer query conversion");
     namespace ki = kernels::indexer;
     const int64_t stride = ki::indexer_score_stride(static_cast<int>(ctx_cap));
     // Batched over several caches: one launch over all rows (a group spanning [0, R)), each row's keys

@@ -189,13 +189,16 @@ class CudaBackend final : public Backend {
   int64_t last_forward_proj_groups() const { return proj_group_runs_; }
   // Attention-stage fusion at decode sizes (<= kSplitMaxRows rows; docs/PERFORMANCE.md "CUDA forward: the
   // attention stage's small kernels"): the absorbed per-head products q_nope x W_UK and o_lat x W_UV run
-  // through kernels/common/absorbed_heads (8 lanes per output feature, weights loaded before a
-  // programmatic-dependent-launch wait) instead of the CUDA-core row GEMM, the first one writing the fast
-  // MLA's packed bf16 query directly (pack_mla_query dropped). Off by default until measured;
-  // GLM5RT_CUDA_ATTN_FUSE=1 / 0 at construction, or this setter.
+  // through kernels/common/absorbed_heads (8 / 16 lanes per output feature, weights loaded before a
+  // programmatic-dependent-launch wait) instead of the CUDA-core row GEMM, the first one reading q_b's
+  // float32 output and writing the fast MLA's packed bf16 query directly (mla_prep's query half and
+  // pack_mla_query dropped); mla_prep, indexer_prep and the fast indexer's query conversion run as one
+  // launch (glm5k::launch_attention_prep). Off by default until measured; GLM5RT_CUDA_ATTN_FUSE=1 / 0 at
+  // construction, or this setter.
   void set_attention_fusion(bool on);
   bool attention_fusion() const { return attn_fuse_; }
-  // Fused attention launches (absorbed_heads products) of the last enqueued forward.
+  // Fused attention launches of the last enqueued forward (per layer: absorbed query, absorbed value,
+  // attention prep; 3 with the fast MLA).
   int64_t last_forward_attn_fused() const { return attn_fused_runs_; }
   MemoryReport memory() const;
   // Benchmarks: record events between the stages of every forward (also inside captured graphs, as
