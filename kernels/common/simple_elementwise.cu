@@ -16,6 +16,11 @@ constexpr int32_t kIndexerPrepThreads = 128;  // indexer_prep_kernel's block (it
 __global__ void residual_rms_norm_kernel(float* x, const float* delta, const int32_t* gather, int32_t n,
                                          const float* w, float eps, __nv_bfloat16* out_b, float* out_f) {
   __shared__ float scratch[32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent (launch_residual_rms_norm's pdl): wait for the previous kernel
+  // before any read. Returns at once for an ordinary launch.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t r = blockIdx.x;
   float* xr = x + (gather ? static_cast<int64_t>(gather[r]) : r) * n;
   float ss = 0.f;
@@ -325,10 +330,22 @@ int threads_for(int32_t n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : 128; }
 
 cudaError_t launch_residual_rms_norm(float* x, const float* delta, const int32_t* gather, int32_t rows, int32_t n,
                                      const float* w, float eps, __nv_bfloat16* out_b, float* out_f,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream, bool pdl) {
   if (rows <= 0) return cudaSuccess;
-  residual_rms_norm_kernel<<<rows, threads_for(n), 0, stream>>>(x, delta, gather, n, w, eps, out_b, out_f);
-  return cudaGetLastError();
+  if (!pdl) {
+    residual_rms_norm_kernel<<<rows, threads_for(n), 0, stream>>>(x, delta, gather, n, w, eps, out_b, out_f);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(rows);
+  cfg.blockDim = dim3(threads_for(n));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, residual_rms_norm_kernel, x, delta, gather, n, w, eps, out_b, out_f);
 }
 
 cudaError_t launch_embed(const __nv_bfloat16* table, int32_t n, const int32_t* tokens, int32_t rows, float* out,

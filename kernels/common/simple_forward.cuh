@@ -55,10 +55,11 @@ struct BatchRows {
 };
 
 // x[r] += delta[r] (when delta is not null, written back), then out = w * x / sqrt(mean(x^2) + eps) as
-// bf16 (out_b) and/or float32 (out_f). With gather, row i reads x[gather[i]] (no add).
+// bf16 (out_b) and/or float32 (out_f). With gather, row i reads x[gather[i]] (no add). pdl (sm_90+ only):
+// launched as a programmatic dependent, the kernel waiting for the previous one before any read.
 cudaError_t launch_residual_rms_norm(float* x, const float* delta, const int32_t* gather, int32_t rows, int32_t n,
                                      const float* w, float eps, __nv_bfloat16* out_b, float* out_f,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, bool pdl = false);
 
 // out[r] = embedding[tokens[r]] as float32.
 cudaError_t launch_embed(const __nv_bfloat16* table, int32_t n, const int32_t* tokens, int32_t rows, float* out,

@@ -1053,8 +1053,10 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     linear(k.hb, R, w.q_a, k.qa);
     linear(k.hb, R, w.kv_a, k.ckv);
   }
+  // Attention fusion: the q_a norm waits for the x group programmatically (its launch overlaps the tail).
+  const bool fuse = attn_fuse_ && R <= kSplitMaxRows;
   check(glm5k::launch_residual_rms_norm(k.qa, nullptr, nullptr, static_cast<int32_t>(R), static_cast<int32_t>(c.q_lora_rank),
-                                        w.q_a_norm, 1e-6f, k.qrb, nullptr, stream_),
+                                        w.q_a_norm, 1e-6f, k.qrb, nullptr, stream_, fuse && pdl_),
         "q_a norm");
   float* const q_outs[2] = {k.q, k.qi};
   const bool q_done = pj && proj_group(pj->q, k.qrb, R, q_outs);
@@ -1063,7 +1065,6 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   // Decode-sized fusion (set_attention_fusion) with the fast MLA: the absorbed query kernel reads q_b's
   // float32 output itself (q_nope rounded to bf16 and the rope part rotated there), so mla_prep writes
   // only the latent record (one block per row no longer converts the 64 heads' queries).
-  const bool fuse = attn_fuse_ && R <= kSplitMaxRows;
   const bool fuse_query = fuse && use_fast_mla_ && glm5k::absorbed_heads_supported(static_cast<int32_t>(nope));
   glm5k::MlaPrepParams mp{k.ckv, w.kv_a_norm, k.q, k.cos, k.sin, rows_, fmt, static_cast<int32_t>(li),
                           static_cast<int32_t>(H), static_cast<int32_t>(nope), fuse_query ? nullptr : k.q_nope,
@@ -1499,8 +1500,9 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   for (int64_t li = 0; li < L; ++li) {
     if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
     const DevLayer& w = w_.layers[li];
+    // Attention fusion (decode sizes): launched as a programmatic dependent of the MLP's last kernel.
     check(glm5k::launch_residual_rms_norm(k.x, li == 0 ? nullptr : k.delta2, nullptr, Ri, Di, w.input_norm, eps, k.hb,
-                                          nullptr, stream_),
+                                          nullptr, stream_, attn_fuse_ && R <= kSplitMaxRows && pdl_),
           "input norm");
     if (probe && li > 0) {
       auto& hcur = probe->hidden[li - 1];
