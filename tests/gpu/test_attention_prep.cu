@@ -217,3 +217,32 @@ TEST_CASE("attention prep: bad parameters are rejected") {
   CHECK(glm5k::launch_attention_prep(p, nullptr) == cudaErrorInvalidValue);
   CK(cudaDeviceSynchronize());
 }
+
+TEST_CASE("attention prep: the residual RMSNorm launched as a programmatic dependent equals the ordinary launch") {
+  if (!pdl_ok()) return;
+  std::mt19937_64 g(std::random_device{}());
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (const int R : {1, 32}) {
+    const int D = 6144;
+    std::vector<float> x(static_cast<size_t>(R) * D), dl(x.size()), w(D);
+    for (auto& v : x) v = u(g);
+    for (auto& v : dl) v = u(g);
+    for (auto& v : w) v = u(g);
+    Buf<float> x0(x.size()), x1(x.size()), d(dl.size()), dw(w.size()), f0(x.size()), f1(x.size());
+    Buf<__nv_bfloat16> b0(x.size()), b1(x.size());
+    x0.put(x);
+    x1.put(x);
+    d.put(dl);
+    dw.put(w);
+    for (auto* o : {&f0, &f1}) o->poison();
+    // A kernel before the dependent one: the first norm (ordinary) writes x0, the second (PDL) x1.
+    CK(glm5k::launch_residual_rms_norm(x0.p, d.p, nullptr, R, D, dw.p, 1e-6f, b0.p, f0.p, nullptr, false));
+    CK(glm5k::launch_residual_rms_norm(x1.p, d.p, nullptr, R, D, dw.p, 1e-6f, b1.p, f1.p, nullptr, true));
+    CK(cudaDeviceSynchronize());
+    CHECK(x0.bytes() == x1.bytes());
+    CHECK(b0.bytes() == b1.bytes());
+    CHECK(f0.bytes() == f1.bytes());
+    std::printf("[attention-prep] residual RMSNorm %d x %d, PDL launch vs ordinary: %s\n", R, D,
+                f0.bytes() == f1.bytes() ? "byte-identical" : "DIFFERENT");
+  }
+}
