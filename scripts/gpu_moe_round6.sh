@@ -14,7 +14,7 @@ sleep 1
 echo "== build: $(grep -E '^== (built|BUILD|using)' "$OUT/log" | head -n 1)"
 grep -E "^\[doctest\] (test cases|assertions):|FAILED|ERROR" "$OUT/tests.txt" 2>/dev/null | head -n 20
 grep -E "^device:|^copy bandwidth" "$OUT/bench.txt" 2>/dev/null
-for label in ${GLM5RT_TIMELINES:-grid:1 balanced:1 bal2:1 fast-sel:1 slow-sel:1 grid:8 bal2:8 fast-sel:8}; do
+for label in ${GLM5RT_TIMELINES:-default:1 fast-sel:1 slow-sel:1 default:8 fast-sel:8 slow-sel:8}; do
   awk -v want="timeline ${label%%:*} T=${label##*:} " 'index($0, want) == 1 { on = 1; print; next } on && /^  / { print; next } { on = 0 }' \
     "$OUT/bench.txt" 2>/dev/null
 done

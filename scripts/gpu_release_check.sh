@@ -3,7 +3,7 @@
 # (scripts/pack_prebuilt.sh; no build on the device): every GPU test (scripts/gpu_check.sh, with the sm_120
 # ptxas / SASS report in the background), then the benchmarks of what changed since their last recorded
 # run (session 3): sparse MLA FP8 variant 7 beside variant 2 and bf16; the indexer's batch-1 table (cluster
-# select) and FP8 vs int8 keys; the MoE layer at T = 1, 8, 64 (balanced decode GEMMs vs the previous grid);
+# select) and FP8 vs int8 keys; the MoE layer at T = 1, 8 (fast / slow selection);
 # the dense projections per shape and grouped; the forward at GLM-5 dimensions (4 and 2 layers: one layer
 # by difference; grouped projections off / on; FP8 cache records). The JSON files come back in $OUT/json.tgz.
 #
@@ -27,7 +27,7 @@ B=$P/bin
 {
   if [ -z "${SKIP_KERNEL_BENCH:-}" ]; then
   stamp "sparse MLA: FP8 variant 7 beside variant 2 and bf16 records"
-  timeout 60 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64 --variants 2,7 --v7-splits 2 \
+  timeout 60 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64 --variants 2,7 --v7-splits 2 --commit "$COMMIT" \
     --reps 9 --json "$J/sparse_mla-h200-final.json" 2>&1 | tail -30
   stamp "indexer: batch-1 table (default = cluster select for <= 4 rows)"
   timeout 90 "$B/bench_indexer" "$J/indexer-h200-final-b1.json" --b1 --commit "$COMMIT" --command "bench_indexer --b1" 2>&1 | tail -24
@@ -36,13 +36,8 @@ B=$P/bin
   stamp "dense projections (per shape, one layer grouped)"
   timeout 90 "$B/glm5rt_bench_proj" --quick --reps 9 --commit "$COMMIT" --json "$J/proj-h200.json" 2>&1 | tail -40
   fi
-  # The balanced decode GEMMs' form 2 crashed once beside a second stream (kernels/moe/moe.h): the rows that
-  # matter (defaults, fast / slow selection) first with the balanced forms forced off, then the balanced rows.
-  stamp "moe (balanced forms off: GLM5RT_MOE_DECODE_BALANCED=0)"
-  GLM5RT_MOE_DECODE_BALANCED=0 timeout 90 "$B/glm5rt_bench_moe" --tokens 1,8 --commit "$COMMIT" \
-    --json "$J/moe-h200-final.json" 2>&1 | tail -40
-  stamp "moe (balanced rows)"
-  timeout 60 "$B/glm5rt_bench_moe" --tokens 1 --commit "$COMMIT" --json "$J/moe-h200-final-balanced.json" 2>&1 | tail -20
+  stamp "moe (defaults, fast / slow selection)"
+  timeout 90 "$B/glm5rt_bench_moe" --tokens 1,8 --commit "$COMMIT" --json "$J/moe-h200-final.json" 2>&1 | tail -40
   stamp "forward bench: 4 layers (1 dense), grouped projections (default) and not, bf16 cache"
   timeout 150 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
     --prefill 4096 --steps 10 --stages --variants fast:auto:group,fast:auto:nogroup \

@@ -463,7 +463,6 @@ int main(int argc, char** argv) {
     bool stream_evict_first = glm5rt::kernels::MoeParams{}.stream_evict_first;
     bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
     int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
-    int decode_balanced = glm5rt::kernels::MoeParams{}.decode_balanced;
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
   };
   std::vector<Config> configs;
@@ -527,26 +526,9 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Round 6: the balanced decode GEMMs (per-SM item queues) on and off against the library default,
-    // with each decode-fusion level that applies (2 runs as 1 when balanced) and the shared expert on a
-    // second stream.
     if (T <= 32) {
-      struct Bal {
-        const char* name;
-        int on, fusion, strm;  // fusion -1: library default
-      };
-      const Bal bals[] = {{"balanced", 1, -1, 0}, {"bal-unfused", 1, 0, 0}, {"bal-shstrm", 1, -1, 1},
-                          {"bal2", 2, -1, 0},     {"bal2-shstrm", 2, -1, 1},
-                          {"grid", 0, -1, 0},     {"grid-fuse1", 0, 1, 0}, {"grid-shstrm", 0, -1, 1}};
-      for (const Bal& b : bals) {
-        Config c{T, 0, 0, 0, true, b.name};
-        c.decode_balanced = b.on;
-        if (b.fusion >= 0) c.decode_fusion = b.fusion;
-        c.shared_stream = b.strm != 0;
-        configs.push_back(c);
-      }
-      // The fast selection (MoeParams::fast_select) on and off, one stream and the shared expert on a
-      // second stream.
+      // Round 6: the fast selection (MoeParams::fast_select) on and off, one stream and the shared expert
+      // on a second stream.
       const struct {
         const char* name;
         bool on, strm;
@@ -554,7 +536,6 @@ int main(int argc, char** argv) {
       for (const auto& fs : sels) {
         Config c{T, 0, 0, 0, true, fs.name};
         c.fast_select = fs.on;
-        c.decode_balanced = 0;
         c.shared_stream = fs.strm;
         configs.push_back(c);
       }
@@ -639,7 +620,6 @@ int main(int argc, char** argv) {
     p.stream_evict_first = cfg.stream_evict_first;
     p.fast_front = cfg.fast_front;
     p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
-    p.decode_balanced = cfg.decode_balanced;
     p.fast_select = cfg.fast_select;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <random>
 #include <string>
@@ -105,7 +106,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path = "sparse_mla_bench.json";
+  std::string json_path = "sparse_mla_bench.json", commit = "unknown", command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   int pool = 65536, topk = 2048, reps = 15;
   bool quick = false;
   bool sweep = true;  // --no-sweep: skip the split sweep (all shapes, every kernel, automatic splits only)
@@ -135,6 +137,7 @@ int main(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--combine-compare")) combine_compare = true;
     else if (!std::strcmp(argv[i], "--plan-sweep")) plan_sweep = true;
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = parse_list(argv[++i]);
@@ -230,7 +233,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
     return false;
   }
-  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"copy_tbps\": %.4f,\n  \"topk\": %d,\n  \"pool_tokens_per_sequence\": %d,\n",
+  {
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::string cmd;  // JSON-escaped
+    for (char ch : command) cmd += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    std::fprintf(f, "{\n  \"command\": \"%s\",\n  \"date\": \"%s\",\n  \"git_commit\": \"%s\",", cmd.c_str(), date,
+                 commit.c_str());
+  }
+  std::fprintf(f, "\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"copy_tbps\": %.4f,\n  \"topk\": %d,\n  \"pool_tokens_per_sequence\": %d,\n",
                prop.name, prop.multiProcessorCount, copy_tbps, topk, pool);
   std::fprintf(f, "  \"results\": [\n");
   for (size_t i = 0; i < results.size(); ++i) {

@@ -3,7 +3,6 @@
 #include "kernels/gemm/fp8_gemm.h"
 #include "kernels/gemm/fp8_gemm_decode.cuh"
 #include "kernels/gemm/fp8_gemm_decode_async.cuh"
-#include "kernels/gemm/fp8_gemm_decode_balanced.cuh"
 #include "kernels/gemm/fp8_gemm_prefill.cuh"
 
 #include <mutex>
@@ -152,52 +151,6 @@ cudaError_t try_decode_async(const Fp8GemmParams& p, cudaStream_t stream, bool& 
   return cudaSuccess;
 }
 
-// Fp8GemmParams::decode_balanced: the cp.async ring at the deepest depth whose resident warps per SM
-// cover that SM's share of items (so that each warp takes one item at most where possible), else depth
-// 3 (the most resident blocks); the grid is every resident slot (less concurrent_blocks).
-template <int DEPTH>
-void (*balanced_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams, int) {
-  if (p.decode_balanced == 2) {
-    if (p.combine_counters) return detail::fp8_gemm_decode_balanced_kernel<DEPTH, true, true>;
-    return detail::fp8_gemm_decode_balanced_kernel<DEPTH, false, true>;
-  }
-  if (p.combine_counters) return detail::fp8_gemm_decode_balanced_kernel<DEPTH, true>;
-  return detail::fp8_gemm_decode_balanced_kernel<DEPTH>;
-}
-cudaError_t device_sms(int& sms) {
-  int dev = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-  return cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-}
-template <int DEPTH>
-cudaError_t balanced_try(const Fp8GemmParams& p, int sms, long long need_warps, bool force, cudaStream_t stream,
-                         bool& launched) {
-  auto kernel = balanced_kernel_for<DEPTH>(p);
-  constexpr size_t smem = detail::decode_async_smem_bytes<DEPTH>();
-  if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
-  int per_sm = 0;
-  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, detail::kDecodeThreads, smem);
-      e != cudaSuccess)
-    return e;
-  if (!force && static_cast<long long>(per_sm) * detail::kDecodeWarps < need_warps) return cudaSuccess;
-  long long blocks = static_cast<long long>(per_sm) * sms - p.concurrent_blocks;
-  if (blocks < sms) blocks = sms;
-  launched = true;
-  return detail::launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(detail::kDecodeThreads), smem, stream, p.pdl,
-                        p, sms);
-}
-cudaError_t launch_decode_balanced(const Fp8GemmParams& p, int sms, cudaStream_t stream) {
-  const long long slices = (static_cast<long long>(p.num_parts) * p.part_rows + 15) / 16;
-  const long long items = slices * (p.group_offsets ? p.max_active : 1);
-  if (items >= (1ll << 31)) return cudaErrorInvalidValue;  // the kernel's 32-bit item arithmetic (form 2)
-  const long long need = (items + sms - 1) / sms;
-  bool launched = false;
-  if (cudaError_t e = balanced_try<6>(p, sms, need, false, stream, launched); e != cudaSuccess || launched) return e;
-  if (cudaError_t e = balanced_try<5>(p, sms, need, false, stream, launched); e != cudaSuccess || launched) return e;
-  if (cudaError_t e = balanced_try<4>(p, sms, need, false, stream, launched); e != cudaSuccess || launched) return e;
-  return balanced_try<3>(p, sms, need, true, stream, launched);
-}
-
 template <int BM, bool F16>
 cudaError_t launch_prefill(const Fp8GemmParams& p, cudaStream_t stream) {
   const long long tiles_y = (p.max_rows + BM - 1) / BM + (p.group_offsets ? p.num_groups : 0);
@@ -241,7 +194,6 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   if (p.part_rows <= 0) return cudaErrorInvalidValue;
   if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
     return cudaErrorInvalidValue;
-  if (p.decode_balanced < 0 || p.decode_balanced > 2) return cudaErrorInvalidValue;
   if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0 || p.pre_wait_prefetch_kblocks < 0) return cudaErrorInvalidValue;
   if (p.pre_wait_prefetch_kblocks > 0 &&
       (!p.pre_wait_prefetch_w || p.pre_wait_prefetch_parts < 1 || p.pre_wait_prefetch_rows < 1 ||
@@ -288,13 +240,6 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
     const bool async_ring = expected <= 4 && (p.decode_kernel == 2 || (p.decode_kernel == 0 && p.decode_depth == 0));
     // The fused combine exists only in the cp.async kernel.
     if ((p.combine_counters || p.swiglu_gate_up) && !async_ring) return cudaErrorInvalidValue;
-    // The balanced form has neither unequal parts nor strided weights: those keep the grid form.
-    if (async_ring && p.decode_balanced && !p.swiglu_gate_up && !general_form(p)) {
-      if (!p.balanced_counters) return cudaErrorInvalidValue;
-      int sms = 0;
-      if (cudaError_t e = device_sms(sms); e != cudaSuccess) return e;
-      if (sms <= kFp8BalancedMaxSms) return launch_decode_balanced(p, sms, stream);
-    }
     if (async_ring) {
       bool launched = false;
       if (cudaError_t e = try_decode_async(p, stream, launched); e != cudaSuccess || launched) return e;

@@ -28,12 +28,6 @@ namespace glm5rt::kernels {
 
 constexpr int kFp8Block = 128;          // weight block and activation group size (K and N)
 constexpr int kFp8PrefillTileRows = 64;  // default rows per prefill tile (64 or 128; tile_prefix granularity)
-// Fp8GemmParams::decode_balanced: at most this many SMs (queues); %smid values below kFp8BalancedSmidTable
-// get a dense queue index through a table; the ints of balanced_counters (queue counters, finished
-// warps, next dense index, the table).
-constexpr int kFp8BalancedMaxSms = 256;
-constexpr int kFp8BalancedSmidTable = 512;
-constexpr int kFp8BalancedWords = kFp8BalancedMaxSms + 2 + kFp8BalancedSmidTable + 6;
 constexpr int kFp8MaxVariedParts = 8;    // Fp8GemmParams::part_begin has kFp8MaxVariedParts + 1 entries
 
 enum class Fp8GemmPath { automatic, decode, prefill };
@@ -157,24 +151,6 @@ struct Fp8GemmParams {
   const __nv_bfloat16* swiglu_gate_up = nullptr;  // null: A from a / a_scale
   int swiglu_ld = 0;
   int swiglu_rows = 0;
-
-  // Balanced decode (cp.async decode kernel, plain form or with the fused combine; not with the fused
-  // SwiGLU prologue): 1 = a grid of every resident block slot of the device, whose warps take 16-row
-  // items (group x 16 weight rows, all of K, the same arithmetic: the same bits) from one queue per SM
-  // (%smid), each queue an equal share of the flat item list, so that every SM streams the same bytes
-  // (fp8_gemm_decode_balanced.cuh). 0 = the grid form (one block per 64 rows and group). Needs
-  // balanced_counters: kFp8BalancedWords ints, zero when the kernel starts; the kernel leaves them zero.
-  // Ignored (the grid form runs) on devices with more than kFp8BalancedMaxSms SMs, and with varied_parts,
-  // ldw or ld_wscale.
-  // 2 = as 1, but each block's queue index comes from registering its %smid in a table (dense indices in
-  // order of first arrival, whatever numbering the SMs have), and a warp that has done at least one item
-  // and finds its own queue empty takes items from the fullest other queue (SMs that stream faster take
-  // more; queues whose SM got no block are drained in parallel). Round 6's H200 run of form 1 measured
-  // 2.2x slower than the grid form at T=1 (gate_up warps ending 19-155 us): either %smid is not dense on
-  // that card (queues without an SM, drained by one warp) or SMs stream at very different rates; form 2
-  // answers both.
-  int decode_balanced = 0;
-  int* balanced_counters = nullptr;
 
   // Debug timeline (benchmarks): kStampWords u64 of %globaltimer min/max (launch.cuh, detail::stamp) for
   // block start, past the PDL wait and end of work; written by the cp.async decode kernel only. Null: off.

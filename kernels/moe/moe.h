@@ -205,18 +205,6 @@ struct MoeParams {
   // test with it (router bit-equal to the CPU, MoE block variants); its timing is the bench's fast-sel /
   // slow-sel rows. Flip: false.
   bool fast_select = true;
-  // Balanced decode GEMMs (Fp8GemmParams::decode_balanced): both expert GEMMs as a grid of every resident
-  // block slot whose warps take 16-row items from one queue per SM, each SM an equal share of the bytes
-  // (round 6; the same bits). Applies with the fused front (<= 32 tokens, front_path 0, which zeroes the
-  // queue counters) on the cp.async decode kernel, the routed experts (the shared expert on a second
-  // stream keeps the grid form). The fused SwiGLU prologue (decode_fusion 2) needs the grid form: with
-  // this on, decode_fusion 2 runs as 1 (separate SwiGLU kernel, combine in the down GEMM; the same bits).
-  // 1 and 2 are Fp8GemmParams::decode_balanced's forms (2: dense SM registration + stealing).
-  // GLM5RT_MOE_DECODE_BALANCED=0|1|2 overrides it. Off (0) by default: form 1 measured 2.2x slower on the
-  // H200 (round 6); form 2 not yet measured. Flip: 2. Form 2 with the shared expert on a second stream
-  // (shared_stream) ended in an illegal-instruction error in its first device run (the one-stream runs of
-  // the same test passed; cause not found), so with a second stream form 2 falls back to the grid form.
-  int decode_balanced = 0;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

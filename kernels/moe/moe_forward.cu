@@ -42,10 +42,6 @@ int env_shared_l2_site() {
   static const int v = env_int("GLM5RT_MOE_SHARED_L2_SITE");
   return v;
 }
-int env_decode_balanced() {
-  static const int v = env_int("GLM5RT_MOE_DECODE_BALANCED");
-  return v;
-}
 int env_fast_select() {
   static const int v = env_int("GLM5RT_MOE_FAST_SELECT");
   return v;
@@ -97,8 +93,7 @@ Layout layout(int T, int H, int I, int E, int K) {
   l.hs = take(sizeof(float) * R * (I / kFp8Block));
   l.y = take(sizeof(__nv_bfloat16) * R * H);
   // The down GEMM's fused-combine counters, one per 16 output columns (MoeParams::decode_fusion).
-  // The fused combine's counters, then the balanced GEMMs' queue counters (gate_up, down).
-  l.counters = take(sizeof(int) * ((H + 15) / 16 + 2 * kFp8BalancedWords));
+  l.counters = take(sizeof(int) * ((H + 15) / 16));
   l.total = at;
   return l;
 }
@@ -219,17 +214,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // And SwiGLU + quantisation as the down GEMM's prologue (decode_fusion 2), up to kMoeSwigluFuseMaxTokens
   // tokens: a group holds at most T rows when the ids of a token are distinct (more rows just take more
   // passes), so T rows of shared memory per block cover a group in one pass.
-  // Balanced decode GEMMs: the fused front zeroes their queue counters (after the combine's).
-  const int balanced_form = env_decode_balanced() >= 0 ? env_decode_balanced() : p.decode_balanced;
-  if (balanced_form < 0 || balanced_form > 2) return cudaErrorInvalidValue;
-  // Form 2 beside the shared expert's stream crashed on the device (moe.h): the grid form runs there.
-  const bool balanced = balanced_form > 0 && async_down && T <= kMoeFrontMaxTokens && p.front_path == 0 &&
-                        !(side && balanced_form == 2);
-  const bool fused_swiglu = fused_combine && p.decode_fusion == 2 && T <= kMoeSwigluFuseMaxTokens && !balanced;
+  const bool fused_swiglu = fused_combine && p.decode_fusion == 2 && T <= kMoeSwigluFuseMaxTokens;
   int* counters = static_cast<int*>(at(l.counters));
-  const int n_combine_counters = (H + 15) / 16;
-  int* balanced_counters = counters + n_combine_counters;
-  const int n_counters = balanced ? n_combine_counters + 2 * kFp8BalancedWords : fused_combine ? n_combine_counters : 0;
+  const int n_counters = fused_combine ? (H + 15) / 16 : 0;
   if (side) {
     // Fork before the router: nothing of the shared expert depends on the routing.
     if (cudaError_t e = cudaEventRecord(p.shared_events[0], stream); e != cudaSuccess) return e;
@@ -376,8 +363,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
   g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
   g1.decode_evict_first = evict_first;
-  g1.decode_balanced = balanced ? balanced_form : 0;
-  g1.balanced_counters = balanced_counters;
   if (l2pf_gemm) {
     g1.pre_wait_prefetch_w = p.gate_up_w + 2 * static_cast<size_t>(E);
     g1.pre_wait_prefetch_parts = 2;
@@ -421,7 +406,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   g2.debug_stamps = stamp_slot(p, kMoeStampDown);
-  g2.balanced_counters = balanced_counters + kFp8BalancedWords;
   if (fused_combine) {
     g2.combine_counters = counters;
     g2.combine_out = p.out;

@@ -38,7 +38,6 @@ struct GroupedCase {
   int mma = 0;         // Fp8GemmParams::prefill_mma
   int depth = 0;       // Fp8GemmParams::decode_depth
   int decode_kernel = 0;  // Fp8GemmParams::decode_kernel (0 automatic, 1 register ring, 2 cp.async ring)
-  int balanced = 0;       // Fp8GemmParams::decode_balanced
 };
 
 // Runs one (possibly grouped) GEMM against the CPU reference.
@@ -125,41 +124,9 @@ void run_case(const GroupedCase& tc) {
   p.prefill_mma = tc.mma;
   p.decode_depth = tc.depth;
   p.decode_kernel = tc.decode_kernel;
-  DeviceBuffer<int> d_bal(k::kFp8BalancedWords);
-  if (tc.balanced) {
-    CUDA_OK(cudaMemset(d_bal.ptr, 0, sizeof(int) * k::kFp8BalancedWords));
-    p.decode_balanced = tc.balanced;
-    p.balanced_counters = d_bal.ptr;
-  }
   CUDA_OK(k::fp8_gemm(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto hc = dc.download();
-  if (tc.balanced) {
-    // The balanced form leaves its counters at zero, runs again from them with the same bits, and gives
-    // the grid form's bits (the same per-warp arithmetic).
-    const auto counters = d_bal.download();
-    size_t nonzero = 0;
-    for (int v : counters) nonzero += v != 0;
-    CHECK(nonzero == 0);
-    dc.poison();
-    CUDA_OK(k::fp8_gemm(p, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    const auto again = dc.download();
-    dc.poison();
-    k::Fp8GemmParams pg = p;
-    pg.decode_balanced = 0;
-    CUDA_OK(k::fp8_gemm(pg, nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    const auto grid = dc.download();
-    size_t differ_again = 0, differ_grid = 0;
-    for (size_t i = 0; i < hc.size(); ++i) {
-      differ_again += again[i] != hc[i];
-      differ_grid += grid[i] != hc[i];
-    }
-    MESSAGE("balanced decode: differing from its rerun " << differ_again << ", from the grid form " << differ_grid);
-    CHECK(differ_again == 0);
-    CHECK(differ_grid == 0);
-  }
 
   std::vector<double> ref(static_cast<size_t>(rows) * tc.n);
   parallel_for(rows, [&](int r) {
@@ -230,25 +197,6 @@ TEST_CASE("fp8 gemm decode, both kernels (register ring, cp.async ring), 1-token
     run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, dk});  // down
     run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk});       // dense kv_a, 1 token
   }
-}
-
-TEST_CASE("fp8 gemm decode, balanced form (per-SM item queues) against the grid form and the CPU") {
-  // Grouped gate|up with gathered rows and a 12-row group (two passes), grouped down, dense shapes incl. a
-  // partial 16-row slice (n = 578), and many groups (several items per warp).
-  const std::vector<int> counts = {1, 0, 2, 1, 12, 1, 0, 3};
-  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 1});
-  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, 0, 1});
-  run_case({578, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, 0, 1});
-  run_case({576, 6144, 1, {3}, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, 1});
-  std::vector<int> many(60, 1);
-  for (int g = 0; g < 60; g += 7) many[g] = 0;
-  many[5] = 4;
-  run_case({4096, 6144, 2, many, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 1});
-  // Form 2 (dense SM registration, stealing): the same cases.
-  run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
-  run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
-  run_case({578, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
-  run_case({4096, 6144, 2, many, true, k::Fp8GemmPath::decode, 64, 0, 0, 0, 2});
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {

@@ -432,14 +432,16 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
     CHECK(differ == 0);
   }
-  {  // Round 5's options against the default run (fast front and evict_first streams on, shared-expert L2
-     // prefetch off by default), each with the debug timeline on:
+  {  // Round 5's and 6's options against the default run (fast front, evict_first streams and fast selection
+     // on, shared-expert L2 prefetch off by default), each with the debug timeline on:
      // v0 all off (the previous default: unrolled front kernel quantising x, plain logits staging);
      // v1 the prefetch issued by the router logits kernel instead (every K block of gate_up and of down,
-     // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off. Hints, staging and
-     // timestamps only: the same bits. At <= 16 tokens the logits kernel's timeline slot must be written.
+     // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off; v3 the previous
+     // selection (fast_select off) in the fused front; v4 the fast selection with the compact front off.
+     // Hints, staging, selection form and timestamps only: the same bits. At <= 16 tokens the logits
+     // kernel's timeline slot must be written.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
-    for (int v = 0; v < 8; ++v) {
+    for (int v = 0; v < 5; ++v) {
       std::vector<unsigned long long> init(dst.count);
       for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
       dst.upload(init);
@@ -454,28 +456,15 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
         pf.shared_l2_prefetch_site = 0;
         pf.shared_l2_prefetch_down = true;
         pf.shared_l2_evict_last = true;
-      } else if (v == 7) {
-        // Balanced form 2 (dense SM registration, stealing).
-        pf.decode_balanced = 2;
-      } else if (v == 5) {
-        // Round 6: the fast selection in the fused front, with the timeline (its select_phases slot).
-        pf.fast_select = true;
-      } else if (v == 6) {
-        // The fast selection with the balanced GEMMs and the compact front off (unrolled form not used:
-        // fast_select replaces the selection in either front form).
+      } else if (v == 3) {
+        // Round 6: the previous selection (fast_select is on by default) in the fused front, with the
+        // timeline (its select_phases slot); the front's permutation then reads the ids from global memory.
+        pf.fast_select = false;
+      } else if (v == 4) {
+        // The fast selection with the compact front off (fast_select replaces the selection in either
+        // front form).
         pf.fast_select = true;
         pf.fast_front = false;
-        pf.decode_balanced = 2;
-      } else if (v == 3) {
-        // Round 6: the balanced decode GEMMs (per-SM item queues; decode_fusion 2 then runs as 1).
-        pf.decode_balanced = 1;
-      } else if (v == 4) {
-        // Balanced, with every fusion off and the L2 hints on (the plain balanced kernel with its
-        // pre-wait prefetch, then the separate combine).
-        pf.decode_balanced = 1;
-        pf.decode_fusion = 0;
-        pf.shared_l2_prefetch = 48;
-        pf.shared_l2_prefetch_site = 1;
       } else {
         pf.fast_front = false;
         pf.shared_l2_prefetch = 48;  // at GLM-5 size every K block; clamped below that
@@ -502,16 +491,6 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
-  {  // Round 6: the balanced decode GEMMs with the shared expert on a second stream, eager and from a graph
-     // replayed twice over a poisoned workspace (the front must zero the queue counters; the kernels leave
-     // them zero).
-    for (int form = 1; form <= 2; ++form) {
-      k::MoeParams pb = p0;
-      pb.decode_balanced = form;
-      check_shared_stream(pb, ws, ws_bytes, dout, out_bits,
-                          T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
-    }
-  }
   // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
   // rows per expert expected).
   const bool fuses = T <= 2 && path != 2 && (T * K + E - 1) / E <= 4;
