@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
                    "       [--contexts 8192,32768] [--prefill 4096] [--chunk 4096] [--steps 20]\n"
                    "       [--kernels simple|fast-mla|fast-attn|fast] [--fp8-path auto|gemm|dequant|direct] [--stages]\n"
                    "       [--cache-dtype bf16|fp8]\n"
-                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq][:group|:groupearly|:nogroup],...] [--json FILE]\n"
+                   "       [--variants KERNELS:FP8PATH[:nosplit][:perseq][:group|:groupearly|:nogroup][:fuse|:nofuse],...] [--json FILE]\n"
                    "--variants runs the decode and prefill cases once per (kernels, FP8 path) on the same model;\n"
                    "the first variant's results are also the JSON's top-level decode / prefill.\n");
       return 2;
@@ -242,12 +242,14 @@ int main(int argc, char** argv) {
     std::string decode0, prefill0;
     const bool group_default = be.proj_grouping();  // GLM5RT_CUDA_PROJ_GROUP at construction
     const bool early_default = be.proj_group_early();  // GLM5RT_CUDA_PROJ_GROUP_EARLY
+    const bool fuse_default = be.attention_fusion();  // GLM5RT_CUDA_ATTN_FUSE
     for (size_t vi = 0; vi < o.variants.size(); ++vi) {
       // KERNELS:FP8PATH[:nosplit][:perseq] (nosplit: fp8_gemm without split-K; perseq: the fast attention
       // kernels launched once per cache, not once over all caches' pools)
       std::string path = o.variants[vi].second;
       bool split = true, batched = true;
       int group = -1, early = -1;  // grouped attention projections: -1 the backend's defaults (environment)
+      int fuse = -1;  // attention-stage fusion (set_attention_fusion): -1 the backend's default
       for (size_t colon = path.find(':'); colon != std::string::npos; colon = path.find(':')) {
         std::string rest = path.substr(colon + 1);
         path = path.substr(0, colon);
@@ -257,8 +259,11 @@ int main(int argc, char** argv) {
           else if (rest == "group") group = 1, early = 0;
           else if (rest == "groupearly") group = 1, early = 1;
           else if (rest == "nogroup") group = 0;
+          else if (rest == "fuse") fuse = 1;
+          else if (rest == "nofuse") fuse = 0;
           else
-            fail(Status::invalid_argument, "unknown variant flag ", rest, " (nosplit, perseq, group, groupearly, nogroup)");
+            fail(Status::invalid_argument, "unknown variant flag ", rest,
+                 " (nosplit, perseq, group, groupearly, nogroup, fuse, nofuse)");
         }
       }
       be.set_kernels(o.variants[vi].first);
@@ -267,14 +272,16 @@ int main(int argc, char** argv) {
       be.set_batch_attention(batched);
       be.set_proj_grouping(group < 0 ? group_default : group == 1);
       be.set_proj_group_early(early < 0 ? early_default : early == 1);
+      be.set_attention_fusion(fuse < 0 ? fuse_default : fuse == 1);
       std::ostringstream jd, jp;  // this variant's decode and prefill entries
       std::printf(
           "\nkernels: %s (GLM5RT_CUDA_KERNELS / --kernels), MoE layers through moe_forward: %lld of %d, fp8 path %s, "
-          "split-K %s, attention over several caches %s, grouped attention projections %s\n",
+          "split-K %s, attention over several caches %s, grouped attention projections %s, attention fusion %s\n",
           be.kernels().c_str(), static_cast<long long>(be.fast_moe_layers()),
           o.layers - std::min(o.dense_layers, o.layers), be.fp8_path().c_str(), be.fp8_split_k() ? "on" : "off",
           be.batch_attention() ? "one launch (batched)" : "one launch per cache",
-          be.proj_grouping() ? (be.proj_group_early() ? "on, early weights" : "on") : "off");
+          be.proj_grouping() ? (be.proj_group_early() ? "on, early weights" : "on") : "off",
+          be.attention_fusion() ? "on" : "off");
       std::printf("\n%-28s %12s %12s %12s %10s\n", "case", "measured", "per layer", "floor", "floor/meas");
       const int ps = 64;
       bool first = true;
@@ -351,7 +358,8 @@ int main(int argc, char** argv) {
              << ", \"tokens_per_s\": " << B / t << ", \"floor_ms\": " << floor_t * 1e3
              << ", \"floor_bytes\": " << f.bytes << ", \"floor_flops\": " << f.flops
              << ", \"graphs_captured\": " << be.graphs_captured() << ", \"graph_replays\": " << be.graph_replays()
-             << ", \"batched_attention\": " << (be.last_forward_batched_attention() ? "true" : "false");
+             << ", \"batched_attention\": " << (be.last_forward_batched_attention() ? "true" : "false")
+             << ", \"attn_fused_launches\": " << be.last_forward_attn_fused();
           if (o.stages) {
             const int moe_layers = o.layers - std::min(o.dense_layers, o.layers);
             std::printf(
@@ -403,6 +411,7 @@ int main(int argc, char** argv) {
       js << (vi ? "," : "") << "\n    {\"kernels\": \"" << be.kernels() << "\", \"fp8_path\": \"" << be.fp8_path()
          << "\", \"split_k\": \"" << (be.fp8_split_k() ? "on" : "off")
          << "\", \"proj_grouping\": \"" << (be.proj_grouping() ? (be.proj_group_early() ? "early" : "on") : "off")
+         << "\", \"attention_fusion\": \"" << (be.attention_fusion() ? "on" : "off")
          << "\", \"decode\": [" << jd.str() << "\n    ], \"prefill\": [" << jp.str() << "\n    ]}";
       if (vi == 0) {
         decode0 = jd.str();

@@ -27,20 +27,7 @@ __global__ void indexer_query_kernel(const float* qi, int64_t n_heads_total, int
                                      float* q_scale) {
   const int64_t rh = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (rh >= n_heads_total) return;
-  const int lane = threadIdx.x & 31;
-  const float* q = qi + rh * dim;
-  if (!fp8) {
-    auto* o = static_cast<__nv_bfloat16*>(q_out) + rh * dim;
-    for (int32_t i = lane; i < dim; i += 32) o[i] = __float2bfloat16(q[i]);
-    return;
-  }
-  float amax = 0.f;
-  for (int32_t i = lane; i < dim; i += 32) amax = fmaxf(amax, fabsf(q[i]));
-  amax = detail::warp_max(amax);
-  const float s = detail::fp8_scale_of(amax);
-  auto* o = static_cast<uint8_t*>(q_out) + rh * dim;
-  for (int32_t i = lane; i < dim; i += 32) o[i] = detail::float_to_e4m3(q[i] / s);
-  if (lane == 0) q_scale[rh] = s;
+  detail::indexer_query_head(qi + rh * dim, dim, fp8, q_out, q_scale, rh);
 }
 
 }  // namespace

@@ -112,4 +112,24 @@ __device__ inline float index_value(const char* vec, const RecordFormat& f, int3
 // FP8 scale of a group whose largest magnitude is amax: values map onto e4m3's +-448.
 __device__ inline float fp8_scale_of(float amax) { return amax > 0.f ? amax / 448.f : 1.f; }
 
+// The fast indexer's query input for one (row, head), called by one whole warp: dim float32 values ->
+// bf16 (fp8 false), or e4m3 of q / scale with scale = amax / 448 (1 for an all-zero head) into q_scale.
+// Shared by launch_indexer_query and the fused attention prep (launch_attention_prep).
+__device__ inline void indexer_query_head(const float* q, int32_t dim, bool fp8, void* q_out, float* q_scale,
+                                          int64_t rh) {
+  const int lane = threadIdx.x & 31;
+  if (!fp8) {
+    auto* o = static_cast<__nv_bfloat16*>(q_out) + rh * dim;
+    for (int32_t i = lane; i < dim; i += 32) o[i] = __float2bfloat16(q[i]);
+    return;
+  }
+  float amax = 0.f;
+  for (int32_t i = lane; i < dim; i += 32) amax = fmaxf(amax, fabsf(q[i]));
+  amax = warp_max(amax);
+  const float s = fp8_scale_of(amax);
+  auto* o = static_cast<uint8_t*>(q_out) + rh * dim;
+  for (int32_t i = lane; i < dim; i += 32) o[i] = float_to_e4m3(q[i] / s);
+  if (lane == 0) q_scale[rh] = s;
+}
+
 }  // namespace glm5k::detail

@@ -1,5 +1,6 @@
 // Row-wise kernels of the simple forward: norms, embedding, RoPE tables, the MLA and indexer per-row
 // preparation (cache-record writes), SwiGLU, FP8 dequantisation, argmax and random fills.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/common/simple_device.cuh"
@@ -10,9 +11,16 @@ namespace {
 using detail::block_max;
 using detail::block_sum;
 
+constexpr int32_t kIndexerPrepThreads = 128;  // indexer_prep_kernel's block (its LayerNorm sums' order)
+
 __global__ void residual_rms_norm_kernel(float* x, const float* delta, const int32_t* gather, int32_t n,
                                          const float* w, float eps, __nv_bfloat16* out_b, float* out_f) {
   __shared__ float scratch[32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent (launch_residual_rms_norm's pdl): wait for the previous kernel
+  // before any read. Returns at once for an ordinary launch.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t r = blockIdx.x;
   float* xr = x + (gather ? static_cast<int64_t>(gather[r]) : r) * n;
   float ss = 0.f;
@@ -84,10 +92,9 @@ __device__ void write_quantized(const float* v, int32_t n, bool fp8, int32_t gro
     rec[i] = static_cast<char>(detail::float_to_e4m3(v[i] / scales[i / group]));
 }
 
-__global__ void mla_prep_kernel(MlaPrepParams p) {
-  extern __shared__ float sh[];  // kv_lora + rope
-  __shared__ float scratch[32];
-  const int32_t r = blockIdx.x, kvr = p.fmt.kv_lora, rope = p.fmt.rope, half = rope / 2, lat = kvr + rope;
+// One row of mla_prep, by the whole block (sh: kv_lora + rope floats of shared memory).
+__device__ void mla_prep_row(const MlaPrepParams& p, int32_t r, float* sh, float* scratch) {
+  const int32_t kvr = p.fmt.kv_lora, rope = p.fmt.rope, half = rope / 2, lat = kvr + rope;
   const float* ckv = p.ckv + static_cast<int64_t>(r) * lat;
   float ss = 0.f;
   for (int32_t i = threadIdx.x; i < lat; i += blockDim.x) {
@@ -111,6 +118,7 @@ __global__ void mla_prep_kernel(MlaPrepParams p) {
     write_quantized(sh, lat, false, 0, rec, nullptr);
   }
   // Queries: q_nope to bf16, RoPE on q_rot.
+  if (!p.q_nope_out) return;
   const int32_t qkd = p.nope + rope;
   const float* q = p.q + static_cast<int64_t>(r) * p.heads * qkd;
   for (int32_t i = threadIdx.x; i < p.heads * p.nope; i += blockDim.x) {
@@ -127,19 +135,28 @@ __global__ void mla_prep_kernel(MlaPrepParams p) {
   }
 }
 
-__global__ void indexer_prep_kernel(IndexerPrepParams p) {
-  extern __shared__ float key[];  // index_dim
+__global__ void mla_prep_kernel(MlaPrepParams p) {
+  extern __shared__ float sh[];  // kv_lora + rope
   __shared__ float scratch[32];
-  const int32_t r = blockIdx.x, d = p.fmt.index_dim, rope = p.fmt.rope, half = rope / 2;
+  mla_prep_row(p, blockIdx.x, sh, scratch);
+}
+
+// One row of indexer_prep, by the whole block (key: index_dim floats of shared memory). The LayerNorm's
+// two sums are taken over the first sum_threads threads only (the others add nothing), so that a
+// 256-thread block sums in exactly the order of indexer_prep_kernel's 128 threads.
+__device__ void indexer_prep_row(const IndexerPrepParams& p, int32_t r, float* key, float* scratch,
+                                 int32_t sum_threads) {
+  const int32_t d = p.fmt.index_dim, rope = p.fmt.rope, half = rope / 2;
+  const int32_t first = static_cast<int32_t>(threadIdx.x) < sum_threads ? static_cast<int32_t>(threadIdx.x) : d;
   const float* cs = p.cos + static_cast<int64_t>(r) * half;
   const float* sn = p.sin + static_cast<int64_t>(r) * half;
   if (p.kraw) {
     const float* kr = p.kraw + static_cast<int64_t>(r) * d;
     float s = 0.f;
-    for (int32_t i = threadIdx.x; i < d; i += blockDim.x) s += kr[i];
+    for (int32_t i = first; i < d; i += sum_threads) s += kr[i];
     const float mean = block_sum(s, scratch) / static_cast<float>(d);
     float v = 0.f;
-    for (int32_t i = threadIdx.x; i < d; i += blockDim.x) v += (kr[i] - mean) * (kr[i] - mean);
+    for (int32_t i = first; i < d; i += sum_threads) v += (kr[i] - mean) * (kr[i] - mean);
     const float var = block_sum(v, scratch) / static_cast<float>(d);
     const float inv = 1.0f / sqrtf(var + 1e-6f);
     for (int32_t i = threadIdx.x; i < d; i += blockDim.x) key[i] = (kr[i] - mean) * inv * p.k_norm_w[i] + p.k_norm_b[i];
@@ -161,6 +178,36 @@ __global__ void indexer_prep_kernel(IndexerPrepParams p) {
     rope_pair(qi[h * d + 2 * j], qi[h * d + 2 * j + 1], cs[j], sn[j]);
   }
   for (int32_t h = threadIdx.x; h < p.heads; h += blockDim.x) p.wts[static_cast<int64_t>(r) * p.heads + h] *= p.head_scale;
+}
+
+__global__ void indexer_prep_kernel(IndexerPrepParams p) {
+  extern __shared__ float key[];  // index_dim
+  __shared__ float scratch[32];
+  indexer_prep_row(p, blockIdx.x, key, scratch, blockDim.x);
+}
+
+// mla_prep (blocks [0, rows)) and indexer_prep + the fast indexer's query conversion (blocks [rows,
+// 2 rows)) in one launch of 256 threads: the same per-row code as the separate kernels.
+__global__ void __launch_bounds__(256) attention_prep_kernel(AttentionPrepParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (p.pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  extern __shared__ float sh[];  // max(kv_lora + rope, index_dim)
+  __shared__ float scratch[32];
+  const int32_t rows = p.mla.batch.rows;
+  if (static_cast<int32_t>(blockIdx.x) < rows) {
+    mla_prep_row(p.mla, blockIdx.x, sh, scratch);
+    return;
+  }
+  const int32_t r = blockIdx.x - rows;
+  indexer_prep_row(p.idx, r, sh, scratch, kIndexerPrepThreads);
+  if (!p.q_out || !p.idx.qi) return;
+  __syncthreads();  // this block's RoPE on qi (global memory) is visible to the whole block
+  const int32_t d = p.idx.fmt.index_dim;
+  for (int32_t h = threadIdx.x >> 5; h < p.idx.heads; h += blockDim.x >> 5) {
+    const int64_t rh = static_cast<int64_t>(r) * p.idx.heads + h;
+    detail::indexer_query_head(p.idx.qi + rh * d, d, p.q_fp8, p.q_out, p.q_scale, rh);
+  }
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, int64_t total, __nv_bfloat16* out) {
@@ -283,10 +330,22 @@ int threads_for(int32_t n) { return n >= 1024 ? 1024 : n >= 256 ? 256 : 128; }
 
 cudaError_t launch_residual_rms_norm(float* x, const float* delta, const int32_t* gather, int32_t rows, int32_t n,
                                      const float* w, float eps, __nv_bfloat16* out_b, float* out_f,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream, bool pdl) {
   if (rows <= 0) return cudaSuccess;
-  residual_rms_norm_kernel<<<rows, threads_for(n), 0, stream>>>(x, delta, gather, n, w, eps, out_b, out_f);
-  return cudaGetLastError();
+  if (!pdl) {
+    residual_rms_norm_kernel<<<rows, threads_for(n), 0, stream>>>(x, delta, gather, n, w, eps, out_b, out_f);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(rows);
+  cfg.blockDim = dim3(threads_for(n));
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, residual_rms_norm_kernel, x, delta, gather, n, w, eps, out_b, out_f);
 }
 
 cudaError_t launch_embed(const __nv_bfloat16* table, int32_t n, const int32_t* tokens, int32_t rows, float* out,
@@ -316,8 +375,29 @@ cudaError_t launch_mla_prep(const MlaPrepParams& p, cudaStream_t stream) {
 cudaError_t launch_indexer_prep(const IndexerPrepParams& p, cudaStream_t stream) {
   if (p.batch.rows <= 0) return cudaSuccess;
   if (p.fmt.index_dim < p.fmt.rope || p.fmt.index_dim > 64 * 128) return cudaErrorInvalidValue;
-  indexer_prep_kernel<<<p.batch.rows, 128, sizeof(float) * p.fmt.index_dim, stream>>>(p);
+  indexer_prep_kernel<<<p.batch.rows, kIndexerPrepThreads, sizeof(float) * p.fmt.index_dim, stream>>>(p);
   return cudaGetLastError();
+}
+
+cudaError_t launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream) {
+  const int32_t rows = p.mla.batch.rows;
+  if (rows <= 0) return cudaSuccess;
+  if (p.idx.batch.rows != rows || p.mla.fmt.rope % 2 != 0 ||
+      (p.mla.fmt.latent_dtype == kRecFp8 && p.mla.fmt.kv_lora % 4 != 0) || p.idx.fmt.index_dim < p.idx.fmt.rope ||
+      p.idx.fmt.index_dim > 64 * 128 || (p.q_out && p.q_fp8 && !p.q_scale) || rows > 0x3fffffff)
+    return cudaErrorInvalidValue;
+  const size_t smem = sizeof(float) * std::max(p.mla.fmt.kv_lora + p.mla.fmt.rope, p.idx.fmt.index_dim);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(2 * rows);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = p.pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, attention_prep_kernel, p);
 }
 
 cudaError_t launch_silu_mul(const float* g, const float* u, int32_t rows, int32_t n, __nv_bfloat16* out,

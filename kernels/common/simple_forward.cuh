@@ -55,10 +55,11 @@ struct BatchRows {
 };
 
 // x[r] += delta[r] (when delta is not null, written back), then out = w * x / sqrt(mean(x^2) + eps) as
-// bf16 (out_b) and/or float32 (out_f). With gather, row i reads x[gather[i]] (no add).
+// bf16 (out_b) and/or float32 (out_f). With gather, row i reads x[gather[i]] (no add). pdl (sm_90+ only):
+// launched as a programmatic dependent, the kernel waiting for the previous one before any read.
 cudaError_t launch_residual_rms_norm(float* x, const float* delta, const int32_t* gather, int32_t rows, int32_t n,
                                      const float* w, float eps, __nv_bfloat16* out_b, float* out_f,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, bool pdl = false);
 
 // out[r] = embedding[tokens[r]] as float32.
 cudaError_t launch_embed(const __nv_bfloat16* table, int32_t n, const int32_t* tokens, int32_t rows, float* out,
@@ -71,7 +72,8 @@ cudaError_t launch_rope_tables(const float* inv_freq, int32_t half, float attent
 
 // MLA per-row preparation. ckv [rows, kv_lora + rope]: kv = rms(kv, kv_norm, 1e-6), k_rot = RoPE(k_rot);
 // the record is written at the row's slot of `layer`. q [rows, heads, nope + rope]: q_nope goes to
-// q_nope_out (bf16 [rows, heads, nope]), RoPE(q_rot) to q_rot_out (float32 [rows, heads, rope]).
+// q_nope_out (bf16 [rows, heads, nope]), RoPE(q_rot) to q_rot_out (float32 [rows, heads, rope]); both
+// skipped when q_nope_out is null (the backend's attention fusion does them inside absorbed_heads).
 struct MlaPrepParams {
   const float* ckv;
   const float* kv_norm;
@@ -103,6 +105,21 @@ struct IndexerPrepParams {
   float head_scale;
 };
 cudaError_t launch_indexer_prep(const IndexerPrepParams& p, cudaStream_t stream);
+
+// launch_mla_prep and launch_indexer_prep as one launch of 2 x rows blocks (same per-row code, same
+// float operations and summation order), and, when q_out is set (and idx.qi), each indexer row's query
+// converted for the fast indexer right after its RoPE, as launch_indexer_query does (q_out / q_scale
+// layouts as there; fast_bridge.cuh). pdl: launched as a programmatic dependent (sm_90+), waiting for
+// the previous kernel before any read. The CUDA backend's attention fusion (set_attention_fusion).
+struct AttentionPrepParams {
+  MlaPrepParams mla;
+  IndexerPrepParams idx;  // idx.batch.rows == mla.batch.rows
+  void* q_out = nullptr;
+  float* q_scale = nullptr;
+  bool q_fp8 = false;
+  bool pdl = false;
+};
+cudaError_t launch_attention_prep(const AttentionPrepParams& p, cudaStream_t stream);
 
 // scores[r][t] = sum_h wts[r][h] * relu(qi[r][h] . key_t * dot_scale) for t <= pos[r]; -inf for
 // pos[r] < t < ctx_cap. Grid covers ctx_cap tokens per row.

@@ -215,19 +215,23 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
   const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
-    std::vector<float> got[2];
-    double own_overlap[2] = {0, 0};
+    // simple, fast, fast with the attention-stage fusion (set_attention_fusion)
+    std::vector<float> got[3];
+    double own_overlap[3] = {0, 0, 0};
     int64_t own_count = 0;
-    for (int which = 0; which < 2; ++which) {
+    for (int which = 0; which < 3; ++which) {
       gpu.set_kernels(which ? "fast" : "simple");
+      gpu.set_attention_fusion(which == 2);
       const int64_t n_pages = (N + ps - 1) / ps + 2;
       const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
       auto cache = gpu.create_cache(n_pages, ps, dt);
       (void)forward_rows(gpu, cache.get(), bt, ps, tokens, 0, P, &rc.probe);
       for (int64_t r = P; r < N; ++r) {
         const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
-        CHECK(gpu.last_forward_used_fast_mla() == (which == 1));
-        CHECK(gpu.last_forward_used_fast_indexer() == (which == 1));
+        CHECK(gpu.last_forward_used_fast_mla() == (which >= 1));
+        CHECK(gpu.last_forward_used_fast_indexer() == (which >= 1));
+        // Fused: 3 launches per layer (W_UK into the packed query, W_UV, the mla + indexer prep).
+        CHECK(gpu.last_forward_attn_fused() == (which == 2 ? 3 * static_cast<int64_t>(c.num_hidden_layers) : 0));
         got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
         for (size_t l = 0; l < rc.probe.topk.size(); ++l) {
           if (rc.probe.topk[l].empty()) continue;
@@ -240,18 +244,28 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
     }
     const std::string tag = std::string(dtype_name_of(dt)) + " records, rows " + std::to_string(P) + ".." +
                             std::to_string(N - 1);
+    gpu.set_attention_fusion(false);
     const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
-                    fs = compare(got[1], got[0], V);
+                    fs = compare(got[1], got[0], V), uc = compare(got[2], ref_decode, V),
+                    uf = compare(got[2], got[1], V);
     print("fast-decode", "forced, simple vs cpu, " + tag, sc);
     print("fast-decode", "forced, fast vs cpu, " + tag, fc);
     print("fast-decode", "forced, fast vs simple, " + tag, fs);
-    std::printf("[fast-decode] %-40s indexer's own choice vs cpu: mean overlap simple %.4f, fast %.4f\n", tag.c_str(),
-                own_overlap[0] / own_count, own_overlap[1] / own_count);
+    print("fast-decode", "forced, fast + attention fusion vs cpu, " + tag, uc);
+    print("fast-decode", "forced, fast + attention fusion vs fast, " + tag, uf);
+    std::printf("[fast-decode] %-40s indexer's own choice vs cpu: mean overlap simple %.4f, fast %.4f, fused %.4f\n",
+                tag.c_str(), own_overlap[0] / own_count, own_overlap[1] / own_count, own_overlap[2] / own_count);
     CHECK(fc.nan == 0);
     CHECK(fc.rel <= (fp8 ? 1e-1 : 2e-2));
     CHECK(fs.rel <= 2e-2);
     if (!fp8) CHECK(fc.argmax_mismatch == 0);
     CHECK(own_overlap[1] / own_count >= (fp8 ? 0.75 : 0.85));
+    // Fusion changes only the summation order of the absorbed products (bf16 results either way).
+    CHECK(uc.nan == 0);
+    CHECK(uc.rel <= (fp8 ? 1e-1 : 2e-2));
+    CHECK(uf.rel <= 2e-2);
+    if (!fp8) CHECK(uc.argmax_mismatch == 0);
+    CHECK(own_overlap[2] / own_count >= (fp8 ? 0.75 : 0.85));
   }
 }
 
@@ -267,16 +281,20 @@ TEST_CASE("cuda fast kernels: a multi-sequence decode batch replayed from a grap
   // One cache: one fast row group. Several caches, as the engine batches sessions (each owns its cache):
   // one launch per fast kernel over all rows reading each row's pool (batched attention, the default),
   // or with set_batch_attention(false) one launch per run of rows sharing a cache.
+  // fused: the attention-stage fusion (set_attention_fusion) in both the graph and the eager runs.
   struct Layout {
     std::vector<int> cache_of;
     bool batched;
+    bool fused = false;
   };
   const std::vector<Layout> layouts = {{{0, 0}, true},       {{0, 1}, true},       {{0, 1}, false},
-                                       {{0, 1, 2, 3}, true}, {{0, 1, 1, 2}, true}, {{0, 1, 1, 2}, false}};
+                                       {{0, 1, 2, 3}, true}, {{0, 1, 1, 2}, true}, {{0, 1, 1, 2}, false},
+                                       {{0, 0}, true, true}, {{0, 1, 1, 2}, true, true}};
   for (const Layout& lay : layouts) {
     const int64_t N = static_cast<int64_t>(lay.cache_of.size());
     const int n_caches = *std::max_element(lay.cache_of.begin(), lay.cache_of.end()) + 1;
     gpu.set_batch_attention(lay.batched);
+    gpu.set_attention_fusion(lay.fused);
     for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
       // The graph run steps all sequences as one batch; the eager run steps each sequence alone (a probe
       // forces the eager path) on caches with identical contents. Sequences have different lengths, and
@@ -320,9 +338,12 @@ TEST_CASE("cuda fast kernels: a multi-sequence decode batch replayed from a grap
         const Agreement a = compare(g, e, V);
         worst = std::max(worst, a.rel);
         CHECK(a.nan == 0);
+        // The last eager single-row forward took the fused path iff asked.
+        CHECK(gpu.last_forward_attn_fused() == (lay.fused ? 3 * static_cast<int64_t>(c.num_hidden_layers) : 0));
       }
       std::string tag = std::to_string(N) + " seqs in " + std::to_string(n_caches) + " cache(s)";
       if (n_caches > 1) tag += lay.batched ? ", batched" : ", per cache";
+      if (lay.fused) tag += ", fused";
       std::printf("[fast-graph] %-5s records, %-32s: graph batch vs eager single rows, worst rel %.3e over %lld "
                   "steps; graph replays %lld\n",
                   dtype_name_of(dt), tag.c_str(), worst, static_cast<long long>(steps),
@@ -335,6 +356,7 @@ TEST_CASE("cuda fast kernels: a multi-sequence decode batch replayed from a grap
     }
   }
   gpu.set_batch_attention(true);
+  gpu.set_attention_fusion(false);
 }
 
 TEST_CASE("cuda fast kernels: the kernel family switch") {

@@ -230,14 +230,16 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
     // simple, fast, fast without split-K, fast with the grouped attention projections (one fp8_gemm per
     // input, split-K in place: set_proj_grouping; weights streamed early: set_proj_group_early), the
-    // grouped form without split-K (and without the early start)
-    std::vector<float> got[5];
-    for (int which = 0; which < 5; ++which) {
+    // grouped form without split-K (and without the early start), and the default grouped form with the
+    // attention-stage fusion (set_attention_fusion: absorbed per-head products through absorbed_heads)
+    std::vector<float> got[6];
+    for (int which = 0; which < 6; ++which) {
       const Config& k = which ? kFastAuto : kSimple;
       configure(gpu, k);
       gpu.set_fp8_split_k(which != 2 && which != 4);
       gpu.set_proj_grouping(which >= 3);
       gpu.set_proj_group_early(which == 3);  // weights streamed before the PDL wait (with split-K)
+      gpu.set_attention_fusion(which == 5);
       const int64_t n_pages = (N + ps - 1) / ps + 2;
       const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
       auto cache = gpu.create_cache(n_pages, ps, dt);
@@ -248,6 +250,9 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
         // Every layer groups at least x -> q_a | kv_a and o_proj (q_b alone or with wq_b as well).
         if (which >= 3) CHECK(gpu.last_forward_proj_groups() >= 3 * static_cast<int64_t>(c.num_hidden_layers));
         else CHECK(gpu.last_forward_proj_groups() == 0);
+        // Fused: 3 launches per layer (W_UK into the packed fast-MLA query, W_UV, the mla + indexer prep).
+        if (which == 5) CHECK(gpu.last_forward_attn_fused() == 3 * static_cast<int64_t>(c.num_hidden_layers));
+        else CHECK(gpu.last_forward_attn_fused() == 0);
         got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
       }
     }
@@ -256,6 +261,7 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
     gpu.set_fp8_split_k(true);
     gpu.set_proj_grouping(false);
     gpu.set_proj_group_early(false);
+    gpu.set_attention_fusion(false);
     const Agreement fc = compare(got[1], ref_decode, V), sc = compare(got[0], ref_decode, V),
                     fs = compare(got[1], got[0], V), fn = compare(got[2], ref_decode, V),
                     split_vs_not = compare(got[1], got[2], V);
@@ -285,6 +291,12 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
     // than the separate launches, by the split-K check's argument above.
     CHECK(gc.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
     CHECK(gn.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
+    // The fused absorbed products sum the same bf16 products in another order (8-lane partial sums, then a
+    // shuffle tree) before the same bf16 rounding: no farther from the CPU than the unfused grouped path.
+    const Agreement uc = compare(got[5], ref_decode, V);
+    print("moe-decode", "forced, fast grouped + attention fusion vs cpu, " + tag, uc);
+    check_fp8_activations(uc, fp8);
+    CHECK(uc.rel_l2 <= 1.25 * fn.rel_l2 + 1e-2);
   }
 }
 
@@ -297,11 +309,14 @@ TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equa
   auto& gpu = as_cuda(*gpu_ptr);
   configure(gpu, kFastAuto);
   const int32_t ps = 16;
-  // Both forms of the attention projections: separate launches, and grouped (set_proj_grouping).
-  for (const bool grouped : {false, true})
+  // Both forms of the attention projections: separate launches, and grouped (set_proj_grouping); the
+  // grouped form also with the attention-stage fusion (set_attention_fusion; fuse = 2).
+  for (const int form : {0, 1, 2})
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
+    const bool grouped = form >= 1, fused = form == 2;
     gpu.set_proj_grouping(grouped);
     gpu.set_proj_group_early(grouped);
+    gpu.set_attention_fusion(fused);
     const int64_t n_pages = 2 * ((PZ + steps + ps - 1) / ps) + 2;
     std::vector<int32_t> all = scrambled_pages(n_pages, 5), bx, bz;
     for (size_t i = 0; i < all.size(); ++i) (i % 2 ? bz : bx).push_back(all[i]);
@@ -332,16 +347,19 @@ TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equa
     }
     if (grouped) CHECK(gpu.last_forward_proj_groups() > 0);  // the last eager single-row forward
     else CHECK(gpu.last_forward_proj_groups() == 0);
-    std::printf("[moe-graph] %-5s records%s: graph batch vs eager single rows, worst rel %.3e over %lld steps; graph "
+    if (fused) CHECK(gpu.last_forward_attn_fused() == 3 * static_cast<int64_t>(c.num_hidden_layers));
+    else CHECK(gpu.last_forward_attn_fused() == 0);
+    std::printf("[moe-graph] %-5s records%s%s: graph batch vs eager single rows, worst rel %.3e over %lld steps; graph "
                 "replays %lld\n",
-                dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16", grouped ? ", grouped projections" : "", worst,
+                dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16", grouped ? ", grouped projections" : "",
+                fused ? ", attention fusion" : "", worst,
                 static_cast<long long>(steps),
                 static_cast<long long>(gpu.graph_replays() - replays0));
     // Same kernels and weights on the same state; the rows' GEMMs do not mix rows, but the fast MLA may
     // split differently for 1 and 2 rows (the attention test's bar).
     CHECK(worst <= 5e-2);
     CHECK(gpu.graph_replays() - replays0 >= 1);
-  }
+  }  gpu.set_attention_fusion(false);
 }
 
 TEST_CASE("cuda fast moe: the kernel and FP8 path switches") {

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/rope.hpp"
 #include "kernels/attention/sparse_mla.h"
+#include "kernels/common/absorbed_heads.cuh"
 #include "kernels/common/fast_bridge.cuh"
 #include "kernels/common/moe_bridge.cuh"
 #include "kernels/gemm/fp8_gemm.h"
@@ -315,6 +316,7 @@ CudaBackend::CudaBackend(const ModelConfig& c, DevWeights weights, int32_t devic
   if (const char* p = std::getenv("GLM5RT_CUDA_FP8_SPLITK")) split_k_ = std::string(p) != "0";
   if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP")) proj_group_ = std::string(p) != "0";
   if (const char* p = std::getenv("GLM5RT_CUDA_PROJ_GROUP_EARLY")) proj_group_early_ = std::string(p) != "0";
+  if (const char* p = std::getenv("GLM5RT_CUDA_ATTN_FUSE")) attn_fuse_ = std::string(p) != "0";
   if (fp8_kernels) build_fast_tables();
   const char* side = std::getenv("GLM5RT_CUDA_MOE_SIDE_STREAM");
   if (fp8_kernels && !(side && std::string(side) == "0")) {
@@ -353,6 +355,11 @@ void CudaBackend::set_fp8_split_k(bool on) {
 
 void CudaBackend::set_proj_grouping(bool on) {
   proj_group_ = on;
+  clear_graphs();
+}
+
+void CudaBackend::set_attention_fusion(bool on) {
+  attn_fuse_ = on;
   clear_graphs();
 }
 
@@ -1046,16 +1053,24 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     linear(k.hb, R, w.q_a, k.qa);
     linear(k.hb, R, w.kv_a, k.ckv);
   }
+  // Attention fusion: the q_a norm waits for the x group programmatically (its launch overlaps the tail).
+  const bool fuse = attn_fuse_ && R <= kSplitMaxRows;
   check(glm5k::launch_residual_rms_norm(k.qa, nullptr, nullptr, static_cast<int32_t>(R), static_cast<int32_t>(c.q_lora_rank),
-                                        w.q_a_norm, 1e-6f, k.qrb, nullptr, stream_),
+                                        w.q_a_norm, 1e-6f, k.qrb, nullptr, stream_, fuse && pdl_),
         "q_a norm");
   float* const q_outs[2] = {k.q, k.qi};
   const bool q_done = pj && proj_group(pj->q, k.qrb, R, q_outs);
   const bool wq_b_done = q_done && pj->q.parts == 2;
   if (!q_done) linear(k.qrb, R, w.q_b, k.q);
+  // Decode-sized fusion (set_attention_fusion) with the fast MLA: the absorbed query kernel reads q_b's
+  // float32 output itself (q_nope rounded to bf16 and the rope part rotated there), so mla_prep writes
+  // only the latent record (one block per row no longer converts the 64 heads' queries).
+  const bool fuse_query = fuse && use_fast_mla_ && glm5k::absorbed_heads_supported(static_cast<int32_t>(nope));
   glm5k::MlaPrepParams mp{k.ckv, w.kv_a_norm, k.q, k.cos, k.sin, rows_, fmt, static_cast<int32_t>(li),
-                          static_cast<int32_t>(H), static_cast<int32_t>(nope), k.q_nope, k.q_rot};
-  check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
+                          static_cast<int32_t>(H), static_cast<int32_t>(nope), fuse_query ? nullptr : k.q_nope,
+                          k.q_rot};
+  // Fused, mla_prep runs below with indexer_prep and the indexer query conversion as one launch.
+  if (!fuse) check(glm5k::launch_mla_prep(mp, stream_), "mla prep");
 
   glm5k::IndexerPrepParams ip{};
   ip.cos = k.cos;
@@ -1075,15 +1090,33 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     ip.qi = k.qi;
     ip.wts = k.iw;
   }
-  check(glm5k::launch_indexer_prep(ip, stream_), "indexer prep");
+  const bool idx_fp8 = fmt.index_dtype == glm5k::kRecFp8;
+  if (fuse) {
+    // mla_prep | indexer_prep (+ the fast indexer's query conversion) in one launch, waiting on the
+    // previous kernel programmatically: the same per-row code as the three launches below.
+    glm5k::AttentionPrepParams ap;
+    ap.mla = mp;
+    ap.idx = ip;
+    if (run_indexer && use_fast_idx_) {
+      ap.q_out = k.qi_q;
+      ap.q_scale = k.qi_scale;
+      ap.q_fp8 = idx_fp8;
+    }
+    ap.pdl = pdl_;
+    check(glm5k::launch_attention_prep(ap, stream_), "attention prep (mla + indexer, fused)");
+    ++attn_fused_runs_;
+  } else {
+    check(glm5k::launch_indexer_prep(ip, stream_), "indexer prep");
+  }
   const int32_t topk = static_cast<int32_t>(c.index_topk);
   if (run_indexer && use_fast_idx_) {
     // kernels/indexer: scores of every visible key (page-table walk), then the exact top-k as slots.
-    const bool fp8 = fmt.index_dtype == glm5k::kRecFp8;
+    const bool fp8 = idx_fp8;
     const int64_t IH = c.index_n_heads, ID = c.index_head_dim;
-    check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(IH), static_cast<int32_t>(ID),
-                                      fp8, k.qi_q, k.qi_scale, stream_),
-          "indexer query conversion");
+    if (!fuse)
+      check(glm5k::launch_indexer_query(k.qi, static_cast<int32_t>(R), static_cast<int32_t>(IH),
+                                        static_cast<int32_t>(ID), fp8, k.qi_q, k.qi_scale, stream_),
+            "indexer query conversion");
     namespace ki = kernels::indexer;
     const int64_t stride = ki::indexer_score_stride(static_cast<int>(ctx_cap));
     // Batched over several caches: one launch over all rows (a group spanning [0, R)), each row's keys
@@ -1144,16 +1177,44 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
       check(glm5k::launch_positions_to_slots(k.sel, rows_, topk, k.sel_slots, stream_), "selection to slots");
     check(cudaStreamSynchronize(stream_), "forced selection");  // counts is a local
   }
-  // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
-  check(glm5k::launch_row_gemm(per_head_gemm(k.q_nope, nope, w.w_uk_t, kvr, R, H, k.q_lat, false), stream_),
-        "absorbed query");
+  // Decode-sized fusion (set_attention_fusion): the per-head products through absorbed_heads.
+  const int64_t qw = kvr + c.qk_rope_head_dim, qkd = nope + c.qk_rope_head_dim;
+  if (fuse_query) {
+    // q_pack[r][h] = [bf16(W_UK_h^T bf16(q_nope[r][h])) | bf16(RoPE(q_rot[r][h]))] in one launch, read
+    // from q_b's float32 output [R, H, nope + rope] (mla_prep skipped its query part).
+    glm5k::AbsorbedHeadsParams ap;
+    ap.a_f32 = k.q;
+    ap.lda = H * qkd;
+    ap.a_head_stride = qkd;
+    ap.w = w.w_uk_t;
+    ap.rows = static_cast<int32_t>(R);
+    ap.heads = static_cast<int32_t>(H);
+    ap.n = static_cast<int32_t>(kvr);
+    ap.k = static_cast<int32_t>(nope);
+    ap.c = k.q_pack;
+    ap.ldc = H * qw;
+    ap.c_head_stride = qw;
+    ap.tail = k.q + nope;
+    ap.tail_ld = H * qkd;
+    ap.tail_head_stride = qkd;
+    ap.tail_cos = k.cos;
+    ap.tail_sin = k.sin;
+    ap.tail_n = static_cast<int32_t>(c.qk_rope_head_dim);
+    ap.pdl = pdl_;
+    check(glm5k::launch_absorbed_heads(ap, stream_), "absorbed query (fused with the MLA query packing)");
+    ++attn_fused_runs_;
+  } else {
+    // Absorbed query per head: q_lat[r][h] = W_UK_h^T q_nope[r][h].
+    check(glm5k::launch_row_gemm(per_head_gemm(k.q_nope, nope, w.w_uk_t, kvr, R, H, k.q_lat, false), stream_),
+          "absorbed query");
+    if (use_fast_mla_)
+      check(glm5k::launch_pack_mla_query(k.q_lat, k.q_rot, static_cast<int32_t>(R), static_cast<int32_t>(H),
+                                         static_cast<int32_t>(kvr), static_cast<int32_t>(c.qk_rope_head_dim), k.q_pack,
+                                         stream_),
+            "packing the MLA query");
+  }
   if (use_fast_mla_) {
     // kernels/attention: bf16 query [R, H, 576], records addressed by physical slot (-1 = unused).
-    check(glm5k::launch_pack_mla_query(k.q_lat, k.q_rot, static_cast<int32_t>(R), static_cast<int32_t>(H),
-                                       static_cast<int32_t>(kvr), static_cast<int32_t>(c.qk_rope_head_dim), k.q_pack,
-                                       stream_),
-          "packing the MLA query");
-    const int64_t qw = kvr + c.qk_rope_head_dim;
     // Batched over several caches: one launch over all rows, row r reading the pool of its sequence
     // (rows_.seq[r] indexes mla_pools_dev_).
     std::vector<FastGroup> launches = groups_;
@@ -1187,8 +1248,26 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
                               static_cast<int32_t>(li), static_cast<int32_t>(H), softmax_scale_, k.o_lat};
     check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
   }
-  check(glm5k::launch_row_gemm(per_head_gemm(k.o_lat, kvr, w.w_uv, vh, R, H, k.ob, true), stream_),
-        "value up-projection");
+  if (fuse && glm5k::absorbed_heads_supported(static_cast<int32_t>(kvr))) {
+    glm5k::AbsorbedHeadsParams ap;
+    ap.a = k.o_lat;
+    ap.lda = H * kvr;
+    ap.a_head_stride = kvr;
+    ap.w = w.w_uv;
+    ap.rows = static_cast<int32_t>(R);
+    ap.heads = static_cast<int32_t>(H);
+    ap.n = static_cast<int32_t>(vh);
+    ap.k = static_cast<int32_t>(kvr);
+    ap.c = k.ob;
+    ap.ldc = H * vh;
+    ap.c_head_stride = vh;
+    ap.pdl = pdl_;
+    check(glm5k::launch_absorbed_heads(ap, stream_), "value up-projection (absorbed_heads)");
+    ++attn_fused_runs_;
+  } else {
+    check(glm5k::launch_row_gemm(per_head_gemm(k.o_lat, kvr, w.w_uv, vh, R, H, k.ob, true), stream_),
+          "value up-projection");
+  }
   float* const o_outs[1] = {k.delta};
   if (!(pj && proj_group(pj->o, k.ob, R, o_outs))) linear(k.ob, R, w.o_proj, k.delta);
 }
@@ -1402,6 +1481,7 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   fp8_gemm_runs_ = 0;
   fp8_split_runs_ = 0;
   proj_group_runs_ = 0;
+  attn_fused_runs_ = 0;
   auto mark = [&](size_t i) {  // stage timing (benchmarks): recorded in the stream, or as graph nodes
     if (stage_timing_)
       check(cudaEventRecordWithFlags(stage_ev_.at(i), stream_, cudaEventRecordExternal), "stage event");
@@ -1420,8 +1500,9 @@ void CudaBackend::enqueue_forward(int64_t R, int64_t S, int64_t n_out, int64_t c
   for (int64_t li = 0; li < L; ++li) {
     if (should_stop && should_stop()) fail(Status::cancelled, "cancelled");
     const DevLayer& w = w_.layers[li];
+    // Attention fusion (decode sizes): launched as a programmatic dependent of the MLP's last kernel.
     check(glm5k::launch_residual_rms_norm(k.x, li == 0 ? nullptr : k.delta2, nullptr, Ri, Di, w.input_norm, eps, k.hb,
-                                          nullptr, stream_),
+                                          nullptr, stream_, attn_fuse_ && R <= kSplitMaxRows && pdl_),
           "input norm");
     if (probe && li > 0) {
       auto& hcur = probe->hidden[li - 1];

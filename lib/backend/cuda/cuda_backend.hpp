@@ -187,6 +187,19 @@ class CudaBackend final : public Backend {
   int64_t last_forward_fp8_split_gemms() const { return fp8_split_runs_; }
   // Grouped projection launches (set_proj_grouping) of the last enqueued forward.
   int64_t last_forward_proj_groups() const { return proj_group_runs_; }
+  // Attention-stage fusion at decode sizes (<= kSplitMaxRows rows; docs/PERFORMANCE.md "CUDA forward: the
+  // attention stage's small kernels"): the absorbed per-head products q_nope x W_UK and o_lat x W_UV run
+  // through kernels/common/absorbed_heads (8 / 16 lanes per output feature, weights loaded before a
+  // programmatic-dependent-launch wait) instead of the CUDA-core row GEMM, the first one reading q_b's
+  // float32 output and writing the fast MLA's packed bf16 query directly (mla_prep's query half and
+  // pack_mla_query dropped); mla_prep, indexer_prep and the fast indexer's query conversion run as one
+  // launch (glm5k::launch_attention_prep). Off by default until measured; GLM5RT_CUDA_ATTN_FUSE=1 / 0 at
+  // construction, or this setter.
+  void set_attention_fusion(bool on);
+  bool attention_fusion() const { return attn_fuse_; }
+  // Fused attention launches of the last enqueued forward (per layer: absorbed query, absorbed value,
+  // attention prep; 3 with the fast MLA).
+  int64_t last_forward_attn_fused() const { return attn_fused_runs_; }
   MemoryReport memory() const;
   // Benchmarks: record events between the stages of every forward (also inside captured graphs, as
   // event nodes) and read the last forward's stage times (synchronises). Off by default.
@@ -313,7 +326,8 @@ class CudaBackend final : public Backend {
   std::map<const void*, Fp8Table> fp8_tables_, fp8_pair_tables_;
   std::vector<MoeTable> moe_tables_;
   bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
-  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0, proj_group_runs_ = 0;
+  int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0, proj_group_runs_ = 0, attn_fused_runs_ = 0;
+  bool attn_fuse_ = false;  // set_attention_fusion
   bool split_k_ = true;
   // Grouped attention projections on by default since the H200 run at df4b719 (decode batch 1 8K: 1.895 ->
   // 1.738 ms over 4 layers, batch 32: 7.448 -> 7.295 ms); GLM5RT_CUDA_PROJ_GROUP=0 turns them off.
