@@ -37,11 +37,12 @@ B=$P/bin
   timeout 90 "$B/glm5rt_bench_proj" --quick --reps 9 --commit "$COMMIT" --json "$J/proj-h200.json" 2>&1 | tail -40
   fi
   stamp "moe (defaults, fast / slow selection)"
-  timeout 90 "$B/glm5rt_bench_moe" --tokens 1,8 --commit "$COMMIT" --json "$J/moe-h200-final.json" 2>&1 | tail -40
-  stamp "forward bench: 4 layers (1 dense), grouped projections (default) and not, bf16 cache"
+  timeout 90 "$B/glm5rt_bench_moe" --tokens 1,8 --commit "$COMMIT" --json "$J/moe-h200-final.json" \
+    --rows default,shared-strm,fast-sel-shstrm,slow-sel,fused-rf,fused-rf-shstrm,fused-rf-1p,fused-rf-1p-shstrm,perm-1p 2>&1 | tail -45
+  stamp "forward bench: 4 layers (1 dense): default, attention fusion on, grouped projections off; bf16 cache"
   timeout 150 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
-    --prefill 4096 --steps 10 --stages --variants fast:auto:group,fast:auto:nogroup \
-    --commit "$COMMIT" --json "$J/forward-h200.json" 2>&1 | grep -v "^\s*$" | tail -30
+    --prefill 4096 --steps 10 --stages --variants fast:auto:nofuse,fast:auto:fuse,fast:auto:nogroup \
+    --commit "$COMMIT" --json "$J/forward-h200.json" 2>&1 | grep -v "^\s*$" | tail -45
   stamp "forward bench: 2 layers (one layer = the difference)"
   timeout 90 "$B/glm5rt-bench" --glm5-dims --layers 2 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
     --prefill 0 --steps 10 --commit "$COMMIT" --json "$J/forward-h200-2layers.json" 2>&1 | grep -v "^\s*$" | tail -8
