@@ -224,10 +224,11 @@ struct MoeParams {
   // (calls in sequence on one stream may share one). Null: fused_router_front does not apply.
   unsigned int* router_ticket = nullptr;
   // The permutation's single-pass form (PermuteParams::single_pass: ranks from the counting atomics, one
-  // fused scan, 3 barriers instead of 5; round 7, not yet measured) in whichever kernel runs it (the fused
-  // front, the router's last block, moe_permute). The same outputs. GLM5RT_MOE_PERMUTE_SINGLE_PASS=0|1
-  // overrides it. Off by default. Flip: true.
-  bool permute_single_pass = false;
+  // fused scan, 3 barriers instead of 5; round 7) in whichever kernel runs it (the fused front, the
+  // router's last block, moe_permute). The same outputs. GLM5RT_MOE_PERMUTE_SINGLE_PASS=0|1 overrides it.
+  // On by default since the H200 run at 595abea (T=1 graph 0.1160 -> 0.1140 ms, T=8 0.5353 -> 0.5329).
+  // Flip: false.
+  bool permute_single_pass = true;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

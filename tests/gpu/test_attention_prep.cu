@@ -209,6 +209,7 @@ TEST_CASE("attention prep: bad parameters are rejected") {
   glm5k::AttentionPrepParams p;
   p.mla = mla_of(w, true);
   p.idx = idx_of(w);
+  p.mla.batch.rows = 2;  // World leaves its BatchRows empty until fill(): give the launch rows to check
   p.idx.batch.rows = 3;  // rows disagree
   CHECK(glm5k::launch_attention_prep(p, nullptr) == cudaErrorInvalidValue);
   p.idx.batch.rows = 2;

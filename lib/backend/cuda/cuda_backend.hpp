@@ -193,7 +193,8 @@ class CudaBackend final : public Backend {
   // programmatic-dependent-launch wait) instead of the CUDA-core row GEMM, the first one reading q_b's
   // float32 output and writing the fast MLA's packed bf16 query directly (mla_prep's query half and
   // pack_mla_query dropped); mla_prep, indexer_prep and the fast indexer's query conversion run as one
-  // launch (glm5k::launch_attention_prep). Off by default until measured; GLM5RT_CUDA_ATTN_FUSE=1 / 0 at
+  // launch (glm5k::launch_attention_prep). On by default since the H200 run at 595abea (decode batch 1 8K:
+  // 1.771 -> 1.521 ms over 4 GLM-5 layers; batch 32: 7.321 -> 7.251); GLM5RT_CUDA_ATTN_FUSE=0 / 1 at
   // construction, or this setter.
   void set_attention_fusion(bool on);
   bool attention_fusion() const { return attn_fuse_; }
@@ -327,7 +328,7 @@ class CudaBackend final : public Backend {
   std::vector<MoeTable> moe_tables_;
   bool pdl_ = false;  // programmatic dependent launch between kernels/gemm and kernels/moe kernels
   int64_t fast_moe_runs_ = 0, fp8_gemm_runs_ = 0, fp8_split_runs_ = 0, proj_group_runs_ = 0, attn_fused_runs_ = 0;
-  bool attn_fuse_ = false;  // set_attention_fusion
+  bool attn_fuse_ = true;  // set_attention_fusion
   bool split_k_ = true;
   // Grouped attention projections on by default since the H200 run at df4b719 (decode batch 1 8K: 1.895 ->
   // 1.738 ms over 4 layers, batch 32: 7.448 -> 7.295 ms); GLM5RT_CUDA_PROJ_GROUP=0 turns them off.
