@@ -1,11 +1,14 @@
 // Shared by the CUDA benchmarks in bench/: a check that stops a benchmark on the first CUDA error (a
-// benchmark has nothing to recover; the library itself never exits), and the hash that seeds their
-// device-side random fills (splitmix64's finaliser: cheap, stateless, good enough to decorrelate inputs).
+// benchmark has nothing to recover; the library itself never exits), the hash that seeds their
+// device-side random fills (splitmix64's finaliser: cheap, stateless, good enough to decorrelate inputs),
+// and the event timer most of them report (median of repeated runs after warm-ups).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -27,6 +30,34 @@ __device__ inline uint32_t hash32(uint64_t x) {
   x *= 0xc4ceb9fe1a85ec53ULL;
   x ^= x >> 33;
   return static_cast<uint32_t>(x);
+}
+
+inline float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.f : v[v.size() / 2];
+}
+
+// Median milliseconds of `reps` runs of f on stream s, after `warm` warm-up runs, timed with events.
+template <typename F>
+float time_ms(F&& f, int warm, int reps, cudaStream_t s) {
+  for (int i = 0; i < warm; ++i) f();
+  BENCH_CHECK_CUDA(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  BENCH_CHECK_CUDA(cudaEventCreate(&a));
+  BENCH_CHECK_CUDA(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CHECK_CUDA(cudaEventRecord(a, s));
+    f();
+    BENCH_CHECK_CUDA(cudaEventRecord(b, s));
+    BENCH_CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    BENCH_CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  BENCH_CHECK_CUDA(cudaEventDestroy(a));
+  BENCH_CHECK_CUDA(cudaEventDestroy(b));
+  return median(t);
 }
 
 }  // namespace glm5rt_bench

@@ -47,6 +47,8 @@ namespace k = glm5rt::kernels;
 namespace {
 
 using glm5rt_bench::hash32;
+using glm5rt_bench::median;
+using glm5rt_bench::time_ms;
 
 __global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -66,32 +68,6 @@ __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed) {
     p[i] = __float2bfloat16(((hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f) - 0.5f) * 2.f);
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.f : v[v.size() / 2];
-}
-
-template <typename F>
-float time_ms(F&& f, int warm, int reps, cudaStream_t s) {
-  for (int i = 0; i < warm; ++i) f();
-  CK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a, s));
-    f();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return median(t);
-}
 
 // Median ms of one replay of the graph that `enqueue` captures on s.
 float time_graph(const std::function<void()>& enqueue, cudaStream_t s, int reps) {

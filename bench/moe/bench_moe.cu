@@ -28,6 +28,8 @@ namespace k = glm5rt::kernels;
 namespace {
 
 using glm5rt_bench::hash32;
+using glm5rt_bench::median;
+using glm5rt_bench::time_ms;
 // Random e4m3 codes (never the NaN codes 0x7f / 0xff), limited to |v| <= 2^3 so sums stay moderate.
 __global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -82,33 +84,6 @@ __global__ void mma_peak_kernel(float* out, int iters, uint32_t seed) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.f : v[v.size() / 2];
-}
-
-// Median milliseconds of `reps` runs of f, after `warm` warm-up runs, timed with events.
-template <typename F>
-float time_ms(F&& f, int warm, int reps, cudaStream_t s) {
-  for (int i = 0; i < warm; ++i) f();
-  CK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a, s));
-    f();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return median(t);
-}
 
 struct LtResult {
   std::string name;
