@@ -17,47 +17,27 @@ unsigned long long* stamp_slot(const MoeParams& p, int slot) {
   return p.debug_stamps ? p.debug_stamps + static_cast<size_t>(slot) * kMoeStampWords : nullptr;
 }
 
-// Environment overrides of the shared expert's L2 prefetch (read once per process; -1: not set).
+// Environment overrides of MoeParams' switches, read once per process (-1: not set).
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : -1;
 }
-int env_shared_l2_prefetch() {
-  static const int v = env_int("GLM5RT_MOE_SHARED_L2_PREFETCH");
-  return v;
+struct MoeEnv {
+  int shared_l2_prefetch = env_int("GLM5RT_MOE_SHARED_L2_PREFETCH");
+  int shared_l2_evict_last = env_int("GLM5RT_MOE_SHARED_L2_EVICT_LAST");
+  int shared_l2_down = env_int("GLM5RT_MOE_SHARED_L2_DOWN");
+  int shared_l2_site = env_int("GLM5RT_MOE_SHARED_L2_SITE");
+  int stream_evict_first = env_int("GLM5RT_MOE_STREAM_EVICT_FIRST");
+  int fast_select = env_int("GLM5RT_MOE_FAST_SELECT");
+  int fused_router_front = env_int("GLM5RT_MOE_FUSED_ROUTER_FRONT");
+  int permute_single_pass = env_int("GLM5RT_MOE_PERMUTE_SINGLE_PASS");
+  int fast_front = env_int("GLM5RT_MOE_FAST_FRONT");
+};
+const MoeEnv& moe_env() {
+  static const MoeEnv e;
+  return e;
 }
-int env_shared_l2_evict_last() {
-  static const int v = env_int("GLM5RT_MOE_SHARED_L2_EVICT_LAST");
-  return v;
-}
-int env_shared_l2_down() {
-  static const int v = env_int("GLM5RT_MOE_SHARED_L2_DOWN");
-  return v;
-}
-int env_stream_evict_first() {
-  static const int v = env_int("GLM5RT_MOE_STREAM_EVICT_FIRST");
-  return v;
-}
-int env_shared_l2_site() {
-  static const int v = env_int("GLM5RT_MOE_SHARED_L2_SITE");
-  return v;
-}
-int env_fast_select() {
-  static const int v = env_int("GLM5RT_MOE_FAST_SELECT");
-  return v;
-}
-int env_fused_router_front() {
-  static const int v = env_int("GLM5RT_MOE_FUSED_ROUTER_FRONT");
-  return v;
-}
-int env_permute_single_pass() {
-  static const int v = env_int("GLM5RT_MOE_PERMUTE_SINGLE_PASS");
-  return v;
-}
-int env_fast_front() {
-  static const int v = env_int("GLM5RT_MOE_FAST_FRONT");
-  return v;
-}
+int env_or(int env, int param) { return env >= 0 ? env : param; }
 bool env_flag(int env, bool param) { return env >= 0 ? env != 0 : param; }
 
 constexpr size_t kAlign = 256;
@@ -141,7 +121,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.decode_kernel = p.decode_kernel;
   g.pdl = pdl;
   g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
-  g.decode_evict_first = env_flag(env_stream_evict_first(), p.stream_evict_first);
+  g.decode_evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -250,17 +230,17 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.topk_ids = ids;
   rp.topk_weights = wts;
   rp.debug_stamps = stamp_slot(p, kMoeStampLogits);  // and the front's slot right after it
-  rp.fast_select = env_flag(env_fast_select(), p.fast_select);
+  rp.fast_select = env_flag(moe_env().fast_select, p.fast_select);
   // The shared expert's weights into L2 before anything streams (MoeParams::shared_l2_prefetch): only with
   // the shared expert on this stream (the side stream streams them itself), the fused front and <= 16
   // tokens. Site 0: the router logits kernel issues them; site 1: the gate_up GEMM before its wait.
-  const bool evict_first = env_flag(env_stream_evict_first(), p.stream_evict_first);
-  const bool fast_front = env_flag(env_fast_front(), p.fast_front);
-  int l2pf_kb = env_shared_l2_prefetch() >= 0 ? env_shared_l2_prefetch() : p.shared_l2_prefetch;
+  const bool evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
+  const bool fast_front = env_flag(moe_env().fast_front, p.fast_front);
+  int l2pf_kb = env_or(moe_env().shared_l2_prefetch, p.shared_l2_prefetch);
   l2pf_kb = l2pf_kb < H / kFp8Block ? l2pf_kb : H / kFp8Block;
   if (!(main_shared && T <= 16 && p.front_path == 0 && decode_path)) l2pf_kb = 0;
-  const int l2pf_site = env_shared_l2_site() >= 0 ? env_shared_l2_site() : p.shared_l2_prefetch_site;
-  const bool l2pf_evict_last = env_flag(env_shared_l2_evict_last(), p.shared_l2_evict_last);
+  const int l2pf_site = env_or(moe_env().shared_l2_site, p.shared_l2_prefetch_site);
+  const bool l2pf_evict_last = env_flag(moe_env().shared_l2_evict_last, p.shared_l2_evict_last);
   if (l2pf_kb > 0 && l2pf_site == 0 && !routed) {
     for (int part = 0; part < 2; ++part) {
       rp.l2_prefetch[part].w = p.gate_up_w + 2 * static_cast<size_t>(E) + part;
@@ -268,7 +248,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
       rp.l2_prefetch[part].k = H;
       rp.l2_prefetch[part].kblocks = l2pf_kb;
     }
-    if (env_flag(env_shared_l2_down(), p.shared_l2_prefetch_down)) {
+    if (env_flag(moe_env().shared_l2_down, p.shared_l2_prefetch_down)) {
       rp.l2_prefetch[2].w = p.down_w + E;
       rp.l2_prefetch[2].rows = H;
       rp.l2_prefetch[2].k = I;
@@ -291,7 +271,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   pp.tile_prefix = static_cast<int*>(at(l.tiles));
   pp.row_token = static_cast<int*>(at(l.row_token));
   pp.slot_row = static_cast<int*>(at(l.slot_row));
-  pp.single_pass = env_flag(env_permute_single_pass(), p.permute_single_pass);
+  pp.single_pass = env_flag(moe_env().permute_single_pass, p.permute_single_pass);
   const int tile_rows = p.prefill_tile_rows ? p.prefill_tile_rows : kFp8PrefillTileRows;
   pp.tile_rows = tile_rows;
   uint8_t* xq = static_cast<uint8_t*>(at(l.xq));
@@ -317,7 +297,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     if (l2pf_gemm) flags |= kMoeFrontReleaseEarly;
     // MoeParams::fused_router_front: the front in the logits kernel's last block (where the logits kernel
     // also quantises x, i.e. rp.xq was set above).
-    if (rp.xq && p.router_ticket && env_flag(env_fused_router_front(), p.fused_router_front)) {
+    if (rp.xq && p.router_ticket && env_flag(moe_env().fused_router_front, p.fused_router_front)) {
       RouterFrontFusion f;
       f.pp = pp;
       f.ticket = p.router_ticket;
