@@ -281,12 +281,17 @@ int32_t Session::sample_on_host(const SamplerParams& p) {
 
 int32_t Session::sample(const SamplerParams& p) { return sample_batch({this}, p)[0]; }
 
-std::vector<int32_t> Session::sample_batch(const std::vector<Session*>& sessions, const SamplerParams& p) {
+std::vector<Rng> Session::checked_rng_states(const std::vector<Session*>& sessions, const SamplerParams& p) {
   require(!sessions.empty(), Status::invalid_argument, "no sessions given");
   for (size_t i = 0; i < sessions.size(); ++i) require(sessions[i] != nullptr, Status::invalid_argument, "session ", i, " is NULL");
   validate(p);
   std::vector<Rng> saved;
   for (auto* s : sessions) saved.push_back(s->state_.rng);
+  return saved;
+}
+
+std::vector<int32_t> Session::sample_batch(const std::vector<Session*>& sessions, const SamplerParams& p) {
+  const std::vector<Rng> saved = checked_rng_states(sessions, p);
   try {
     std::vector<int32_t> next(sessions.size());
     std::vector<size_t> on_device;
@@ -322,11 +327,7 @@ std::vector<int32_t> Session::sample_batch(const std::vector<Session*>& sessions
 int32_t Session::step(const SamplerParams& p) { return step_batch({this}, p)[0]; }
 
 std::vector<int32_t> Session::step_batch(const std::vector<Session*>& sessions, const SamplerParams& p) {
-  require(!sessions.empty(), Status::invalid_argument, "no sessions given");
-  for (size_t i = 0; i < sessions.size(); ++i) require(sessions[i] != nullptr, Status::invalid_argument, "session ", i, " is NULL");
-  validate(p);
-  std::vector<Rng> saved;
-  for (auto* s : sessions) saved.push_back(s->state_.rng);
+  const std::vector<Rng> saved = checked_rng_states(sessions, p);
   try {
     std::vector<int32_t> next = sample_batch(sessions, p);
     std::vector<const int32_t*> toks;

@@ -122,6 +122,9 @@ class Session {
   void clear_logits();
   // Samples on the host from logits() (sampler.cpp).
   int32_t sample_on_host(const SamplerParams& p);
+  // The argument checks of sample_batch / step_batch (sessions given, none NULL, sampler valid), then the
+  // sessions' RNG states, to restore when the call fails.
+  static std::vector<Rng> checked_rng_states(const std::vector<Session*>& sessions, const SamplerParams& p);
 
   std::shared_ptr<const Model> model_;
   SessionParams params_;
