@@ -247,7 +247,7 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 0};
+constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 8, 0};
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases).
 constexpr int kCombines[] = {1, 2, 3};
@@ -669,7 +669,7 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 24;  // not a supported group size
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.heads_per_cta = 0;
-  p.kernel_variant = 8;  // no such kernel
+  p.kernel_variant = 99;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
