@@ -25,6 +25,7 @@
 
 #include "bench/common/bench_cuda.cuh"
 #include "kernels/attention/sparse_mla.h"
+#include "kernels/attention/sparse_mla_ring_kernel.cuh"
 
 using glm5rt::kernels::MlaCacheFormat;
 using glm5rt::kernels::SparseMlaParams;
@@ -133,6 +134,10 @@ int main(int argc, char** argv) {
   // (bf16) at these forced heads per CTA (JSON "split_sweep", variant 8, automatic splits).
   std::vector<int> prefill_t_list = {1024, 4096}, prefill_h_list = {64, 16, 8}, v8_hc_list;
   bool prefill_given = false, want_bf16 = true, want_fp8 = true;
+  // Session 4: --ring-diag times, for bf16 shapes with H >= 32, the row-ring kernel (variant 8's default form,
+  // 32 heads per CTA, one split) as built and in its two diagnostic forms: without the gather (compute only)
+  // and without the compute (gather only); event-timed medians, JSON "ring_diag".
+  bool ring_diag = false;
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -154,6 +159,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = parse_list(argv[++i]), prefill_given = true;
     else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = parse_list(argv[++i]), prefill_given = true;
     else if (!std::strcmp(argv[i], "--v8-hc") && i + 1 < argc) v8_hc_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--ring-diag")) ring_diag = true;
     else if (!std::strcmp(argv[i], "--formats") && i + 1 < argc) {
       const std::string f = argv[++i];
       want_bf16 = f.find("bf16") != std::string::npos;
@@ -166,7 +172,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--prefill-T 4096] [--prefill-H 64] [--formats bf16] [--v8-hc 16,32]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--prefill-T 4096] [--prefill-H 64] [--formats bf16] [--v8-hc 16,32] [--ring-diag]\n",
                    argv[0]);
       return 2;
     }
@@ -238,6 +244,12 @@ int main(int argc, char** argv) {
     int variant;  // kernel_variant of the timed configuration (0 = automatic)
   };
   std::vector<Sweep> sweeps;
+  struct RingDiag {
+    const char* phase;
+    int T, H;
+    double full_us, no_gather_us, no_compute_us;
+  };
+  std::vector<RingDiag> ring_diags;
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
@@ -284,6 +296,12 @@ int main(int argc, char** argv) {
     std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"variant\": %d, \"graph_us\": %.3f}%s\n",
                  s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.us,
                  i + 1 < sweeps.size() ? "," : "");
+  }
+  std::fprintf(f, "  ],\n  \"ring_diag\": [\n");
+  for (size_t i = 0; i < ring_diags.size(); ++i) {
+    const RingDiag& r = ring_diags[i];
+    std::fprintf(f, "    {\"phase\": \"%s\", \"T\": %d, \"H\": %d, \"full_us\": %.3f, \"no_gather_us\": %.3f, \"no_compute_us\": %.3f}%s\n",
+                 r.phase, r.T, r.H, r.full_us, r.no_gather_us, r.no_compute_us, i + 1 < ring_diags.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
@@ -536,6 +554,45 @@ int main(int argc, char** argv) {
         }
       }
       p.kernel_variant = 0;
+    }
+    if (ring_diag && c.fmt == MlaCacheFormat::kBf16 && c.H % 32 == 0) {
+      // The row-ring kernel launched directly (32 heads per CTA, one split): as built, without the gather and
+      // without the compute. The two diagnostic forms write meaningless outputs (timing only).
+      namespace d = glm5rt::kernels::sparse_mla_detail;
+      d::KernelArgs ka{};
+      ka.q = static_cast<const __nv_bfloat16*>(p.q);
+      ka.cache = cache_bf16;
+      ka.num_slots = static_cast<int64_t>(num_slots);
+      ka.indices = p.indices;
+      ka.out = static_cast<__nv_bfloat16*>(d_out);
+      ka.lse = d_lse;
+      ka.num_tokens = c.T;
+      ka.num_heads = c.H;
+      ka.topk = topk;
+      ka.nsplit = 1;
+      ka.tiles_per_split = (topk + 31) / 32;
+      ka.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+      auto time_kernel = [&](void (*kern)(d::KernelArgs)) {
+        using C = d::RingCfg<32>;
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+        const unsigned blocks = static_cast<unsigned>(c.T * (c.H / 32));
+        std::vector<double> ts;
+        for (int i = 0; i < 7; ++i) {
+          CK(cudaEventRecord(e0, stream));
+          kern<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(ka);
+          CK(cudaEventRecord(e1, stream));
+          CK(cudaEventSynchronize(e1));
+          float ms;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          if (i >= 2) ts.push_back(ms * 1e3);
+        }
+        return median(ts);
+      };
+      RingDiag rd{c.phase, c.T, c.H, time_kernel(d::sparse_mla_ring_kernel<32, 0>),
+                  time_kernel(d::sparse_mla_ring_kernel<32, 1>), time_kernel(d::sparse_mla_ring_kernel<32, 2>)};
+      ring_diags.push_back(rd);
+      std::printf("        ring diag %s T=%d H=%d (event us): as built %.2f, no gather %.2f, no compute %.2f\n", c.phase, c.T,
+                  c.H, rd.full_us, rd.no_gather_us, rd.no_compute_us);
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
     const double bytes = rec_bytes + c.T * c.H * (576.0 * 2 + 512 * 2 + 4) + c.T * topk * 4.0;

@@ -56,6 +56,16 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
+// kernel_variant 8's form (session 4): the row-ring kernel (sparse_mla_ring_kernel.cuh) unless the environment
+// variable GLM5RT_MLA_V8=32 selects the 32-token-step kernel (sparse_mla_big_kernel.cuh); read once.
+bool v8_row_ring() {
+  static const bool ring = [] {
+    const char* e = std::getenv("GLM5RT_MLA_V8");
+    return !(e != nullptr && std::atoi(e) == 32);
+  }();
+  return ring;
+}
+
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -95,7 +105,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p, hc);
   const int smem = smem_per_sm();
-  const int need = (variant == 8 ? sparse_mla_detail::big_smem_bytes(hc)
+  const int need = (variant == 8 ? (v8_row_ring() ? sparse_mla_detail::ring_smem_bytes(hc) : sparse_mla_detail::big_smem_bytes(hc))
                                  : sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8)) +
                    1024;
   const int by_smem = smem / need;
@@ -522,7 +532,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
   if (variant == 8) {
-    err = sparse_mla_detail::launch_big_bf16(hc, a, stream);  // bf16 only: kernel_variant() maps FP8 to 7
+    // bf16 only: kernel_variant() maps FP8 records to 7.
+    err = v8_row_ring() ? sparse_mla_detail::launch_ring_bf16(hc, a, stream) : sparse_mla_detail::launch_big_bf16(hc, a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

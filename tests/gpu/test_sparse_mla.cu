@@ -5,7 +5,8 @@
 // valid entry, both cache record formats (FP8 against the reference computed on the dequantized record),
 // automatic and forced top-k splits (direct write and the combine kernel), every kernel variant (round 1,
 // the pipelined ring, its two-per-SM build, the warp-specialized kernel, its FP8 bulk-copy form, the FP8
-// in-register conversion of round 6) and the automatic choice, on the
+// in-register conversion of round 6, session 4's variant 8 in the form GLM5RT_MLA_V8 selects: the row ring, or
+// with =32 the 32-token-step kernel) and the automatic choice, on the
 // same inputs. Outputs and workspace are
 // poisoned with NaN bytes before every run, and each run draws fresh inputs.
 //
