@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 B=$P/bin
 C=${COMMIT:-unknown}
 timeout 60 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T 128 --H 64,16,8 --prefill-T 4096 \
-  --prefill-H 64 --variants 5,8 --ring-diag --reps 9 --commit "$C" --json "$OUT/sparse_mla-s4-big2.json" > "$OUT/bench.txt" 2>&1
+  --prefill-H 64 --variants 5,8 --v8-hc 16 --ring-diag --reps 9 --commit "$C" --json "$OUT/sparse_mla-s4-big2.json" > "$OUT/bench.txt" 2>&1
 b1=$?
 timeout 40 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T 128 --H 64 --prefill-T 1024 --prefill-H 64 \
   --variants 5,8 --ring-diag --pool 16384 --reps 9 --commit "$C" --json "$OUT/sparse_mla-s4-big2-pool16k.json" > "$OUT/bench_pool16k.txt" 2>&1
@@ -37,7 +37,7 @@ for f in tests tests_form32; do
   gzip -9 -f "$OUT/$f.txt"
 done
 echo "== bench (bf16, 64K pool; v5 = round 3's kernel, v8 = row ring) =="
-grep -E "^decode|^prefill|ring diag" "$OUT/bench.txt"
+grep -E "^decode|^prefill|ring diag|v8 " "$OUT/bench.txt"
 echo "== 16K-token pool (L2-resident); then v5 / v8 on the 64K pool at prefill 1024; then the 32-token form on the 16K pool =="
 grep -E "^decode|^prefill|ring diag|^--" "$OUT/bench_pool16k.txt" "$OUT/bench_pool64k.txt"
 grep -E "WARNING|error|launch" "$OUT"/bench*.txt | head -5
