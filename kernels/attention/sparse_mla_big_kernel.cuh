@@ -25,6 +25,9 @@
 // gives up: the two groups' overlap (one group: the tensor cores idle during the softmax) and ring depth
 // (one 32-token step ahead, against three 16-token steps).
 // Shared memory <= 99 KB (static_assert); mma.sync, ldmatrix, cp.async(.bulk), mbarrier, named barriers only.
+// Measured on the H200 (docs/PERFORMANCE.md, "Session 4 (mla-big)"): 1.5x SLOWER than variant 5 at T=128 H=64
+// and in prefill: losing the two groups' overlap costs more than the halved barriers and operand traffic gain.
+// Selectable only (kernel_variant 8 with GLM5RT_MLA_V8=32).
 #pragma once
 
 #include "kernels/attention/sparse_mla_common.cuh"

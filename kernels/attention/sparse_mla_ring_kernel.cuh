@@ -1,19 +1,21 @@
-// Variant 5's warp-specialized kernel with a deeper gather: a ring of single-record rows instead of 16-token
-// slots (session 4, kernel_variant 8 in its default form; bf16 records; see sparse_mla.h).
+// Variant 5's warp-specialized kernel with a ring of single-record rows instead of 16-token slots (session 4,
+// kernel_variant 8 in its default form; bf16 records; selectable only).
 //
-// Why (docs/PERFORMANCE.md, "Session 4 (mla-big)"): the first session-4 kernel (32-token steps, the form
-// GLM5RT_MLA_V8=32 selects) held 1/3 fewer gathered bytes in flight than variant 5 and ran exactly 1.5x
-// slower, at T=128 and in prefill alike: the compute-bound shapes are bound by the gather's bytes in flight
-// per SM (Little's law: ~56 KB in flight, ~2.6 us per record round trip), not by the MMAs. Variant 5's ring
-// is four 16-token slots (74.8 KB): one computed, three (48 records) in flight, and its 8 KB index staging
-// keeps a fifth slot out of the 99 KB. Here:
-//   - the ring is N = kRows rows of 1168 bytes (76 at 16 / 32 heads per CTA), and a 16-token step occupies
-//     rows 16 j .. 16 j + 15 (mod N): ldmatrix takes one row address per lane, so an m16 tile may wrap around
-//     the end of the ring. With N = 4 * 16 + 12, the first 12 rows of step j are refilled as soon as step
-//     j - 5 is released and the last 4 when step j - 4 is: 60 records in flight instead of 48 (1.25x);
-//   - the producer writes each step's cleaned indices into a small per-step ring (8 x 16) instead of staging
-//     the split's 2048 indices (8 KB) at the start;
-//   - one producer warp (variant 5 starts 4 for 32 heads, of which the bulk path uses one).
+// Built on an inference from session 4's first device call (that the compute-bound shapes were bound by the
+// gathered bytes in flight per SM) which this kernel's own diagnostics then refuted (docs/PERFORMANCE.md,
+// "Session 4 (mla-big), call 2"): measured 0.89x of variant 5. Kept because it is correct, tested, and the
+// benchmark's --ring-diag instantiates it without its gather (DIAG = 1) and without its compute (DIAG = 2),
+// which is how the bound was measured (variant 5's consumers alone take its whole time).
+//   - The ring is N = kRows rows of 1168 bytes (76 at 32 heads per CTA), and a 16-token step occupies rows
+//     16 j .. 16 j + 15 (mod N): ldmatrix takes one row address per lane, so an m16 tile may wrap around the
+//     end of the ring. With N = 4 * 16 + 12, the first 12 rows of step j are refilled as soon as step j - 5
+//     is released and the last 4 when step j - 4 is. A step waits for all 16 rows, so the effective lookahead
+//     is variant 5's (the last rows go out when variant 5 refills a whole slot): the measured 0.89x is the
+//     cost of the extra per-step work (two producer waits and issue rounds, per-lane row addresses, 2-way
+//     ldmatrix conflicts where a tile wraps).
+//   - The producer writes each step's cleaned indices into a small per-step ring (8 x 16) instead of staging
+//     the split's 2048 indices (8 KB) at the start; one producer warp (variant 5 starts 4 for 32 heads, of
+//     which the bulk path uses one).
 // Everything else is variant 5's: consumer groups of 4 warps with 16 heads each (8 for H = 8) on their own
 // named barrier; GEMM1 k-split partials, softmax_step, pv_step from sparse_mla_common.cuh; one cp.async.bulk
 // per 1152-byte record (sm_90+; sm_80: 16-byte cp.async, correct, slow) on per-step "full" mbarriers (two
