@@ -25,7 +25,6 @@
 
 #include "bench/common/bench_cuda.cuh"
 #include "kernels/attention/sparse_mla.h"
-#include "kernels/attention/sparse_mla_ring_kernel.cuh"
 
 using glm5rt::kernels::MlaCacheFormat;
 using glm5rt::kernels::SparseMlaParams;
@@ -85,8 +84,6 @@ struct Result {
   double v6_graph_us;  // round 5's variant 6 (variant 5 with bulk-copied FP8 records); 0 for bf16 (= variant 5)
   double v7_graph_us;  // round 6's variant 7 (FP8 records converted in registers); 0 for bf16 (= variant 2)
   int v7_splits;       // the split count the planner gives variant 7
-  double v8_graph_us;  // session 4's variant 8 (32-token steps, one 8-warp group); 0 for FP8 (= variant 7)
-  int v8_splits;       // the split count the planner gives variant 8
   // Round 4 (--combine-compare): the automatic kernel with each merge of the split partials, same inputs.
   int auto_combine;            // SparseMlaParams::combine the automatic choice resolves to (0 = no splits)
   double combine_old_us;       // combine = 1: round 3's combine kernel (the old path)
@@ -124,20 +121,11 @@ int main(int argc, char** argv) {
   bool plan_sweep = false;
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
-  std::vector<int> var_list = {1, 2, 3, 5, 6, 7, 8};
+  std::vector<int> var_list = {1, 2, 3, 5, 6, 7};
   // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
   // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
   // split model rarely fills.
   std::vector<int> v7_splits_list;
-  // Session 4: --prefill-T 4096 / --prefill-H 64 choose the prefill shapes (given: prefill runs even with
-  // --quick); --formats bf16 (or fp8) restricts the record formats; --v8-hc 16,32 also times variant 8
-  // (bf16) at these forced heads per CTA (JSON "split_sweep", variant 8, automatic splits).
-  std::vector<int> prefill_t_list = {1024, 4096}, prefill_h_list = {64, 16, 8}, v8_hc_list;
-  bool prefill_given = false, want_bf16 = true, want_fp8 = true;
-  // Session 4: --ring-diag times, for bf16 shapes with H >= 32, the row-ring kernel (variant 8's default form,
-  // 32 heads per CTA, one split) as built and in its two diagnostic forms: without the gather (compute only)
-  // and without the compute (gather only); event-timed medians, JSON "ring_diag".
-  bool ring_diag = false;
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -156,15 +144,6 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = parse_list(argv[++i]), prefill_given = true;
-    else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = parse_list(argv[++i]), prefill_given = true;
-    else if (!std::strcmp(argv[i], "--v8-hc") && i + 1 < argc) v8_hc_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--ring-diag")) ring_diag = true;
-    else if (!std::strcmp(argv[i], "--formats") && i + 1 < argc) {
-      const std::string f = argv[++i];
-      want_bf16 = f.find("bf16") != std::string::npos;
-      want_fp8 = f.find("fp8") != std::string::npos;
-    }
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -172,7 +151,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--prefill-T 4096] [--prefill-H 64] [--formats bf16] [--v8-hc 16,32] [--ring-diag]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4]\n",
                    argv[0]);
       return 2;
     }
@@ -220,16 +199,13 @@ int main(int argc, char** argv) {
   CK(cudaGetLastError());
 
   std::vector<Case> cases;
-  auto want_fmt = [&](MlaCacheFormat f) { return f == MlaCacheFormat::kBf16 ? want_bf16 : want_fp8; };
   for (int T : t_list)
     for (int H : h_list)
-      for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8})
-        if (want_fmt(f)) cases.push_back({"decode", T, H, f});
-  if ((!quick || prefill_given) && !combine_compare && !plan_sweep)
-    for (int T : prefill_t_list)
-      for (int H : prefill_h_list)
-        for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8})
-          if (want_fmt(f)) cases.push_back({"prefill", T, H, f});
+      for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"decode", T, H, f});
+  if (!quick && !combine_compare && !plan_sweep)
+    for (int T : {1024, 4096})
+      for (int H : {64, 16, 8})
+        for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"prefill", T, H, f});
 
   std::mt19937_64 rng(1234);
   std::vector<int32_t> perm(pool);  // stays a permutation under partial Fisher-Yates draws
@@ -244,12 +220,6 @@ int main(int argc, char** argv) {
     int variant;  // kernel_variant of the timed configuration (0 = automatic)
   };
   std::vector<Sweep> sweeps;
-  struct RingDiag {
-    const char* phase;
-    int T, H;
-    double full_us, no_gather_us, no_compute_us;
-  };
-  std::vector<RingDiag> ring_diags;
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
@@ -281,12 +251,12 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"v8_graph_us\": %.3f, \"v8_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
+                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
                  "\"best_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits, r.v8_graph_us, r.v8_splits,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
                  r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, i + 1 < results.size() ? "," : "");
   }
@@ -296,12 +266,6 @@ int main(int argc, char** argv) {
     std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"variant\": %d, \"graph_us\": %.3f}%s\n",
                  s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.us,
                  i + 1 < sweeps.size() ? "," : "");
-  }
-  std::fprintf(f, "  ],\n  \"ring_diag\": [\n");
-  for (size_t i = 0; i < ring_diags.size(); ++i) {
-    const RingDiag& r = ring_diags[i];
-    std::fprintf(f, "    {\"phase\": \"%s\", \"T\": %d, \"H\": %d, \"full_us\": %.3f, \"no_gather_us\": %.3f, \"no_compute_us\": %.3f}%s\n",
-                 r.phase, r.T, r.H, r.full_us, r.no_gather_us, r.no_compute_us, i + 1 < ring_diags.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);
@@ -445,8 +409,8 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0, v8_us = 0;
-    int v5_splits = 0, v7_splits = 0, v8_splits = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0;
+    int v5_splits = 0, v7_splits = 0;
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
     const int auto_combine = glm5rt::kernels::sparse_mla_combine_kind(p);
@@ -538,68 +502,14 @@ int main(int argc, char** argv) {
           }
         p.num_splits = 0;
       }
-      if (c.fmt == MlaCacheFormat::kBf16 && want(8)) {
-        p.kernel_variant = 8;
-        v8_us = time_config(0, &e);
-        p.num_splits = 0;
-        v8_splits = glm5rt::kernels::sparse_mla_num_splits(p);
-        for (int hc : v8_hc_list) {
-          if (hc > c.H || c.H % hc != 0) continue;
-          p.heads_per_cta = hc;
-          sweeps.push_back({c.T, c.H, c.fmt, glm5rt::kernels::sparse_mla_num_splits(p), hc, time_config(0, &e), 8});
-          std::printf("        v8 %s T=%d H=%d heads/CTA %d (%d splits): %.2f us\n", c.phase, c.T, c.H, hc,
-                      sweeps.back().splits, sweeps.back().us);
-          p.heads_per_cta = 0;
-          p.num_splits = 0;
-        }
-      }
       p.kernel_variant = 0;
-    }
-    if (ring_diag && c.fmt == MlaCacheFormat::kBf16 && c.H % 32 == 0) {
-      // The row-ring kernel launched directly (32 heads per CTA, one split): as built, without the gather and
-      // without the compute. The two diagnostic forms write meaningless outputs (timing only).
-      namespace d = glm5rt::kernels::sparse_mla_detail;
-      d::KernelArgs ka{};
-      ka.q = static_cast<const __nv_bfloat16*>(p.q);
-      ka.cache = cache_bf16;
-      ka.num_slots = static_cast<int64_t>(num_slots);
-      ka.indices = p.indices;
-      ka.out = static_cast<__nv_bfloat16*>(d_out);
-      ka.lse = d_lse;
-      ka.num_tokens = c.T;
-      ka.num_heads = c.H;
-      ka.topk = topk;
-      ka.nsplit = 1;
-      ka.tiles_per_split = (topk + 31) / 32;
-      ka.scale_log2 = p.softmax_scale * 1.4426950408889634f;
-      auto time_kernel = [&](void (*kern)(d::KernelArgs)) {
-        using C = d::RingCfg<32>;
-        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-        const unsigned blocks = static_cast<unsigned>(c.T * (c.H / 32));
-        std::vector<double> ts;
-        for (int i = 0; i < 7; ++i) {
-          CK(cudaEventRecord(e0, stream));
-          kern<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(ka);
-          CK(cudaEventRecord(e1, stream));
-          CK(cudaEventSynchronize(e1));
-          float ms;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          if (i >= 2) ts.push_back(ms * 1e3);
-        }
-        return median(ts);
-      };
-      RingDiag rd{c.phase, c.T, c.H, time_kernel(d::sparse_mla_ring_kernel<32, 0>),
-                  time_kernel(d::sparse_mla_ring_kernel<32, 1>), time_kernel(d::sparse_mla_ring_kernel<32, 2>)};
-      ring_diags.push_back(rd);
-      std::printf("        ring diag %s T=%d H=%d (event us): as built %.2f, no gather %.2f, no compute %.2f\n", c.phase, c.T,
-                  c.H, rd.full_us, rd.no_gather_us, rd.no_compute_us);
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
     const double bytes = rec_bytes + c.T * c.H * (576.0 * 2 + 512 * 2 + 4) + c.T * topk * 4.0;
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, v8_us, v8_splits, auto_combine, comb_us[1], comb_us[2],
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, auto_combine, comb_us[1], comb_us[2],
                        comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us});
     if (plan_sweep) {
     } else if (combine_compare)
@@ -609,9 +519,9 @@ int main(int argc, char** argv) {
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v6 %9.2f  v7 %9.2f us (%d splits)  v8 %9.2f us (%d splits)\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v6 %9.2f  v7 %9.2f us (%d splits)\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, v8_us, v8_splits);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

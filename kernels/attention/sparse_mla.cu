@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "kernels/attention/sparse_mla_big_launch.h"
 #include "kernels/attention/sparse_mla_launch.h"
 
 namespace glm5rt::kernels {
@@ -56,16 +55,6 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
-// kernel_variant 8's form (session 4): the row-ring kernel (sparse_mla_ring_kernel.cuh) unless the environment
-// variable GLM5RT_MLA_V8=32 selects the 32-token-step kernel (sparse_mla_big_kernel.cuh); read once.
-bool v8_row_ring() {
-  static const bool ring = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V8");
-    return !(e != nullptr && std::atoi(e) == 32);
-  }();
-  return ring;
-}
-
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -77,8 +66,6 @@ bool v8_row_ring() {
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
   if (p.kernel_variant >= 1 && p.kernel_variant <= 7) return p.kernel_variant;  // 4 is rejected earlier
-  // Session 4: the 32-token-step kernel (bf16 records only; FP8 records run variant 7, their fastest).
-  if (p.kernel_variant == 8) return p.format == MlaCacheFormat::kFp8 ? 7 : 8;
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
@@ -105,9 +92,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p, hc);
   const int smem = smem_per_sm();
-  const int need = (variant == 8 ? (v8_row_ring() ? sparse_mla_detail::ring_smem_bytes(hc) : sparse_mla_detail::big_smem_bytes(hc))
-                                 : sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8)) +
-                   1024;
+  const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
   const int by_smem = smem / need;
   // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring).
   const bool reg3 = variant == 7 && p.format == MlaCacheFormat::kFp8 && hc == 8;
@@ -486,7 +471,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 8 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
@@ -531,10 +516,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
-  if (variant == 8) {
-    // bf16 only: kernel_variant() maps FP8 records to 7.
-    err = v8_row_ring() ? sparse_mla_detail::launch_ring_bf16(hc, a, stream) : sparse_mla_detail::launch_big_bf16(hc, a, stream);
-  } else if (variant == 7) {
+  if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (variant == 6) {

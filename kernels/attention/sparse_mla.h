@@ -77,10 +77,6 @@ struct SparseMlaParams {
   // raw records in a cp.async ring, each warp turns its own MMA operands into f16 (K, GEMM1, with the
   // per-128 scale on the partial scores) or bf16 (V, GEMM2, the scale folded into P); bf16 records: as 2;
   // never chosen automatically. Same results whichever runs (within the tests' tolerances).
-  // Appended in session 4: 8 = variant 5 with a ring of single-record rows (sparse_mla_ring_kernel.cuh), or,
-  // with the environment variable GLM5RT_MLA_V8=32, the 32-token-step kernel (one 8-warp group of 32 heads;
-  // sparse_mla_big_kernel.cuh); bf16 records (FP8 records with 8 run variant 7); never chosen automatically
-  // (both measured slower than variant 5 on the H200).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
   // pools = nullptr: every row reads `cache` / `num_slots` (as before). Otherwise row t reads the pool
