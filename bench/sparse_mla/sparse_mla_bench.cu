@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
   // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
   // split model rarely fills.
   std::vector<int> v7_splits_list;
+  // Session 4: --prefill-T 4096 --prefill-H 64 adds these prefill shapes even with --quick.
+  std::vector<int> prefill_t_list, prefill_h_list = {64};
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -144,6 +146,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -151,7 +155,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--prefill-T 4096] [--prefill-H 64]\n",
                    argv[0]);
       return 2;
     }
@@ -202,7 +206,10 @@ int main(int argc, char** argv) {
   for (int T : t_list)
     for (int H : h_list)
       for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"decode", T, H, f});
-  if (!quick && !combine_compare && !plan_sweep)
+  for (int T : prefill_t_list)
+    for (int H : prefill_h_list)
+      for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"prefill", T, H, f});
+  if (!quick && !combine_compare && !plan_sweep && prefill_t_list.empty())
     for (int T : {1024, 4096})
       for (int H : {64, 16, 8})
         for (MlaCacheFormat f : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) cases.push_back({"prefill", T, H, f});

@@ -76,10 +76,10 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8, bool FP8_BULK = false>
+template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   using C = WsCfg<HC, FP8>;
-  auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK>;
+  auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK, CHAIN>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);

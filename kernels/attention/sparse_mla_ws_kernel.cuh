@@ -30,6 +30,7 @@
 // kernel (one cp.async producer warp: 2.2x slower than round 2; four: 1.1x faster; bulk copies: 1.3x).
 #pragma once
 
+#include "kernels/attention/sparse_mla_chain.cuh"
 #include "kernels/attention/sparse_mla_common.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
@@ -63,11 +64,14 @@ struct WsCfg {
   static constexpr int kOffRaw = kRing * kTileBytes;
   static constexpr int kStageAreaBytes = kOffRaw + kRawStages * kRawTileBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
-  static constexpr int kSpartFloats = kKQ * kHG * kBT;  // per group
+  static constexpr int kSpartFloats = kKQ * kHG * kBT;  // per group and buffer
+  // bf16: two buffers per group for the one-barrier chain (sparse_mla_chain.cuh: a fast warp's next stores
+  // must not hit partials a slow warp still reads); the previous chain uses the first kSpartFloats of each.
+  static constexpr int kSpartBufs = FP8 ? 1 : 2;
   static constexpr int kPRowBytes = (kBT + 8) * 2;      // P[head][tok], 48 B rows: conflict-free ldmatrix
   static constexpr int kPBytes = kHG * kPRowBytes;      // per group
   static constexpr int kOffSpart = kStageAreaBytes;
-  static constexpr int kOffP = kOffSpart + kGroups * kSpartFloats * 4;
+  static constexpr int kOffP = kOffSpart + kGroups * kSpartFloats * kSpartBufs * 4;
   static constexpr int kOffAlpha = kOffP + kGroups * kPBytes;
   static constexpr int kOffInvL = kOffAlpha + HC * 4;
   static constexpr int kOffLse = kOffInvL + HC * 4;
@@ -83,7 +87,9 @@ struct WsCfg {
 // record by the first producer warp's lanes 0..15 into the raw ring (completing on a per-slot mbarrier with
 // the expected bytes), so that every producer thread only dequantizes (variant 5: each producer thread also
 // issues ~10 16-byte cp.async per step). sm_80 (no bulk copy) and bf16 records: the same as variant 5.
-template <int HC, bool FP8, bool FP8_BULK = false>
+// CHAIN (bf16 records only; session 4): the shorter consumer chain of sparse_mla_chain.cuh (one barrier per
+// step, GEMM1 in 3 accumulator sets, every warp computing the softmax into its own GEMM2 fragments).
+template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsCfg<HC, FP8>;
@@ -318,6 +324,39 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
     };
+    if constexpr (CHAIN) {
+      static_assert(!FP8, "the shorter chain is built for bf16 records only");
+      constexpr int NT = C::kNT2;
+      float* spart2 = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats * C::kSpartBufs;
+      float cm[NT], cl[NT];
+#pragma unroll
+      for (int i = 0; i < NT; ++i) cm[i] = kNegInf, cl[i] = 0.f;
+      for (int step = 0; step < nsteps; ++step) {
+        float* sp = spart2 + (step & 1) * C::kSpartFloats;
+        wait_full(step);
+        qk_chain_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, lane, sp);
+        named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
+        uint32_t bfr[NT][2];
+        float al[NT];
+        softmax_chain_step<NT>(sp, s_idx + step * C::kBT, a.scale_log2, lane, bfr, al, cm, cl);
+        rescale_chain(acc, al, lane);
+#pragma unroll
+        for (int mt = 0; mt < C::kMT2; ++mt) pv_mt(acc, bfr, tile_of(step), C::kRowBytes, d0, mt, lane);
+        release(step);
+      }
+      // Total softmax sum per head (over the 4 lanes of head g + 8 i); every warp holds the same values.
+#pragma unroll
+      for (int i = 0; i < NT; ++i) {
+        float l = cl[i];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (wq == 0 && (lane & 3) == 0) {
+          const int h = gi * C::kHG + (lane >> 2) + 8 * i;
+          inv_l_s[h] = l > 0.f ? 1.f / l : 0.f;
+          lse_s[h] = l > 0.f ? cm[i] + log2f(l) : kNegInf;
+        }
+      }
+    } else {
     for (int step = 0; step < nsteps; ++step) {
       wait_full(step);
       qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
@@ -335,6 +374,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       inv_l_s[gi * C::kHG + sh] = l > 0.f ? 1.f / l : 0.f;
       lse_s[gi * C::kHG + sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
     }
+    }  // !CHAIN
   }
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
