@@ -76,7 +76,7 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
+template <int HC, bool FP8, bool FP8_BULK = false, int CHAIN = 0>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   using C = WsCfg<HC, FP8>;
   auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK, CHAIN>;

@@ -87,9 +87,10 @@ struct WsCfg {
 // record by the first producer warp's lanes 0..15 into the raw ring (completing on a per-slot mbarrier with
 // the expected bytes), so that every producer thread only dequantizes (variant 5: each producer thread also
 // issues ~10 16-byte cp.async per step). sm_80 (no bulk copy) and bf16 records: the same as variant 5.
-// CHAIN (bf16 records only; session 4): the shorter consumer chain of sparse_mla_chain.cuh (one barrier per
-// step, GEMM1 in 3 accumulator sets, every warp computing the softmax into its own GEMM2 fragments).
-template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
+// CHAIN (bf16 records only; session 4): 2 = the shorter consumer chain of sparse_mla_chain.cuh (one barrier
+// per step, GEMM1 in 3 accumulator sets, every warp computing the softmax into its own GEMM2 fragments);
+// 1 = only its GEMM1 (3 accumulator sets) in the previous chain; 0 = the previous chain.
+template <int HC, bool FP8, bool FP8_BULK = false, int CHAIN = 0>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsCfg<HC, FP8>;
@@ -324,7 +325,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
     };
-    if constexpr (CHAIN) {
+    if constexpr (CHAIN == 2) {
       static_assert(!FP8, "the shorter chain is built for bf16 records only");
       constexpr int NT = C::kNT2;
       float* spart2 = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats * C::kSpartBufs;
@@ -359,7 +360,10 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     } else {
     for (int step = 0; step < nsteps; ++step) {
       wait_full(step);
-      qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
+      if constexpr (CHAIN == 1)
+        qk_chain_step<C::kHG, C::kKSteps, C::kNTw, true>(qf, tile_of(step), C::kRowBytes, wq, lane, spart);
+      else
+        qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
       named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
       softmax(step);
       named_bar_sync(bar_id, C::kGroupThreads);  // P^T and the rescale factors visible
