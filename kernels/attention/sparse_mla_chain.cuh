@@ -1,5 +1,7 @@
 // Session 4 (mla-chain): a shorter per-step consumer chain for the warp-specialized kernel (kernel_variant 5,
-// bf16 records; GLM5RT_MLA_V5_CHAIN=0 runs the previous chain). Per 16-token step a consumer group (4 warps,
+// bf16 records; opt-in, GLM5RT_MLA_V5_CHAIN=1). MEASURED SLOWER (docs/PERFORMANCE.md, "Session 4 (mla-chain)"):
+// 254 vs 221 us at T=128 H=64, 7.86 vs 6.88 ms at prefill 4096 x 64, equal elsewhere; kept for the record and
+// as the base of further tries, not used by default. Per 16-token step a consumer group (4 warps,
 // kHG heads) ran: GEMM1 (two accumulator chains 9 MMAs deep) -> partials to smem -> barrier -> softmax by
 // 8 / 16 threads per head -> P^T and alpha to smem -> barrier -> ldmatrix P -> GEMM2. Here:
 //   - GEMM1 keeps 3 accumulator sets per head tile (chains 3 MMAs deep instead of 9), summed at the end;
@@ -33,10 +35,8 @@ __device__ __forceinline__ float ex2_ftz(float x) {
 }
 
 // GEMM1 partial of a 16-token step over this warp's KSTEPS k16 steps (k quarter kq), all NTW head tiles,
-// 3 independent accumulator sets per tile; stored to spart for the group's softmax: in the chain layout
-// (float2 stores), or with OLD_LAYOUT in softmax_step's layout (spart_off; GLM5RT_MLA_V5_CHAIN=1: only the
-// GEMM1 change, to measure it alone).
-template <int NH, int KSTEPS, int NTW, bool OLD_LAYOUT = false>
+// 3 independent accumulator sets per tile; stored to spart (chain layout) for the group's softmax.
+template <int NH, int KSTEPS, int NTW>
 __device__ __forceinline__ void qk_chain_step(const uint32_t (&qf)[KSTEPS][NTW][2], uint32_t tile_addr,
                                               int row_bytes, int kq, int lane, float* spart) {
   constexpr int kSets = 3;
@@ -61,13 +61,6 @@ __device__ __forceinline__ void qk_chain_step(const uint32_t (&qf)[KSTEPS][NTW][
     for (int e = 0; e < 4; ++e) v[e] = (s[0][nt][e] + s[1][nt][e]) + s[2][nt][e];
     // c0 (tok g, head h), c1 (g, h + 1), c2 (g + 8, h), c3 (g + 8, h + 1): tokens g and g + 8 are adjacent.
     const int h = nt * 8 + 2 * tq;
-    if constexpr (OLD_LAYOUT) {
-      spart[spart_off<NH>(kq, h, g)] = v[0];
-      spart[spart_off<NH>(kq, h + 1, g)] = v[1];
-      spart[spart_off<NH>(kq, h, g + 8)] = v[2];
-      spart[spart_off<NH>(kq, h + 1, g + 8)] = v[3];
-      continue;
-    }
     const int grp = g >> 1, j = (g & 1) << 1;
     *reinterpret_cast<float2*>(spart + chain_spart_off<NH>(kq, h, grp, j)) = make_float2(v[0], v[2]);
     *reinterpret_cast<float2*>(spart + chain_spart_off<NH>(kq, h + 1, grp, j)) = make_float2(v[1], v[3]);

@@ -76,9 +76,9 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8, bool FP8_BULK = false, int CHAIN = 0>
+template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
-  using C = WsCfg<HC, FP8>;
+  using C = WsKernelCfg<HC, FP8, CHAIN>;  // the shorter chain: +4 KB per group (the planner counts WsCfg's)
   auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK, CHAIN>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;

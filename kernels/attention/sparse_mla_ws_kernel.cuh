@@ -26,6 +26,8 @@
 // fragments too (36 registers per thread). Shared memory <= 99 KB per block (static_assert); only mma.sync,
 // ldmatrix, cp.async, mbarrier and named barriers (sm_80 / sm_90 / sm_120), and on sm_90+ the TMA bulk copy
 // (cp.async.bulk without a tensor map or a cluster launch; SM120 has it).
+// Session 4: an opt-in shorter consumer chain (CHAIN, sparse_mla_chain.cuh, GLM5RT_MLA_V5_CHAIN=1) measured 1.15x
+// slower at T=128 H=64: the consumers are not bound by a warp's dependency chain (docs/PERFORMANCE.md).
 // Measured (docs/PERFORMANCE.md, "Round 3"): the gather issue rate bounded every earlier version of this
 // kernel (one cp.async producer warp: 2.2x slower than round 2; four: 1.1x faster; bulk copies: 1.3x).
 #pragma once
@@ -35,8 +37,10 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-template <int HC, bool FP8>
-struct WsCfg {
+// SPART_BUFS: 2 for the shorter consumer chain (sparse_mla_chain.cuh; a fast warp's next stores must not hit
+// partials a slow warp still reads), else 1.
+template <int HC, bool FP8, int SPART_BUFS = 1>
+struct WsCfgT {
   static constexpr int kHG = HC >= 16 ? 16 : HC;  // heads per consumer group
   static constexpr int kGroups = HC / kHG;        // 2 for 32 heads per CTA, else 1
   static constexpr int kGroupThreads = 128;       // 4 warps
@@ -65,9 +69,7 @@ struct WsCfg {
   static constexpr int kStageAreaBytes = kOffRaw + kRawStages * kRawTileBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
   static constexpr int kSpartFloats = kKQ * kHG * kBT;  // per group and buffer
-  // bf16: two buffers per group for the one-barrier chain (sparse_mla_chain.cuh: a fast warp's next stores
-  // must not hit partials a slow warp still reads); the previous chain uses the first kSpartFloats of each.
-  static constexpr int kSpartBufs = FP8 ? 1 : 2;
+  static constexpr int kSpartBufs = SPART_BUFS;
   static constexpr int kPRowBytes = (kBT + 8) * 2;      // P[head][tok], 48 B rows: conflict-free ldmatrix
   static constexpr int kPBytes = kHG * kPRowBytes;      // per group
   static constexpr int kOffSpart = kStageAreaBytes;
@@ -82,18 +84,23 @@ struct WsCfg {
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
+template <int HC, bool FP8>
+using WsCfg = WsCfgT<HC, FP8>;
+// The configuration a kernel instance runs with (CHAIN: see sparse_mla_ws_kernel).
+template <int HC, bool FP8, bool CHAIN>
+using WsKernelCfg = WsCfgT<HC, FP8, CHAIN ? 2 : 1>;
 
 // FP8_BULK (kernel_variant 6, round 5): FP8 records gathered as bf16 ones are, one cp.async.bulk per 656-byte
 // record by the first producer warp's lanes 0..15 into the raw ring (completing on a per-slot mbarrier with
 // the expected bytes), so that every producer thread only dequantizes (variant 5: each producer thread also
 // issues ~10 16-byte cp.async per step). sm_80 (no bulk copy) and bf16 records: the same as variant 5.
-// CHAIN (bf16 records only; session 4): 2 = the shorter consumer chain of sparse_mla_chain.cuh (one barrier
-// per step, GEMM1 in 3 accumulator sets, every warp computing the softmax into its own GEMM2 fragments);
-// 1 = only its GEMM1 (3 accumulator sets) in the previous chain; 0 = the previous chain.
-template <int HC, bool FP8, bool FP8_BULK = false, int CHAIN = 0>
+// CHAIN (bf16 records only; session 4, opt-in: GLM5RT_MLA_V5_CHAIN=1): the shorter consumer chain of
+// sparse_mla_chain.cuh (one barrier per step, GEMM1 in 3 accumulator sets, every warp computing the softmax
+// into its own GEMM2 fragments). Measured 1.15x slower at T=128 H=64 (docs/PERFORMANCE.md).
+template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
-  using C = WsCfg<HC, FP8>;
+  using C = WsKernelCfg<HC, FP8, CHAIN>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -325,7 +332,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
     };
-    if constexpr (CHAIN == 2) {
+    if constexpr (CHAIN) {
       static_assert(!FP8, "the shorter chain is built for bf16 records only");
       constexpr int NT = C::kNT2;
       float* spart2 = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats * C::kSpartBufs;
@@ -360,10 +367,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     } else {
     for (int step = 0; step < nsteps; ++step) {
       wait_full(step);
-      if constexpr (CHAIN == 1)
-        qk_chain_step<C::kHG, C::kKSteps, C::kNTw, true>(qf, tile_of(step), C::kRowBytes, wq, lane, spart);
-      else
-        qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
+      qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
       named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
       softmax(step);
       named_bar_sync(bar_id, C::kGroupThreads);  // P^T and the rescale factors visible
