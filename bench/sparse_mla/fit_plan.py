@@ -4,6 +4,8 @@
 The model (kernels/attention/sparse_mla.cu, plan_cost_r5), in microseconds, for hc heads per CTA and s
 splits of a launch with T query tokens, H heads, top-k K:
     waves * (cta_us[hc] + step_us[hc] * steps) + (s > 1 ? merge_us + merge_us_per_mb * MB : 0)
+    (session 4: a plan with the cluster merge, combine = 4, 2-16 splits, pays cluster_us instead of the
+    merge terms)
     steps = 2 * ceil(ceil(K / 32) / s)      (16-token steps per split)
     waves = ceil(T * H / hc * s / (SMs * CTAs per SM))
     MB    = T * H * s * 2048 / 1e6          (fp32 partials, written by the main kernel, read by the merge)
@@ -35,37 +37,46 @@ HCS = (8, 16, 32)
 def read_constants():
     src = open(os.path.join(ROOT, "kernels/attention/sparse_mla.cu")).read()
     m = re.search(r"kPlanModel\[2\] = \{(.*?)\n\};", src, re.S)
-    rows = re.findall(r"\{\{([^}]*)\}, \{([^}]*)\}, ([0-9.eE+-]+), ([0-9.eE+-]+)\}", m.group(1))
+    rows = re.findall(r"\{\{([^}]*)\}, \{([^}]*)\}, ([0-9.eE+-]+), ([0-9.eE+-]+), ([0-9.eE+-]+)\}", m.group(1))
     out = []
-    for cta, step, mu, mmb in rows:
+    for cta, step, mu, mmb, cl in rows:
         out.append({"cta": [float(x) for x in cta.split(",")], "step": [float(x) for x in step.split(",")],
-                    "merge": float(mu), "mb": float(mmb)})
+                    "merge": float(mu), "mb": float(mmb), "cluster": float(cl)})
     return {"bf16": out[0], "fp8": out[1]}
 
 
-def features(T, H, hc, s, topk=2048):
+NF = 9  # cta_us x 3, step_us x 3, merge_us, merge_us_per_mb, cluster_us
+
+
+def cluster_ok(s):
+    return 2 <= s <= 16 and s & (s - 1) == 0
+
+
+def features(T, H, hc, s, cl=False, topk=2048):
     ntiles = math.ceil(topk / 32)
     tps = math.ceil(ntiles / s)
     steps = 2.0 * tps
     slots = SMS * (1 if hc == 32 else 2)
     waves = math.ceil(T * (H // hc) * s / slots)
     mb = T * H * s * 2048 / 1e6
-    f = np.zeros(8)
+    f = np.zeros(NF)
     i = HCS.index(hc)
     f[i] = waves
     f[3 + i] = waves * steps
-    if s > 1:
+    if s > 1 and cl:
+        f[8] = 1.0
+    elif s > 1:
         f[6] = 1.0
         f[7] = mb
     return f
 
 
 def vec(c):
-    return np.array(c["cta"] + c["step"] + [c["merge"], c["mb"]])
+    return np.array(c["cta"] + c["step"] + [c["merge"], c["mb"], c["cluster"]])
 
 
-def cost(c, T, H, hc, s):
-    return float(features(T, H, hc, s) @ vec(c))
+def cost(c, T, H, hc, s, cl=False):
+    return float(features(T, H, hc, s, cl) @ vec(c))
 
 
 def candidates(T, H, topk=2048):
@@ -75,16 +86,18 @@ def candidates(T, H, topk=2048):
             continue
         s = 1
         while s <= min(ntiles, 128):
-            yield hc, s
+            yield hc, s, False
+            if cluster_ok(s):
+                yield hc, s, True
             s *= 2
 
 
 def pick(c, T, H):
     best, bc = None, 1e300
-    for hc, s in candidates(T, H):
-        v = cost(c, T, H, hc, s)
+    for hc, s, cl in candidates(T, H):
+        v = cost(c, T, H, hc, s, cl)
         if v < bc - 1e-9:
-            best, bc = (hc, s), v
+            best, bc = (hc, s, cl), v
     return best, bc
 
 
@@ -92,8 +105,9 @@ def predict(consts):
     for fmt in ("bf16", "fp8"):
         for T in (1, 2, 4, 8):
             for H in (8, 16, 32, 64, 128):
-                (hc, s), v = pick(consts[fmt], T, H)
-                print(f"{fmt:4} T={T} H={H:3}: {hc:2} heads/CTA x {s:2} splits, model {v:6.2f} us")
+                (hc, s, cl), v = pick(consts[fmt], T, H)
+                print(f"{fmt:4} T={T} H={H:3}: {hc:2} heads/CTA x {s:2} splits{' cluster' if cl else ''},"
+                      f" model {v:6.2f} us")
 
 
 def fit(path, consts):
@@ -105,10 +119,11 @@ def fit(path, consts):
         if not rs:
             new[fmt] = consts[fmt]
             continue
-        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"]) for r in rs])
+        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0) == 4)
+                      for r in rs])
         y = np.array([r["graph_us"] for r in rs])
         w = 1.0 / y  # relative error
-        active = [j for j in range(8) if X[:, j].any()]
+        active = [j for j in range(NF) if X[:, j].any()]
         # Non-negative least squares by dropping negative coefficients until none is left.
         while True:
             sol, *_ = np.linalg.lstsq(X[:, active] * w[:, None], y * w, rcond=None)
@@ -118,10 +133,11 @@ def fit(path, consts):
             active = [a for a in active if a not in neg]
         coef = vec(consts[fmt]).copy()  # unmeasured head groups keep their old constants
         coef[active] = sol
-        for j in range(8):
+        for j in range(NF):
             if j not in active and X[:, j].any():
                 coef[j] = 0.0
-        new[fmt] = {"cta": list(coef[0:3]), "step": list(coef[3:6]), "merge": coef[6], "mb": coef[7]}
+        new[fmt] = {"cta": list(coef[0:3]), "step": list(coef[3:6]), "merge": coef[6], "mb": coef[7],
+                    "cluster": coef[8]}
         pred = X @ coef
         rel = np.abs(pred - y) / y
         print(f"{fmt}: {len(rs)} points, model error median {np.median(rel):.3f}, max {rel.max():.3f}")
@@ -129,21 +145,23 @@ def fit(path, consts):
     for fmt in ("bf16", "fp8"):
         c = new[fmt]
         f = lambda v: ", ".join(f"{x:.3g}" for x in v)
-        print(f"    /* {fmt:4} */ {{{{{f(c['cta'])}}}, {{{f(c['step'])}}}, {c['merge']:.3g}, {c['mb']:.3g}}},")
+        print(f"    /* {fmt:4} */ {{{{{f(c['cta'])}}}, {{{f(c['step'])}}}, {c['merge']:.3g}, {c['mb']:.3g},"
+              f" {c['cluster']:.3g}}},")
     print("picks (measured us of the pick / of the measured best; 'r5 now' = the constants in sparse_mla.cu):")
     meas = {}
     for r in rows:
-        meas[(r["format"], r["T"], r["H"], r["heads_per_cta"], r["splits"])] = r["graph_us"]
+        meas[(r["format"], r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0) == 4)] = r["graph_us"]
     shapes = sorted({(r["format"], r["T"], r["H"]) for r in rows})
+    tag = lambda hc, s, cl: f"{hc:2}x{s:2}{'c' if cl else ' '}"
     for fmt, T, H in shapes:
-        grid = {(hc, s): v for (f_, t_, h_, hc, s), v in meas.items() if (f_, t_, h_) == (fmt, T, H)}
-        (bh, bs), bv = min(grid.items(), key=lambda kv: kv[1])
-        (nh, ns), _ = pick(new[fmt], T, H)
-        (oh, os_), _ = pick(consts[fmt], T, H)
-        nv = grid.get((nh, ns), float("nan"))
-        ov = grid.get((oh, os_), float("nan"))
-        print(f"  {fmt:4} T={T} H={H:3}: best {bh:2}x{bs:2} {bv:6.2f} | fitted pick {nh:2}x{ns:2} {nv:6.2f}"
-              f" ({nv / bv:.3f}) | r5 now {oh:2}x{os_:2} {ov:6.2f} ({ov / bv:.3f})")
+        grid = {(hc, s, cl): v for (f_, t_, h_, hc, s, cl), v in meas.items() if (f_, t_, h_) == (fmt, T, H)}
+        (bh, bs, bc), bv = min(grid.items(), key=lambda kv: kv[1])
+        (nh, ns, nc), _ = pick(new[fmt], T, H)
+        (oh, os_, oc), _ = pick(consts[fmt], T, H)
+        nv = grid.get((nh, ns, nc), float("nan"))
+        ov = grid.get((oh, os_, oc), float("nan"))
+        print(f"  {fmt:4} T={T} H={H:3}: best {tag(bh, bs, bc)} {bv:6.2f} | fitted pick {tag(nh, ns, nc)} {nv:6.2f}"
+              f" ({nv / bv:.3f}) | now {tag(oh, os_, oc)} {ov:6.2f} ({ov / bv:.3f})  (c = cluster merge)")
 
 
 def main():

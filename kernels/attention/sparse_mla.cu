@@ -44,6 +44,15 @@ int smem_per_sm() {
   return smem;
 }
 
+// Thread-block clusters (the cluster merge, combine = 4) need sm_90+.
+bool device_has_clusters() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return false;
+  return major >= 9;
+}
+
 // Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
 int planner_mode(const SparseMlaParams& p) {
   static const int env = [] {
@@ -94,8 +103,11 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int smem = smem_per_sm();
   const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
   const int by_smem = smem / need;
-  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring).
-  const bool reg3 = variant == 7 && p.format == MlaCacheFormat::kFp8 && hc == 8;
+  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring). The
+  // pipelined kernel's bf16 8-head CTA (variants 2 / 3, and 7 with bf16 records) fits three too (session 4:
+  // 3-slot ring, 121 registers x 128 threads).
+  const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  const bool reg3 = hc == 8 && (fp8 ? variant == 7 : (variant == 2 || variant == 3 || variant == 7));
   const int by_regs = reg3 ? 3 : (hc >= 32 && variant != 3) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
@@ -130,7 +142,9 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
   // Powers of two only: the grid the sweeps measured (and enough resolution for the model). Variant 7's
   // 8-head FP8 CTAs (three per H200 SM) also try 3 x 2^k, which fills 3 x 132 slots: measured at T=128
   // H=8, 3 splits 78.4 us against 2 splits 82.2 (round 6); the other variants' plans are unchanged.
-  const bool thirds = hc == 8 && p.format == MlaCacheFormat::kFp8 && kernel_variant(p, hc) == 7;
+  // Session 4: likewise the bf16 8-head CTAs of the pipelined kernel (three per SM with their 3-slot ring).
+  const int v = kernel_variant(p, hc);
+  const bool thirds = hc == 8 && (p.format == MlaCacheFormat::kFp8 ? v == 7 : (v == 2 || v == 3 || v == 7));
   int cands[64];
   int nc = 0;
   for (int w = 1; w <= max_s && nc < 32; w *= 2) cands[nc++] = w;
@@ -166,6 +180,7 @@ struct PlanModel {
   double step_us[3];
   double merge_us;
   double merge_us_per_mb;
+  double cluster_us;  // session 4: the cluster merge (combine = 4) in place of the merge terms
 };
 // Fitted by fit_plan.py to the second round-5 H200 sweep (bench/results/sparse_mla-h200-round5b.json: 504
 // timed plans at T = 1, 2, 4 and 8, H = 8..128; median model error 2.6% bf16 / 2.4% FP8, worst 15% / 11%).
@@ -174,8 +189,8 @@ struct PlanModel {
 // (solved from round 4's 9 points) bf16 {4.1, 5.0, 2.6}, {0.74, 0.75, 1.23}, 0.6, 0.65 and FP8 {3.9, 3.3,
 // 2.7}, {1.57, 1.86, 1.89}, 0.6, 0.65.
 constexpr PlanModel kPlanModel[2] = {
-    /* bf16 */ {{1.72, 2.02, 2.55}, {0.779, 0.789, 0.886}, 3.05, 0.604},
-    /* fp8  */ {{1.28, 1.31, 2.19}, {1.64, 1.78, 1.57}, 2.72, 0.6},
+    /* bf16 */ {{1.72, 2.02, 2.55}, {0.779, 0.789, 0.886}, 3.05, 0.604, 1.0},
+    /* fp8  */ {{1.28, 1.31, 2.19}, {1.64, 1.78, 1.57}, 2.72, 0.6, 1.0},
 };
 
 // The measured best plan of those sweeps for their exact shapes (top-k 2048, 132 SMs as on the H200, T = 1,
@@ -183,21 +198,26 @@ constexpr PlanModel kPlanModel[2] = {
 // (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
 // everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
 // calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
+// Session 4: the entries with a last field 1 use the cluster merge (combine = 4) and are taken where it can
+// run automatically (auto_cluster_ok), else the same shape's entry without it (round 5's plan): bf16 H = 128
+// at T = 1, 2, 4, 8 from the model with the cluster merge (before the session-4 device call; round 5
+// measured 8 x 16, 16 x 16, 32 x 8 and 32 x 4 with the chunked merge there: 13.46 / 16.85 / 23.79 / 38.22 us).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
+  int cluster;  // 1 = the cluster merge (combine = 4; session 4), 0 = combine_mode's automatic rule
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
-    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
+    {MlaCacheFormat::kBf16, 1, 128, 8, 16, 1},  {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
     {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
-    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
+    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16, 1}, {MlaCacheFormat::kBf16, 2, 128, 16, 16},
     {MlaCacheFormat::kBf16, 4, 8, 8, 32},    {MlaCacheFormat::kBf16, 4, 16, 8, 32},
     {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
-    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 128, 16, 8, 1},  {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
     {MlaCacheFormat::kBf16, 8, 16, 8, 16},   {MlaCacheFormat::kBf16, 8, 32, 16, 16},
-    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
+    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 16, 4, 1},  {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
     {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 32, 64},
     {MlaCacheFormat::kFp8, 1, 128, 32, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
@@ -214,7 +234,28 @@ constexpr int kMeasuredPlanSms = 132;
 
 int hc_index(int hc) { return hc == 8 ? 0 : hc == 16 ? 1 : 2; }
 
-double plan_cost_r5(const SparseMlaParams& p, int hc, int s) {
+// The cluster merge (combine = 4) can run for this plan: sm_90+, 2..16 splits dividing the 128 float4
+// columns of a head's output (a power of two), and a kernel whose blocks map splits innermost when asked
+// (block_coords: variants 1-7) and that compiles the merge in (all but variant 3's two-per-SM 32-head one).
+bool cluster_merge_ok(const SparseMlaParams& p, int hc, int s) {
+  if (s < 2 || s > kMlaClusterMaxSplits || (s & (s - 1)) != 0) return false;
+  const int v = kernel_variant(p, hc);
+  if (v > 7 || (v == 3 && hc == 32)) return false;  // variant 3's 32-head kernel compiles it out (registers)
+  static const bool has = device_has_clusters();
+  return has;
+}
+
+// The planner may choose the cluster merge by itself: GLM5RT_MLA_CLUSTER=0 in the environment (read once)
+// turns that off (round 5's plans and merges exactly; a forced combine = 4 still runs).
+bool auto_cluster_ok(const SparseMlaParams& p, int hc, int s) {
+  static const bool env_off = [] {
+    const char* e = std::getenv("GLM5RT_MLA_CLUSTER");
+    return e != nullptr && std::atoi(e) == 0;
+  }();
+  return !env_off && cluster_merge_ok(p, hc, s);
+}
+
+double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = false) {
   const PlanModel& m = kPlanModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
   const int ntiles = num_tiles(p);
   const int tps = (ntiles + s - 1) / s;
@@ -224,27 +265,34 @@ double plan_cost_r5(const SparseMlaParams& p, int hc, int s) {
   const double waves = std::ceil(ctas / slots);
   const int i = hc_index(hc);
   const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * 4 / 1e6;
-  return waves * (m.cta_us[i] + m.step_us[i] * steps) + (s > 1 ? m.merge_us + m.merge_us_per_mb * mb : 0.0);
+  const double merge = s <= 1 ? 0.0 : cluster ? m.cluster_us : m.merge_us + m.merge_us_per_mb * mb;
+  return waves * (m.cta_us[i] + m.step_us[i] * steps) + merge;
 }
 
 struct Plan {
   int hc = 0;      // heads per CTA (0: invalid parameters)
   int splits = 1;
+  bool cluster = false;  // the automatic merge is the cluster merge (combine = 4)
 };
 
-// Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5.
+// Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5, each with the
+// partials + combine and (session 4, where it can run) with the cluster merge.
 Plan plan_r5_for(const SparseMlaParams& p, int hc) {
-  Plan best{hc, effective_splits(p, 1)};
+  Plan best{hc, effective_splits(p, 1), false};
   double best_cost = 1e300;
   const int ntiles = num_tiles(p);
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
   for (int want = 1; want <= max_s; want *= 2) {
     const int s = effective_splits(p, want);
     if (s != want && want != 1) continue;
-    const double c = plan_cost_r5(p, hc, s);
-    if (c < best_cost - 1e-9) {
-      best_cost = c;
-      best.splits = s;
+    for (bool cl : {false, true}) {
+      if (cl && !auto_cluster_ok(p, hc, s)) continue;
+      const double c = plan_cost_r5(p, hc, s, cl);
+      if (c < best_cost - 1e-9) {
+        best_cost = c;
+        best.splits = s;
+        best.cluster = cl;
+      }
     }
   }
   return best;
@@ -259,10 +307,19 @@ Plan plan(const SparseMlaParams& p) {
   if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
   if (planner_mode(p) == 1 || p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_r4(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
-  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
-    for (const MeasuredPlan& m : kMeasuredPlans)
-      if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
-        return Plan{m.hc, effective_splits(p, m.splits)};
+  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms) {
+    const MeasuredPlan* plain = nullptr;  // the shape's entry without the cluster merge
+    for (const MeasuredPlan& m : kMeasuredPlans) {
+      if (m.format != p.format || m.tokens != p.num_tokens || m.heads != p.num_heads) continue;
+      const int s = effective_splits(p, m.splits);
+      if (m.cluster == 0) {
+        if (plain == nullptr) plain = &m;
+      } else if (auto_cluster_ok(p, m.hc, s)) {
+        return Plan{m.hc, s, true};
+      }
+    }
+    if (plain != nullptr) return Plan{plain->hc, effective_splits(p, plain->splits), false};
+  }
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).
   Plan best{0, 1};
@@ -270,7 +327,7 @@ Plan plan(const SparseMlaParams& p) {
   for (int hc : {32, 16, 8}) {
     if (hc > p.num_heads || p.num_heads % hc != 0) continue;
     const Plan c = plan_r5_for(p, hc);
-    const double cost = plan_cost_r5(p, c.hc, c.splits);
+    const double cost = plan_cost_r5(p, c.hc, c.splits, c.cluster);
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
       best = c;
@@ -421,18 +478,44 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 // Automatic: fused where a row group's partials are small (one CTA merges nsplit * HC partial rows), else
 // chunked. GLM5RT_MLA_COMBINE=1/2/3 overrides the automatic choice (read once per process) so that a run
 // can time or fall back to the old path without a rebuild; an explicit params.combine wins over both.
-int combine_mode(const SparseMlaParams& p, int nsplit, int hc) {
+// Session 4: 4 = the cluster merge, automatic where the plan chose it (plan_cluster); forced (params or
+// GLM5RT_MLA_COMBINE=4) it runs wherever it can (cluster_merge_ok), else the automatic rule decides.
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc, bool plan_cluster) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_COMBINE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 3 ? v : 0;
+    return v >= 1 && v <= 4 ? v : 0;
   }();
-  int mode = p.combine >= 1 && p.combine <= 3 ? p.combine : env;
+  int mode = p.combine >= 1 && p.combine <= 4 ? p.combine : env;
+  if (mode == 0 && plan_cluster) mode = 4;
+  if (mode == 4 && !cluster_merge_ok(p, hc, nsplit)) mode = 0;
+  if (mode == 4) return 4;
   if (mode == 0) mode = nsplit * hc <= kMlaFusedMaxPartials ? 3 : 2;
   const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   // Too many partials for one CTA (its loads are sized at compile time) or not enough counters: chunked.
   if (mode == 3 && (groups > kMlaCombineCounters || nsplit * hc > kMlaFusedMaxPartials)) mode = 2;
   return mode;
+}
+
+// The main kernel of `variant` (see SparseMlaParams::kernel_variant) for hc heads per CTA.
+cudaError_t launch_main(const sparse_mla_detail::KernelArgs& a, int variant, int hc, bool fp8, cudaStream_t stream) {
+  cudaError_t err;
+  if (variant == 7) {
+    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
+  } else if (variant == 6) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
+  } else if (variant == 5) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
+  } else if (variant >= 2) {
+    const bool two_per_sm = variant == 3;
+    err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
+  } else
+    err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
+  return err;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -451,9 +534,10 @@ int sparse_mla_heads_per_cta(const SparseMlaParams& p) {
 }
 
 int sparse_mla_combine_kind(const SparseMlaParams& p) {
-  const int s = sparse_mla_num_splits(p);
-  if (s <= 1) return 0;
-  return combine_mode(p, s, sparse_mla_heads_per_cta(p));
+  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || requested_heads_per_cta(p) == 0) return 0;
+  const Plan pl = plan(p);
+  if (pl.splits <= 1) return 0;
+  return combine_mode(p, pl.splits, pl.hc, pl.cluster);
 }
 
 size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
@@ -471,7 +555,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
@@ -506,32 +590,25 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.num_pools = p.num_pools;
   a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
-  const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc) : 0;
+  int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.cluster) : 0;
   a.counters = nullptr;
+  a.cluster_merge = combine == 4 ? 1 : 0;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
     if (combine == 3) a.counters = static_cast<int*>(workspace);
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
-  cudaError_t err;
   const int variant = kernel_variant(p, hc);
-  if (variant == 7) {
-    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
-              : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
-  } else if (variant == 6) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
-              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
-  } else if (variant == 5) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
-              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
-  } else if (variant >= 2) {
-    const bool two_per_sm = variant == 3;
-    err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
-              : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
-  } else
-    err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
-  if (err != cudaSuccess || nsplit == 1 || combine == 3) return err;
+  cudaError_t err = launch_main(a, variant, hc, fp8, stream);
+  if (err == cudaErrorNotSupported && combine == 4) {
+    // The device holds no cluster of this size for this kernel (nothing was launched): partials + the
+    // chunked combine instead (the workspace has room for them either way).
+    combine = 2;
+    a.cluster_merge = 0;
+    err = launch_main(a, variant, hc, fp8, stream);
+  }
+  if (err != cudaSuccess || nsplit == 1 || combine >= 3) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the

@@ -99,6 +99,12 @@ struct SparseMlaParams {
   //     workspace, reset by that CTA) merges the other splits' partials from L2 itself; no second launch.
   //     Needs splits * heads_per_cta <= kMlaFusedMaxPartials and T * H / heads_per_cta <=
   //     kMlaCombineCounters; elsewhere the launcher runs 2 instead.
+  // 4 (appended in session 4) = cluster merge: the splits of one (token, head group) run as one thread-block
+  //     cluster and merge through distributed shared memory (each CTA writes 1 / splits of the output dims;
+  //     no fp32 partials in global memory, no second launch). Needs sm_90+ and splits in {2, 4, 8, 16}
+  //     (kMlaClusterMaxSplits), elsewhere the automatic merge runs; automatic (0) only where the planner
+  //     chose it (round 5's planner at T <= kMlaJointPlanMaxTokens). GLM5RT_MLA_COMBINE=4 forces it, 1-3
+  //     turn it off; GLM5RT_MLA_CLUSTER=0 keeps the planner from choosing it (round 5's plans and merges). A device that holds no such cluster of the kernel gets partials + chunked combine.
   int combine = 0;
   // Appended in round 5: how the plan (heads per CTA and split count) is chosen when they are automatic.
   // 0 = automatic: the round-5 planner (2) unless GLM5RT_MLA_PLANNER=1 is set in the environment;
@@ -123,6 +129,9 @@ inline constexpr int kMlaJointPlanMaxTokens = 8;
 inline constexpr int kMlaCombineCounters = 4096;
 inline constexpr size_t kMlaCombineCounterBytes = kMlaCombineCounters * sizeof(int32_t);
 inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: partial rows one CTA merges
+// The cluster merge (SparseMlaParams::combine = 4): at most this many splits (= CTAs per cluster; 16 needs
+// the non-portable cluster size, which H100 / H200 allow; a device that refuses it gets the chunked merge).
+inline constexpr int kMlaClusterMaxSplits = 16;
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them

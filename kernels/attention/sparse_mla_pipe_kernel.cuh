@@ -47,7 +47,10 @@ struct PipeCfg {
   static constexpr int kRawRowBytes = kMlaFp8RecordBytes;     // 656 B = 164 words: rows 4 banks apart too
   static constexpr int kRawTileBytes = kBT * kRawRowBytes;    // 10496
   static constexpr int kSlotBytes = FP8 ? kRawTileBytes : kTileBytes;
-  static constexpr int kStages = FP8 ? 6 : 4;
+  // bf16 8-head CTAs (session 4): 3 slots, so that three CTAs share an H100 / H200 SM (3 x 67 KB of shared
+  // memory, 121 registers x 128 threads): more CTAs in flight at T = 128 H = 8 (3 splits, 384 CTAs) instead of
+  // two with a deeper ring; at T = 1 a split's two steps are both issued in the prologue either way.
+  static constexpr int kStages = FP8 ? 6 : (HC == 8 ? 3 : 4);
   static constexpr int kOffDq = kStages * kSlotBytes;        // FP8: the dequantized bf16 tile
   static constexpr int kStageAreaBytes = kOffDq + (FP8 ? kTileBytes : 0);
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
@@ -76,11 +79,8 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const BlockCoords bc = block_coords<MINB == 1>(a, groups);
+  const int hg = bc.hg, split = bc.split, t = bc.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   float* stg = reinterpret_cast<float*>(smem);
   stage_outputs(acc, inv_l_s, stg, 0, d0, lane);
   __syncthreads();
-  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+  write_outputs<HC, C::kThreads, MINB == 1>(a, stg, lse_s, t, hg, split, tid);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail
