@@ -103,11 +103,8 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int smem = smem_per_sm();
   const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
   const int by_smem = smem / need;
-  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring). The
-  // pipelined kernel's bf16 8-head CTA (variants 2 / 3, and 7 with bf16 records) fits three too (session 4:
-  // 3-slot ring, 121 registers x 128 threads).
-  const bool fp8 = p.format == MlaCacheFormat::kFp8;
-  const bool reg3 = hc == 8 && (fp8 ? variant == 7 : (variant == 2 || variant == 3 || variant == 7));
+  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring).
+  const bool reg3 = variant == 7 && p.format == MlaCacheFormat::kFp8 && hc == 8;
   const int by_regs = reg3 ? 3 : (hc >= 32 && variant != 3) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
@@ -142,9 +139,7 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
   // Powers of two only: the grid the sweeps measured (and enough resolution for the model). Variant 7's
   // 8-head FP8 CTAs (three per H200 SM) also try 3 x 2^k, which fills 3 x 132 slots: measured at T=128
   // H=8, 3 splits 78.4 us against 2 splits 82.2 (round 6); the other variants' plans are unchanged.
-  // Session 4: likewise the bf16 8-head CTAs of the pipelined kernel (three per SM with their 3-slot ring).
-  const int v = kernel_variant(p, hc);
-  const bool thirds = hc == 8 && (p.format == MlaCacheFormat::kFp8 ? v == 7 : (v == 2 || v == 3 || v == 7));
+  const bool thirds = hc == 8 && p.format == MlaCacheFormat::kFp8 && kernel_variant(p, hc) == 7;
   int cands[64];
   int nc = 0;
   for (int w = 1; w <= max_s && nc < 32; w *= 2) cands[nc++] = w;
@@ -198,10 +193,11 @@ constexpr PlanModel kPlanModel[2] = {
 // (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
 // everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
 // calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
-// Session 4: the entries with a last field 1 use the cluster merge (combine = 4) and are taken where it can
-// run automatically (auto_cluster_ok), else the same shape's entry without it (round 5's plan): bf16 H = 128
-// at T = 1, 2, 4, 8 from the model with the cluster merge (before the session-4 device call; round 5
-// measured 8 x 16, 16 x 16, 32 x 8 and 32 x 4 with the chunked merge there: 13.46 / 16.85 / 23.79 / 38.22 us).
+// Session 4 (H200 sweep of 396 + 396 plans at T = 1, 2, 4, 8, bench/results/sparse_mla-h200-s4-small-plans.json,
+// FP8 now running variant 7): the entries whose plan was >= 3% slower than that sweep's best took the best
+// (FP8 T=1 H=64 32x64 -> 8x32 12.19 -> 10.55 us, T=1 H=128 32x32 -> 8x16, T=2 H=16 / 32 / 64, T=4 H=16 / 32;
+// bf16 T=2 H=16 8x64 -> 8x32); the others were its best or within 1%. The cluster flag (combine = 4) is
+// used only with GLM5RT_MLA_CLUSTER=1 (no entry sets it: the merge measured slower everywhere).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -210,21 +206,21 @@ struct MeasuredPlan {
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
-    {MlaCacheFormat::kBf16, 1, 128, 8, 16, 1},  {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
-    {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
-    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16, 1}, {MlaCacheFormat::kBf16, 2, 128, 16, 16},
+    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 32},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
+    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
     {MlaCacheFormat::kBf16, 4, 8, 8, 32},    {MlaCacheFormat::kBf16, 4, 16, 8, 32},
     {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
-    {MlaCacheFormat::kBf16, 4, 128, 16, 8, 1},  {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
     {MlaCacheFormat::kBf16, 8, 16, 8, 16},   {MlaCacheFormat::kBf16, 8, 32, 16, 16},
-    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 16, 4, 1},  {MlaCacheFormat::kBf16, 8, 128, 32, 4},
+    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
-    {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 32, 64},
-    {MlaCacheFormat::kFp8, 1, 128, 32, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
-    {MlaCacheFormat::kFp8, 2, 16, 16, 64},   {MlaCacheFormat::kFp8, 2, 32, 32, 64},
-    {MlaCacheFormat::kFp8, 2, 64, 32, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
-    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 16, 32},
-    {MlaCacheFormat::kFp8, 4, 32, 32, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
+    {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 8, 32},
+    {MlaCacheFormat::kFp8, 1, 128, 8, 16},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
+    {MlaCacheFormat::kFp8, 2, 16, 8, 64},   {MlaCacheFormat::kFp8, 2, 32, 8, 32},
+    {MlaCacheFormat::kFp8, 2, 64, 8, 16},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 8, 32},
+    {MlaCacheFormat::kFp8, 4, 32, 8, 16},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
     {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
     {MlaCacheFormat::kFp8, 8, 16, 16, 32},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
     {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
@@ -245,14 +241,16 @@ bool cluster_merge_ok(const SparseMlaParams& p, int hc, int s) {
   return has;
 }
 
-// The planner may choose the cluster merge by itself: GLM5RT_MLA_CLUSTER=0 in the environment (read once)
-// turns that off (round 5's plans and merges exactly; a forced combine = 4 still runs).
+// The planner may choose the cluster merge by itself only with GLM5RT_MLA_CLUSTER=1 in the environment (read
+// once): measured on the H200 (session 4) it was slower than the partials + combine at every plan that
+// matters (1.05-1.2x where the clusters fit at once, 1.5-2x where 16-CTA clusters do not: a cluster sits in
+// one GPC), so by default the planner never picks it; a forced combine = 4 still runs.
 bool auto_cluster_ok(const SparseMlaParams& p, int hc, int s) {
-  static const bool env_off = [] {
+  static const bool env_on = [] {
     const char* e = std::getenv("GLM5RT_MLA_CLUSTER");
-    return e != nullptr && std::atoi(e) == 0;
+    return e != nullptr && std::atoi(e) == 1;
   }();
-  return !env_off && cluster_merge_ok(p, hc, s);
+  return env_on && cluster_merge_ok(p, hc, s);
 }
 
 double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = false) {

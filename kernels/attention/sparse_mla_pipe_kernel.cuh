@@ -47,10 +47,7 @@ struct PipeCfg {
   static constexpr int kRawRowBytes = kMlaFp8RecordBytes;     // 656 B = 164 words: rows 4 banks apart too
   static constexpr int kRawTileBytes = kBT * kRawRowBytes;    // 10496
   static constexpr int kSlotBytes = FP8 ? kRawTileBytes : kTileBytes;
-  // bf16 8-head CTAs (session 4): 3 slots, so that three CTAs share an H100 / H200 SM (3 x 67 KB of shared
-  // memory, 121 registers x 128 threads): more CTAs in flight at T = 128 H = 8 (3 splits, 384 CTAs) instead of
-  // two with a deeper ring; at T = 1 a split's two steps are both issued in the prologue either way.
-  static constexpr int kStages = FP8 ? 6 : (HC == 8 ? 3 : 4);
+  static constexpr int kStages = FP8 ? 6 : 4;
   static constexpr int kOffDq = kStages * kSlotBytes;        // FP8: the dequantized bf16 tile
   static constexpr int kStageAreaBytes = kOffDq + (FP8 ? kTileBytes : 0);
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
