@@ -52,13 +52,13 @@ def cluster_ok(s):
     return 2 <= s <= 16 and s & (s - 1) == 0
 
 
-def features(T, H, hc, s, cl=False, topk=2048):
+def features(T, H, hc, s, cl=False, topk=2048, half=False):
     ntiles = math.ceil(topk / 32)
     tps = math.ceil(ntiles / s)
     steps = 2.0 * tps
     slots = SMS * (1 if hc == 32 else 2)
     waves = math.ceil(T * (H // hc) * s / slots)
-    mb = T * H * s * 2048 / 1e6
+    mb = T * H * s * (1024 if half else 2048) / 1e6  # half: bf16 partials (combine 5)
     f = np.zeros(NF)
     i = HCS.index(hc)
     f[i] = waves
@@ -119,8 +119,8 @@ def fit(path, consts):
         if not rs:
             new[fmt] = consts[fmt]
             continue
-        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0) == 4)
-                      for r in rs])
+        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0) == 4,
+                               half=r.get("combine", 0) == 5) for r in rs])
         y = np.array([r["graph_us"] for r in rs])
         w = 1.0 / y  # relative error
         active = [j for j in range(NF) if X[:, j].any()]

@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   // Session 4: --force-splits 1,2,3,4 also times the automatic kernel, variant 2 and variant 5 at these
   // forced split counts for T >= 32 (JSON "split_sweep", variant 0 / 2 / 5).
   std::vector<int> force_splits_list;
+  bool sweep_cluster = false;  // --sweep-cluster: the plan sweep also times the cluster merge (combine 4)
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -148,6 +149,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--force-splits") && i + 1 < argc) force_splits_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--sweep-cluster")) sweep_cluster = true;
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--sweep-cluster]\n",
                    argv[0]);
       return 2;
     }
@@ -222,7 +224,7 @@ int main(int argc, char** argv) {
     int heads_per_cta;  // 0 = automatic
     double us;
     int variant;  // kernel_variant of the timed configuration (0 = automatic)
-    int combine = 0;  // SparseMlaParams::combine of the timed configuration (4 = cluster merge; 0 = automatic)
+    int combine = 0;  // plan sweep: the merge it ran (sparse_mla_combine_kind: 2 fp32 chunked, 3 fused, 4 cluster, 5 bf16 chunked)
   };
   std::vector<Sweep> sweeps;
   cudaStream_t stream;
@@ -441,14 +443,19 @@ int main(int argc, char** argv) {
             if (c.T <= 4 && sp < 4) continue;  // likewise at 2-4 tokens (round 5's T = 8 sweep: 1-2 splits >= 2x)
             p.num_splits = sp;
             if (glm5rt::kernels::sparse_mla_num_splits(p) != sp) continue;  // clamped: timed already
-            // Session 4: each plan with the automatic merge (partials + combine) and, where it can run, the
-            // cluster merge (combine = 4: 2-16 splits).
-            for (int cb : {0, 4}) {
+            // Session 4: each plan with the automatic merge, the fp32 chunked one (2) and the bf16 chunked one
+            // (5), each once (a merge the plan resolves to one already timed is skipped); --sweep-cluster adds
+            // the cluster merge (4: 2-16 splits).
+            int kinds_seen[8] = {0};
+            for (int cb : {0, 2, 5, 4}) {
+              if (cb == 4 && !sweep_cluster) continue;
               p.combine = cb;
-              if (cb == 4 && glm5rt::kernels::sparse_mla_combine_kind(p) != 4) continue;
+              const int kind = glm5rt::kernels::sparse_mla_combine_kind(p);
+              if ((cb == 4 && kind != 4) || kinds_seen[kind]) continue;
+              kinds_seen[kind] = 1;
               const double us = time_config(sp, &e);
-              sweeps.push_back({c.T, c.H, c.fmt, sp, hc, us, 0, cb});
-              if (us < best_us) best_us = us, best_hc = hc, best_splits = sp, best_combine = cb;
+              sweeps.push_back({c.T, c.H, c.fmt, sp, hc, us, 0, kind});
+              if (us < best_us) best_us = us, best_hc = hc, best_splits = sp, best_combine = kind;
             }
             p.combine = 0;
           }
@@ -457,9 +464,9 @@ int main(int argc, char** argv) {
         p.num_splits = 0;
       }
       std::printf("plan    %-4s T=%5d H=%3d  auto: %2d heads/CTA x %2d splits merge %d %7.2f us | round 4: %2d x %2d %7.2f us"
-                  " | best swept: %2d x %2d%s %7.2f us | r4 / auto %.3f, best / auto %.3f\n",
+                  " | best swept: %2d x %2d merge %d %7.2f us | r4 / auto %.3f, best / auto %.3f\n",
                   c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_hc, auto_splits, auto_combine, g_us,
-                  old_hc, old_splits, old_us, best_hc, best_splits, best_combine == 4 ? " cluster" : "", best_us,
+                  old_hc, old_splits, old_us, best_hc, best_splits, best_combine, best_us,
                   old_us / g_us, best_us / g_us);
     } else if (combine_compare) {
       // Old first, then the new ones, then old again: the two old timings bracket drift (reported: the mean).

@@ -253,6 +253,12 @@ bool auto_cluster_ok(const SparseMlaParams& p, int hc, int s) {
   return env_on && cluster_merge_ok(p, hc, s);
 }
 
+// The chunked merge the automatic choice runs where the fused one cannot (session 4): 5 = bf16 partials
+// (half the bytes of 2's fp32 ones). One-line flip back to fp32 partials: 5 -> 2 (or, without a rebuild,
+// GLM5RT_MLA_COMBINE=2, which also replaces the fused merge).
+constexpr int kAutoChunkedMerge = 5;
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc, bool plan_cluster);
+
 double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = false) {
   const PlanModel& m = kPlanModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
   const int ntiles = num_tiles(p);
@@ -262,7 +268,9 @@ double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = fals
   const double slots = static_cast<double>(sm_count(p)) * ctas_per_sm(p, hc);
   const double waves = std::ceil(ctas / slots);
   const int i = hc_index(hc);
-  const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * 4 / 1e6;
+  // Partial bytes: 2 per value where the merge is the bf16 chunked one (combine 5), else 4.
+  const int value_bytes = s > 1 && !cluster && combine_mode(p, s, hc, false) == 5 ? 2 : 4;
+  const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * value_bytes / 1e6;
   const double merge = s <= 1 ? 0.0 : cluster ? m.cluster_us : m.merge_us + m.merge_us_per_mb * mb;
   return waves * (m.cta_us[i] + m.step_us[i] * steps) + merge;
 }
@@ -414,7 +422,8 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
 // before the first is used (up to 32 float4 per thread = the whole 64 KB of a 128-split row quarter in
 // one L2 round trip, where round 3's kernel made nsplit / 8 dependent rounds). The split LSEs are loaded
 // at the same time, one per thread; the four warps' sums meet in shared memory.
-template <int KPER>  // splits per warp, >= ceil(nsplit / 4): the launcher picks the smallest power of two
+// BF16 (combine = 5, session 4): the partials are bf16 (half the bytes), loaded raw and widened when used.
+template <int KPER, bool BF16 = false>  // KPER: splits per warp, >= ceil(nsplit / 4): the smallest power of two
 __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* __restrict__ part_o,
                                                                   const float* __restrict__ part_lse, int nsplit,
                                                                   int64_t rows, __nv_bfloat16* __restrict__ out,
@@ -431,13 +440,18 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
   const int d = quarter * 128 + lane * 4;
   const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
   constexpr int kPer = KPER;
-  float4 x[kPer];
+  float4 x[BF16 ? 1 : kPer];
+  uint2 xb[BF16 ? kPer : 1];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     // Unconditional loads, pinned before the barriers (see ld_cg_pinned): past nsplit the address is
     // clamped to the last split, an L2 hit that gets weight 0 below.
     const int s = min(warp + 4 * i, nsplit - 1);
-    x[i] = sparse_mla_detail::ld_cg_pinned(part_o + (s * rows + row) * kMlaLatentDim + d);
+    if constexpr (BF16)
+      xb[i] = sparse_mla_detail::ld_cg_pinned_u2(reinterpret_cast<const __nv_bfloat16*>(part_o) +
+                                                 (s * rows + row) * kMlaLatentDim + d);
+    else
+      x[i] = sparse_mla_detail::ld_cg_pinned(part_o + (s * rows + row) * kMlaLatentDim + d);
   }
   const SplitWeights sw = split_weights_128(ls, w_s, red);
   const float m = sw.m, wsum = sw.wsum;
@@ -445,11 +459,19 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int s = warp + 4 * i;
-    const float ws = s < nsplit ? w_s[s] : 0.f;  // x is 0 there too; never read w_s out of range
-    o.x += ws * x[i].x;
-    o.y += ws * x[i].y;
-    o.z += ws * x[i].z;
-    o.w += ws * x[i].w;
+    const float ws = s < nsplit ? w_s[s] : 0.f;  // never read w_s out of range
+    float4 v;
+    if constexpr (BF16) {
+      // bf16 -> fp32 is a 16-bit shift of each half.
+      v = make_float4(__uint_as_float(xb[i].x << 16), __uint_as_float(xb[i].x & 0xffff0000u),
+                      __uint_as_float(xb[i].y << 16), __uint_as_float(xb[i].y & 0xffff0000u));
+    } else {
+      v = x[i];
+    }
+    o.x += ws * v.x;
+    o.y += ws * v.y;
+    o.z += ws * v.z;
+    o.w += ws * v.w;
   }
   part[warp][lane] = o;
   __syncthreads();
@@ -478,20 +500,22 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 // can time or fall back to the old path without a rebuild; an explicit params.combine wins over both.
 // Session 4: 4 = the cluster merge, automatic where the plan chose it (plan_cluster); forced (params or
 // GLM5RT_MLA_COMBINE=4) it runs wherever it can (cluster_merge_ok), else the automatic rule decides.
+// 5 = the chunked combine over bf16 partials; the automatic chunked merge is kAutoChunkedMerge.
 int combine_mode(const SparseMlaParams& p, int nsplit, int hc, bool plan_cluster) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_COMBINE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 4 ? v : 0;
+    return v >= 1 && v <= 5 ? v : 0;
   }();
-  int mode = p.combine >= 1 && p.combine <= 4 ? p.combine : env;
+  int mode = p.combine >= 1 && p.combine <= 5 ? p.combine : env;
   if (mode == 0 && plan_cluster) mode = 4;
   if (mode == 4 && !cluster_merge_ok(p, hc, nsplit)) mode = 0;
   if (mode == 4) return 4;
-  if (mode == 0) mode = nsplit * hc <= kMlaFusedMaxPartials ? 3 : 2;
   const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   // Too many partials for one CTA (its loads are sized at compile time) or not enough counters: chunked.
-  if (mode == 3 && (groups > kMlaCombineCounters || nsplit * hc > kMlaFusedMaxPartials)) mode = 2;
+  const bool fused_ok = groups <= kMlaCombineCounters && nsplit * hc <= kMlaFusedMaxPartials;
+  if (mode == 0) return fused_ok ? 3 : kAutoChunkedMerge;
+  if (mode == 3 && !fused_ok) return 2;
   return mode;
 }
 
@@ -553,7 +577,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 4 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 5 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
@@ -591,6 +615,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.cluster) : 0;
   a.counters = nullptr;
   a.cluster_merge = combine == 4 ? 1 : 0;
+  a.part_bf16 = combine == 5 ? 1 : 0;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
@@ -604,9 +629,10 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     // chunked combine instead (the workspace has room for them either way).
     combine = 2;
     a.cluster_merge = 0;
+    a.part_bf16 = 0;
     err = launch_main(a, variant, hc, fp8, stream);
   }
-  if (err != cudaSuccess || nsplit == 1 || combine >= 3) return err;
+  if (err != cudaSuccess || nsplit == 1 || combine == 3 || combine == 4) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the
@@ -616,7 +642,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return cudaErrorInvalidDevice;
   cudaLaunchConfig_t cfg{};
-  const bool chunked = combine == 2;
+  const bool chunked = combine == 2 || combine == 5;
   if (chunked && out_rows * 4 > 0x7fffffff) return cudaErrorInvalidValue;
   cfg.gridDim = dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows));
   cfg.blockDim = dim3(kMaxSplits);
@@ -632,12 +658,20 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   auto kernel = sparse_mla_combine;
   if (chunked) {
     const int per = (nsplit + 3) / 4;
-    kernel = per <= 1   ? sparse_mla_combine_chunked<1>
-             : per <= 2 ? sparse_mla_combine_chunked<2>
-             : per <= 4 ? sparse_mla_combine_chunked<4>
-             : per <= 8 ? sparse_mla_combine_chunked<8>
-             : per <= 16 ? sparse_mla_combine_chunked<16>
-                         : sparse_mla_combine_chunked<32>;
+    if (combine == 5)
+      kernel = per <= 1   ? sparse_mla_combine_chunked<1, true>
+               : per <= 2 ? sparse_mla_combine_chunked<2, true>
+               : per <= 4 ? sparse_mla_combine_chunked<4, true>
+               : per <= 8 ? sparse_mla_combine_chunked<8, true>
+               : per <= 16 ? sparse_mla_combine_chunked<16, true>
+                           : sparse_mla_combine_chunked<32, true>;
+    else
+      kernel = per <= 1   ? sparse_mla_combine_chunked<1>
+               : per <= 2 ? sparse_mla_combine_chunked<2>
+               : per <= 4 ? sparse_mla_combine_chunked<4>
+               : per <= 8 ? sparse_mla_combine_chunked<8>
+               : per <= 16 ? sparse_mla_combine_chunked<16>
+                           : sparse_mla_combine_chunked<32>;
   }
   err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
   if (err != cudaSuccess && cfg.numAttrs > 0) {

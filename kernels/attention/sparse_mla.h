@@ -105,6 +105,9 @@ struct SparseMlaParams {
   //     (kMlaClusterMaxSplits), elsewhere the automatic merge runs; automatic (0) only where the planner
   //     chose it (round 5's planner at T <= kMlaJointPlanMaxTokens). GLM5RT_MLA_COMBINE=4 forces it, 1-3
   //     turn it off; GLM5RT_MLA_CLUSTER=0 keeps the planner from choosing it (round 5's plans and merges). A device that holds no such cluster of the kernel gets partials + chunked combine.
+  // 5 (appended in session 4) = chunked combine over bf16 partials: the main kernel rounds its normalised
+  //     partial output to bf16 (the split LSEs stay fp32), half the bytes to write and to merge; the
+  //     automatic choice where the fused merge cannot run (GLM5RT_MLA_COMBINE=2 = the fp32 partials).
   int combine = 0;
   // Appended in round 5: how the plan (heads per CTA and split count) is chosen when they are automatic.
   // 0 = automatic: the round-5 planner (2) unless GLM5RT_MLA_PLANNER=1 is set in the environment;

@@ -251,7 +251,8 @@ constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 0};
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
 // 4 = the cluster merge (session 4; sm_90+ with 2, 4, 8 or 16 splits, elsewhere the automatic merge).
-constexpr int kCombines[] = {1, 2, 3, 4};
+// 5 = chunked combine over bf16 partials (session 4).
+constexpr int kCombines[] = {1, 2, 3, 4, 5};
 
 // Whether the current device runs thread-block clusters (the cluster merge needs sm_90+).
 bool device_has_clusters() {
@@ -713,7 +714,7 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.kernel_variant = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
   REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) <= (1u << 20));
-  p.combine = 5;  // no such combine
+  p.combine = 6;  // no such combine
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.combine = -1;
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
