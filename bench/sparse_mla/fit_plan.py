@@ -79,25 +79,36 @@ def cost(c, T, H, hc, s, cl=False):
     return float(features(T, H, hc, s, cl) @ vec(c))
 
 
-def candidates(T, H, topk=2048):
+def auto_kind(T, H, hc, s):
+    """The merge the automatic choice runs (combine_mode): 3 fused, 5 bf16 chunked, 0 none."""
+    if s <= 1:
+        return 0
+    return 3 if s * hc <= 32 and T * H // hc <= 4096 else 5
+
+
+def candidates(T, H, topk=2048, cluster=False):
     ntiles = math.ceil(topk / 32)
     for hc in (32, 16, 8):  # the planner's order: a tie keeps the larger group
         if hc > H or H % hc:
             continue
         s = 1
         while s <= min(ntiles, 128):
-            yield hc, s, False
-            if cluster_ok(s):
-                yield hc, s, True
+            yield hc, s, auto_kind(T, H, hc, s)
+            if cluster and cluster_ok(s):  # only with GLM5RT_MLA_CLUSTER=1
+                yield hc, s, 4
             s *= 2
+
+
+def cost_kind(c, T, H, hc, s, kind):
+    return float(features(T, H, hc, s, kind == 4, half=kind == 5) @ vec(c))
 
 
 def pick(c, T, H):
     best, bc = None, 1e300
-    for hc, s, cl in candidates(T, H):
-        v = cost(c, T, H, hc, s, cl)
+    for hc, s, kind in candidates(T, H):
+        v = cost_kind(c, T, H, hc, s, kind)
         if v < bc - 1e-9:
-            best, bc = (hc, s, cl), v
+            best, bc = (hc, s, kind), v
     return best, bc
 
 
@@ -105,9 +116,8 @@ def predict(consts):
     for fmt in ("bf16", "fp8"):
         for T in (1, 2, 4, 8):
             for H in (8, 16, 32, 64, 128):
-                (hc, s, cl), v = pick(consts[fmt], T, H)
-                print(f"{fmt:4} T={T} H={H:3}: {hc:2} heads/CTA x {s:2} splits{' cluster' if cl else ''},"
-                      f" model {v:6.2f} us")
+                (hc, s, kind), v = pick(consts[fmt], T, H)
+                print(f"{fmt:4} T={T} H={H:3}: {hc:2} heads/CTA x {s:2} splits, merge {kind}, model {v:6.2f} us")
 
 
 def fit(path, consts):
@@ -150,9 +160,9 @@ def fit(path, consts):
     print("picks (measured us of the pick / of the measured best; 'r5 now' = the constants in sparse_mla.cu):")
     meas = {}
     for r in rows:
-        meas[(r["format"], r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0) == 4)] = r["graph_us"]
+        meas[(r["format"], r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0))] = r["graph_us"]
     shapes = sorted({(r["format"], r["T"], r["H"]) for r in rows})
-    tag = lambda hc, s, cl: f"{hc:2}x{s:2}{'c' if cl else ' '}"
+    tag = lambda hc, s, k: f"{hc:2}x{s:2} m{k}"
     for fmt, T, H in shapes:
         grid = {(hc, s, cl): v for (f_, t_, h_, hc, s, cl), v in meas.items() if (f_, t_, h_) == (fmt, T, H)}
         (bh, bs, bc), bv = min(grid.items(), key=lambda kv: kv[1])
@@ -161,7 +171,7 @@ def fit(path, consts):
         nv = grid.get((nh, ns, nc), float("nan"))
         ov = grid.get((oh, os_, oc), float("nan"))
         print(f"  {fmt:4} T={T} H={H:3}: best {tag(bh, bs, bc)} {bv:6.2f} | fitted pick {tag(nh, ns, nc)} {nv:6.2f}"
-              f" ({nv / bv:.3f}) | now {tag(oh, os_, oc)} {ov:6.2f} ({ov / bv:.3f})  (c = cluster merge)")
+              f" ({nv / bv:.3f}) | now {tag(oh, os_, oc)} {ov:6.2f} ({ov / bv:.3f})  (m = merge kind)")
 
 
 def main():

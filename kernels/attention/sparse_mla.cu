@@ -193,34 +193,39 @@ constexpr PlanModel kPlanModel[2] = {
 // (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
 // everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
 // calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
-// Session 4 (H200 sweep of 396 + 396 plans at T = 1, 2, 4, 8, bench/results/sparse_mla-h200-s4-small-plans.json,
-// FP8 now running variant 7): the entries whose plan was >= 3% slower than that sweep's best took the best
-// (FP8 T=1 H=64 32x64 -> 8x32 12.19 -> 10.55 us, T=1 H=128 32x32 -> 8x16, T=2 H=16 / 32 / 64, T=4 H=16 / 32;
-// bf16 T=2 H=16 8x64 -> 8x32); the others were its best or within 1%. The cluster flag (combine = 4) is
-// used only with GLM5RT_MLA_CLUSTER=1 (no entry sets it: the merge measured slower everywhere).
+// Session 4, two H200 sweeps (bench/results/sparse_mla-h200-s4-small*-plans.json; FP8 now runs variant 7, which
+// the round-5 entries predate; call 2 with bf16 partials, combine 5, as the automatic chunked merge): an entry
+// whose plan was > 1.5% slower than the sweep's best took the best plan and, where it was not the automatic
+// merge, that merge (e.g. bf16 T=2 / 4 H=8 with fp32 partials: 7.77 / 9.18 against 8.16 / 9.48 us with bf16
+// ones); FP8 T=1 H=64 32x64 -> 8x32 (12.19 -> 10.45 us), T=1 H=128 -> 16x32 (15.47 -> 13.82), T=2 H=16 / 32 / 64,
+// T=4 H=16 / 32; bf16 T=8 H=8 / 16 / 64. Every entry ran in that call's tests (planner grids: every heads per
+// CTA x split count x merge).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
-  int cluster;  // 1 = the cluster merge (combine = 4; session 4), 0 = combine_mode's automatic rule
+  // Session 4: the merge, as SparseMlaParams::combine (0 = combine_mode's automatic rule; 2 / 5 = fp32 / bf16
+  // partials + chunked combine; 4 = cluster merge, taken only with GLM5RT_MLA_CLUSTER=1, else the shape's
+  // other entry).
+  int merge;
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
-    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
-    {MlaCacheFormat::kBf16, 2, 16, 8, 32},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
+    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
     {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
-    {MlaCacheFormat::kBf16, 4, 8, 8, 32},    {MlaCacheFormat::kBf16, 4, 16, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32},
     {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
-    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
-    {MlaCacheFormat::kBf16, 8, 16, 8, 16},   {MlaCacheFormat::kBf16, 8, 32, 16, 16},
-    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
+    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
+    {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 16, 16},
+    {MlaCacheFormat::kBf16, 8, 64, 32, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
     {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 8, 32},
-    {MlaCacheFormat::kFp8, 1, 128, 8, 16},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
-    {MlaCacheFormat::kFp8, 2, 16, 8, 64},   {MlaCacheFormat::kFp8, 2, 32, 8, 32},
-    {MlaCacheFormat::kFp8, 2, 64, 8, 16},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 1, 128, 16, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
+    {MlaCacheFormat::kFp8, 2, 16, 8, 64},    {MlaCacheFormat::kFp8, 2, 32, 8, 32},
+    {MlaCacheFormat::kFp8, 2, 64, 16, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
     {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 8, 32},
-    {MlaCacheFormat::kFp8, 4, 32, 8, 16},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 32, 16, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
     {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
     {MlaCacheFormat::kFp8, 8, 16, 16, 32},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
     {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
@@ -257,7 +262,7 @@ bool auto_cluster_ok(const SparseMlaParams& p, int hc, int s) {
 // (half the bytes of 2's fp32 ones). One-line flip back to fp32 partials: 5 -> 2 (or, without a rebuild,
 // GLM5RT_MLA_COMBINE=2, which also replaces the fused merge).
 constexpr int kAutoChunkedMerge = 5;
-int combine_mode(const SparseMlaParams& p, int nsplit, int hc, bool plan_cluster);
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge);
 
 double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = false) {
   const PlanModel& m = kPlanModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
@@ -269,7 +274,7 @@ double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = fals
   const double waves = std::ceil(ctas / slots);
   const int i = hc_index(hc);
   // Partial bytes: 2 per value where the merge is the bf16 chunked one (combine 5), else 4.
-  const int value_bytes = s > 1 && !cluster && combine_mode(p, s, hc, false) == 5 ? 2 : 4;
+  const int value_bytes = s > 1 && !cluster && combine_mode(p, s, hc, 0) == 5 ? 2 : 4;
   const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * value_bytes / 1e6;
   const double merge = s <= 1 ? 0.0 : cluster ? m.cluster_us : m.merge_us + m.merge_us_per_mb * mb;
   return waves * (m.cta_us[i] + m.step_us[i] * steps) + merge;
@@ -278,13 +283,13 @@ double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = fals
 struct Plan {
   int hc = 0;      // heads per CTA (0: invalid parameters)
   int splits = 1;
-  bool cluster = false;  // the automatic merge is the cluster merge (combine = 4)
+  int merge = 0;   // the merge when combine is automatic: 0 = combine_mode's rule, else its combine value
 };
 
 // Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5, each with the
 // partials + combine and (session 4, where it can run) with the cluster merge.
 Plan plan_r5_for(const SparseMlaParams& p, int hc) {
-  Plan best{hc, effective_splits(p, 1), false};
+  Plan best{hc, effective_splits(p, 1), 0};
   double best_cost = 1e300;
   const int ntiles = num_tiles(p);
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
@@ -297,7 +302,7 @@ Plan plan_r5_for(const SparseMlaParams& p, int hc) {
       if (c < best_cost - 1e-9) {
         best_cost = c;
         best.splits = s;
-        best.cluster = cl;
+        best.merge = cl ? 4 : 0;
       }
     }
   }
@@ -318,13 +323,13 @@ Plan plan(const SparseMlaParams& p) {
     for (const MeasuredPlan& m : kMeasuredPlans) {
       if (m.format != p.format || m.tokens != p.num_tokens || m.heads != p.num_heads) continue;
       const int s = effective_splits(p, m.splits);
-      if (m.cluster == 0) {
+      if (m.merge != 4) {
         if (plain == nullptr) plain = &m;
       } else if (auto_cluster_ok(p, m.hc, s)) {
-        return Plan{m.hc, s, true};
+        return Plan{m.hc, s, 4};
       }
     }
-    if (plain != nullptr) return Plan{plain->hc, effective_splits(p, plain->splits), false};
+    if (plain != nullptr) return Plan{plain->hc, effective_splits(p, plain->splits), plain->merge};
   }
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).
@@ -333,7 +338,7 @@ Plan plan(const SparseMlaParams& p) {
   for (int hc : {32, 16, 8}) {
     if (hc > p.num_heads || p.num_heads % hc != 0) continue;
     const Plan c = plan_r5_for(p, hc);
-    const double cost = plan_cost_r5(p, c.hc, c.splits, c.cluster);
+    const double cost = plan_cost_r5(p, c.hc, c.splits, c.merge == 4);
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
       best = c;
@@ -498,17 +503,18 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 // Automatic: fused where a row group's partials are small (one CTA merges nsplit * HC partial rows), else
 // chunked. GLM5RT_MLA_COMBINE=1/2/3 overrides the automatic choice (read once per process) so that a run
 // can time or fall back to the old path without a rebuild; an explicit params.combine wins over both.
-// Session 4: 4 = the cluster merge, automatic where the plan chose it (plan_cluster); forced (params or
+// Session 4: a plan may name its merge (plan_merge: kMeasuredPlans, or 4 from the model with
+// GLM5RT_MLA_CLUSTER=1), used when combine is automatic. 4 = the cluster merge; forced (params or
 // GLM5RT_MLA_COMBINE=4) it runs wherever it can (cluster_merge_ok), else the automatic rule decides.
 // 5 = the chunked combine over bf16 partials; the automatic chunked merge is kAutoChunkedMerge.
-int combine_mode(const SparseMlaParams& p, int nsplit, int hc, bool plan_cluster) {
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_COMBINE");
     const int v = e ? std::atoi(e) : 0;
     return v >= 1 && v <= 5 ? v : 0;
   }();
   int mode = p.combine >= 1 && p.combine <= 5 ? p.combine : env;
-  if (mode == 0 && plan_cluster) mode = 4;
+  if (mode == 0) mode = plan_merge;  // the plan's own merge (kMeasuredPlans), if any
   if (mode == 4 && !cluster_merge_ok(p, hc, nsplit)) mode = 0;
   if (mode == 4) return 4;
   const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
@@ -559,7 +565,7 @@ int sparse_mla_combine_kind(const SparseMlaParams& p) {
   if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || requested_heads_per_cta(p) == 0) return 0;
   const Plan pl = plan(p);
   if (pl.splits <= 1) return 0;
-  return combine_mode(p, pl.splits, pl.hc, pl.cluster);
+  return combine_mode(p, pl.splits, pl.hc, pl.merge);
 }
 
 size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
@@ -612,7 +618,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.num_pools = p.num_pools;
   a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
-  int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.cluster) : 0;
+  int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
   a.cluster_merge = combine == 4 ? 1 : 0;
   a.part_bf16 = combine == 5 ? 1 : 0;
