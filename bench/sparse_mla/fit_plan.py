@@ -4,8 +4,8 @@
 The model (kernels/attention/sparse_mla.cu, plan_cost_r5), in microseconds, for hc heads per CTA and s
 splits of a launch with T query tokens, H heads, top-k K:
     waves * (cta_us[hc] + step_us[hc] * steps) + (s > 1 ? merge_us + merge_us_per_mb * MB : 0)
-    (session 4: a plan with the cluster merge, combine = 4, 2-16 splits, pays cluster_us instead of the
-    merge terms)
+    (session 4: MB counts 2 bytes per value where the merge is the bf16-partials chunked one, combine 5:
+    the automatic choice where the fused merge cannot run)
     steps = 2 * ceil(ceil(K / 32) / s)      (16-token steps per split)
     waves = ceil(T * H / hc * s / (SMs * CTAs per SM))
     MB    = T * H * s * 2048 / 1e6          (fp32 partials, written by the main kernel, read by the merge)
@@ -37,22 +37,18 @@ HCS = (8, 16, 32)
 def read_constants():
     src = open(os.path.join(ROOT, "kernels/attention/sparse_mla.cu")).read()
     m = re.search(r"kPlanModel\[2\] = \{(.*?)\n\};", src, re.S)
-    rows = re.findall(r"\{\{([^}]*)\}, \{([^}]*)\}, ([0-9.eE+-]+), ([0-9.eE+-]+), ([0-9.eE+-]+)\}", m.group(1))
+    rows = re.findall(r"\{\{([^}]*)\}, \{([^}]*)\}, ([0-9.eE+-]+), ([0-9.eE+-]+)\}", m.group(1))
     out = []
-    for cta, step, mu, mmb, cl in rows:
+    for cta, step, mu, mmb in rows:
         out.append({"cta": [float(x) for x in cta.split(",")], "step": [float(x) for x in step.split(",")],
-                    "merge": float(mu), "mb": float(mmb), "cluster": float(cl)})
+                    "merge": float(mu), "mb": float(mmb)})
     return {"bf16": out[0], "fp8": out[1]}
 
 
-NF = 9  # cta_us x 3, step_us x 3, merge_us, merge_us_per_mb, cluster_us
+NF = 8  # cta_us x 3, step_us x 3, merge_us, merge_us_per_mb
 
 
-def cluster_ok(s):
-    return 2 <= s <= 16 and s & (s - 1) == 0
-
-
-def features(T, H, hc, s, cl=False, topk=2048, half=False):
+def features(T, H, hc, s, topk=2048, half=False):
     ntiles = math.ceil(topk / 32)
     tps = math.ceil(ntiles / s)
     steps = 2.0 * tps
@@ -63,20 +59,14 @@ def features(T, H, hc, s, cl=False, topk=2048, half=False):
     i = HCS.index(hc)
     f[i] = waves
     f[3 + i] = waves * steps
-    if s > 1 and cl:
-        f[8] = 1.0
-    elif s > 1:
+    if s > 1:
         f[6] = 1.0
         f[7] = mb
     return f
 
 
 def vec(c):
-    return np.array(c["cta"] + c["step"] + [c["merge"], c["mb"], c["cluster"]])
-
-
-def cost(c, T, H, hc, s, cl=False):
-    return float(features(T, H, hc, s, cl) @ vec(c))
+    return np.array(c["cta"] + c["step"] + [c["merge"], c["mb"]])
 
 
 def auto_kind(T, H, hc, s):
@@ -86,7 +76,7 @@ def auto_kind(T, H, hc, s):
     return 3 if s * hc <= 32 and T * H // hc <= 4096 else 5
 
 
-def candidates(T, H, topk=2048, cluster=False):
+def candidates(T, H, topk=2048):
     ntiles = math.ceil(topk / 32)
     for hc in (32, 16, 8):  # the planner's order: a tie keeps the larger group
         if hc > H or H % hc:
@@ -94,13 +84,11 @@ def candidates(T, H, topk=2048, cluster=False):
         s = 1
         while s <= min(ntiles, 128):
             yield hc, s, auto_kind(T, H, hc, s)
-            if cluster and cluster_ok(s):  # only with GLM5RT_MLA_CLUSTER=1
-                yield hc, s, 4
             s *= 2
 
 
 def cost_kind(c, T, H, hc, s, kind):
-    return float(features(T, H, hc, s, kind == 4, half=kind == 5) @ vec(c))
+    return float(features(T, H, hc, s, half=kind == 5) @ vec(c))
 
 
 def pick(c, T, H):
@@ -122,15 +110,16 @@ def predict(consts):
 
 def fit(path, consts):
     d = json.load(open(path))
-    rows = [r for r in d["split_sweep"] if r.get("heads_per_cta", 0) in HCS]
+    # Session 4's first call also timed a cluster merge (combine 4, since removed): not part of the model.
+    rows = [r for r in d["split_sweep"] if r.get("heads_per_cta", 0) in HCS and r.get("combine", 0) != 4]
     new = {}
     for fmt in ("bf16", "fp8"):
         rs = [r for r in rows if r["format"] == fmt]
         if not rs:
             new[fmt] = consts[fmt]
             continue
-        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0) == 4,
-                               half=r.get("combine", 0) == 5) for r in rs])
+        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"], half=r.get("combine", 0) == 5)
+                      for r in rs])
         y = np.array([r["graph_us"] for r in rs])
         w = 1.0 / y  # relative error
         active = [j for j in range(NF) if X[:, j].any()]
@@ -146,8 +135,7 @@ def fit(path, consts):
         for j in range(NF):
             if j not in active and X[:, j].any():
                 coef[j] = 0.0
-        new[fmt] = {"cta": list(coef[0:3]), "step": list(coef[3:6]), "merge": coef[6], "mb": coef[7],
-                    "cluster": coef[8]}
+        new[fmt] = {"cta": list(coef[0:3]), "step": list(coef[3:6]), "merge": coef[6], "mb": coef[7]}
         pred = X @ coef
         rel = np.abs(pred - y) / y
         print(f"{fmt}: {len(rs)} points, model error median {np.median(rel):.3f}, max {rel.max():.3f}")
@@ -155,8 +143,7 @@ def fit(path, consts):
     for fmt in ("bf16", "fp8"):
         c = new[fmt]
         f = lambda v: ", ".join(f"{x:.3g}" for x in v)
-        print(f"    /* {fmt:4} */ {{{{{f(c['cta'])}}}, {{{f(c['step'])}}}, {c['merge']:.3g}, {c['mb']:.3g},"
-              f" {c['cluster']:.3g}}},")
+        print(f"    /* {fmt:4} */ {{{{{f(c['cta'])}}}, {{{f(c['step'])}}}, {c['merge']:.3g}, {c['mb']:.3g}}},")
     print("picks (measured us of the pick / of the measured best; 'r5 now' = the constants in sparse_mla.cu):")
     meas = {}
     for r in rows:

@@ -129,7 +129,6 @@ int main(int argc, char** argv) {
   // Session 4: --force-splits 1,2,3,4 also times the automatic kernel, variant 2 and variant 5 at these
   // forced split counts for T >= 32 (JSON "split_sweep", variant 0 / 2 / 5).
   std::vector<int> force_splits_list;
-  bool sweep_cluster = false;  // --sweep-cluster: the plan sweep also times the cluster merge (combine 4)
   auto parse_list = [](const char* a) {
     std::vector<int> v;
     for (const char* c = a; *c;) {
@@ -149,7 +148,6 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--force-splits") && i + 1 < argc) force_splits_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--sweep-cluster")) sweep_cluster = true;
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -157,7 +155,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--sweep-cluster]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3]\n",
                    argv[0]);
       return 2;
     }
@@ -224,7 +222,7 @@ int main(int argc, char** argv) {
     int heads_per_cta;  // 0 = automatic
     double us;
     int variant;  // kernel_variant of the timed configuration (0 = automatic)
-    int combine = 0;  // plan sweep: the merge it ran (sparse_mla_combine_kind: 2 fp32 chunked, 3 fused, 4 cluster, 5 bf16 chunked)
+    int combine = 0;  // plan sweep: the merge it ran (sparse_mla_combine_kind: 2 fp32 chunked, 3 fused, 5 bf16 chunked; 4 = session 4's removed cluster merge)
   };
   std::vector<Sweep> sweeps;
   cudaStream_t stream;
@@ -444,14 +442,12 @@ int main(int argc, char** argv) {
             p.num_splits = sp;
             if (glm5rt::kernels::sparse_mla_num_splits(p) != sp) continue;  // clamped: timed already
             // Session 4: each plan with the automatic merge, the fp32 chunked one (2) and the bf16 chunked one
-            // (5), each once (a merge the plan resolves to one already timed is skipped); --sweep-cluster adds
-            // the cluster merge (4: 2-16 splits).
+            // (5), each once (a merge the plan resolves to one already timed is skipped).
             int kinds_seen[8] = {0};
-            for (int cb : {0, 2, 5, 4}) {
-              if (cb == 4 && !sweep_cluster) continue;
+            for (int cb : {0, 2, 5}) {
               p.combine = cb;
               const int kind = glm5rt::kernels::sparse_mla_combine_kind(p);
-              if ((cb == 4 && kind != 4) || kinds_seen[kind]) continue;
+              if (kinds_seen[kind]) continue;
               kinds_seen[kind] = 1;
               const double us = time_config(sp, &e);
               sweeps.push_back({c.T, c.H, c.fmt, sp, hc, us, 0, kind});

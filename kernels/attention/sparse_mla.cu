@@ -44,15 +44,6 @@ int smem_per_sm() {
   return smem;
 }
 
-// Thread-block clusters (the cluster merge, combine = 4) need sm_90+.
-bool device_has_clusters() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return false;
-  return major >= 9;
-}
-
 // Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
 int planner_mode(const SparseMlaParams& p) {
   static const int env = [] {
@@ -175,7 +166,6 @@ struct PlanModel {
   double step_us[3];
   double merge_us;
   double merge_us_per_mb;
-  double cluster_us;  // session 4: the cluster merge (combine = 4) in place of the merge terms
 };
 // Fitted by fit_plan.py to the second round-5 H200 sweep (bench/results/sparse_mla-h200-round5b.json: 504
 // timed plans at T = 1, 2, 4 and 8, H = 8..128; median model error 2.6% bf16 / 2.4% FP8, worst 15% / 11%).
@@ -184,8 +174,8 @@ struct PlanModel {
 // (solved from round 4's 9 points) bf16 {4.1, 5.0, 2.6}, {0.74, 0.75, 1.23}, 0.6, 0.65 and FP8 {3.9, 3.3,
 // 2.7}, {1.57, 1.86, 1.89}, 0.6, 0.65.
 constexpr PlanModel kPlanModel[2] = {
-    /* bf16 */ {{1.72, 2.02, 2.55}, {0.779, 0.789, 0.886}, 3.05, 0.604, 1.0},
-    /* fp8  */ {{1.28, 1.31, 2.19}, {1.64, 1.78, 1.57}, 2.72, 0.6, 1.0},
+    /* bf16 */ {{1.72, 2.02, 2.55}, {0.779, 0.789, 0.886}, 3.05, 0.604},
+    /* fp8  */ {{1.28, 1.31, 2.19}, {1.64, 1.78, 1.57}, 2.72, 0.6},
 };
 
 // The measured best plan of those sweeps for their exact shapes (top-k 2048, 132 SMs as on the H200, T = 1,
@@ -204,8 +194,7 @@ struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
   // Session 4: the merge, as SparseMlaParams::combine (0 = combine_mode's automatic rule; 2 / 5 = fp32 / bf16
-  // partials + chunked combine; 4 = cluster merge, taken only with GLM5RT_MLA_CLUSTER=1, else the shape's
-  // other entry).
+  // partials + chunked combine), used when combine is automatic.
   int merge;
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
@@ -235,36 +224,13 @@ constexpr int kMeasuredPlanSms = 132;
 
 int hc_index(int hc) { return hc == 8 ? 0 : hc == 16 ? 1 : 2; }
 
-// The cluster merge (combine = 4) can run for this plan: sm_90+, 2..16 splits dividing the 128 float4
-// columns of a head's output (a power of two), and a kernel whose blocks map splits innermost when asked
-// (block_coords: variants 1-7) and that compiles the merge in (all but variant 3's two-per-SM 32-head one).
-bool cluster_merge_ok(const SparseMlaParams& p, int hc, int s) {
-  if (s < 2 || s > kMlaClusterMaxSplits || (s & (s - 1)) != 0) return false;
-  const int v = kernel_variant(p, hc);
-  if (v > 7 || (v == 3 && hc == 32)) return false;  // variant 3's 32-head kernel compiles it out (registers)
-  static const bool has = device_has_clusters();
-  return has;
-}
-
-// The planner may choose the cluster merge by itself only with GLM5RT_MLA_CLUSTER=1 in the environment (read
-// once): measured on the H200 (session 4) it was slower than the partials + combine at every plan that
-// matters (1.05-1.2x where the clusters fit at once, 1.5-2x where 16-CTA clusters do not: a cluster sits in
-// one GPC), so by default the planner never picks it; a forced combine = 4 still runs.
-bool auto_cluster_ok(const SparseMlaParams& p, int hc, int s) {
-  static const bool env_on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_CLUSTER");
-    return e != nullptr && std::atoi(e) == 1;
-  }();
-  return env_on && cluster_merge_ok(p, hc, s);
-}
-
 // The chunked merge the automatic choice runs where the fused one cannot (session 4): 5 = bf16 partials
 // (half the bytes of 2's fp32 ones). One-line flip back to fp32 partials: 5 -> 2 (or, without a rebuild,
 // GLM5RT_MLA_COMBINE=2, which also replaces the fused merge).
 constexpr int kAutoChunkedMerge = 5;
 int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge);
 
-double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = false) {
+double plan_cost_r5(const SparseMlaParams& p, int hc, int s) {
   const PlanModel& m = kPlanModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
   const int ntiles = num_tiles(p);
   const int tps = (ntiles + s - 1) / s;
@@ -274,10 +240,9 @@ double plan_cost_r5(const SparseMlaParams& p, int hc, int s, bool cluster = fals
   const double waves = std::ceil(ctas / slots);
   const int i = hc_index(hc);
   // Partial bytes: 2 per value where the merge is the bf16 chunked one (combine 5), else 4.
-  const int value_bytes = s > 1 && !cluster && combine_mode(p, s, hc, 0) == 5 ? 2 : 4;
+  const int value_bytes = s > 1 && combine_mode(p, s, hc, 0) == 5 ? 2 : 4;
   const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * value_bytes / 1e6;
-  const double merge = s <= 1 ? 0.0 : cluster ? m.cluster_us : m.merge_us + m.merge_us_per_mb * mb;
-  return waves * (m.cta_us[i] + m.step_us[i] * steps) + merge;
+  return waves * (m.cta_us[i] + m.step_us[i] * steps) + (s > 1 ? m.merge_us + m.merge_us_per_mb * mb : 0.0);
 }
 
 struct Plan {
@@ -286,8 +251,7 @@ struct Plan {
   int merge = 0;   // the merge when combine is automatic: 0 = combine_mode's rule, else its combine value
 };
 
-// Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5, each with the
-// partials + combine and (session 4, where it can run) with the cluster merge.
+// Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5.
 Plan plan_r5_for(const SparseMlaParams& p, int hc) {
   Plan best{hc, effective_splits(p, 1), 0};
   double best_cost = 1e300;
@@ -296,14 +260,10 @@ Plan plan_r5_for(const SparseMlaParams& p, int hc) {
   for (int want = 1; want <= max_s; want *= 2) {
     const int s = effective_splits(p, want);
     if (s != want && want != 1) continue;
-    for (bool cl : {false, true}) {
-      if (cl && !auto_cluster_ok(p, hc, s)) continue;
-      const double c = plan_cost_r5(p, hc, s, cl);
-      if (c < best_cost - 1e-9) {
-        best_cost = c;
-        best.splits = s;
-        best.merge = cl ? 4 : 0;
-      }
+    const double c = plan_cost_r5(p, hc, s);
+    if (c < best_cost - 1e-9) {
+      best_cost = c;
+      best.splits = s;
     }
   }
   return best;
@@ -318,19 +278,10 @@ Plan plan(const SparseMlaParams& p) {
   if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
   if (planner_mode(p) == 1 || p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_r4(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
-  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms) {
-    const MeasuredPlan* plain = nullptr;  // the shape's entry without the cluster merge
-    for (const MeasuredPlan& m : kMeasuredPlans) {
-      if (m.format != p.format || m.tokens != p.num_tokens || m.heads != p.num_heads) continue;
-      const int s = effective_splits(p, m.splits);
-      if (m.merge != 4) {
-        if (plain == nullptr) plain = &m;
-      } else if (auto_cluster_ok(p, m.hc, s)) {
-        return Plan{m.hc, s, 4};
-      }
-    }
-    if (plain != nullptr) return Plan{plain->hc, effective_splits(p, plain->splits), plain->merge};
-  }
+  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
+    for (const MeasuredPlan& m : kMeasuredPlans)
+      if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
+        return Plan{m.hc, effective_splits(p, m.splits), m.merge};
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).
   Plan best{0, 1};
@@ -338,7 +289,7 @@ Plan plan(const SparseMlaParams& p) {
   for (int hc : {32, 16, 8}) {
     if (hc > p.num_heads || p.num_heads % hc != 0) continue;
     const Plan c = plan_r5_for(p, hc);
-    const double cost = plan_cost_r5(p, c.hc, c.splits, c.merge == 4);
+    const double cost = plan_cost_r5(p, c.hc, c.splits);
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
       best = c;
@@ -503,47 +454,23 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 // Automatic: fused where a row group's partials are small (one CTA merges nsplit * HC partial rows), else
 // chunked. GLM5RT_MLA_COMBINE=1/2/3 overrides the automatic choice (read once per process) so that a run
 // can time or fall back to the old path without a rebuild; an explicit params.combine wins over both.
-// Session 4: a plan may name its merge (plan_merge: kMeasuredPlans, or 4 from the model with
-// GLM5RT_MLA_CLUSTER=1), used when combine is automatic. 4 = the cluster merge; forced (params or
-// GLM5RT_MLA_COMBINE=4) it runs wherever it can (cluster_merge_ok), else the automatic rule decides.
-// 5 = the chunked combine over bf16 partials; the automatic chunked merge is kAutoChunkedMerge.
+// Session 4: 5 = the chunked combine over bf16 partials, the automatic chunked merge (kAutoChunkedMerge); a
+// plan may name its merge (plan_merge, from kMeasuredPlans), used when combine is automatic. (4 was the
+// cluster merge of session 4's first call, measured slower everywhere and removed: rejected.)
 int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_COMBINE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 5 ? v : 0;
+    return v >= 1 && v <= 5 && v != 4 ? v : 0;
   }();
-  int mode = p.combine >= 1 && p.combine <= 5 ? p.combine : env;
+  int mode = p.combine >= 1 && p.combine <= 5 && p.combine != 4 ? p.combine : env;
   if (mode == 0) mode = plan_merge;  // the plan's own merge (kMeasuredPlans), if any
-  if (mode == 4 && !cluster_merge_ok(p, hc, nsplit)) mode = 0;
-  if (mode == 4) return 4;
   const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   // Too many partials for one CTA (its loads are sized at compile time) or not enough counters: chunked.
   const bool fused_ok = groups <= kMlaCombineCounters && nsplit * hc <= kMlaFusedMaxPartials;
   if (mode == 0) return fused_ok ? 3 : kAutoChunkedMerge;
   if (mode == 3 && !fused_ok) return 2;
   return mode;
-}
-
-// The main kernel of `variant` (see SparseMlaParams::kernel_variant) for hc heads per CTA.
-cudaError_t launch_main(const sparse_mla_detail::KernelArgs& a, int variant, int hc, bool fp8, cudaStream_t stream) {
-  cudaError_t err;
-  if (variant == 7) {
-    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
-              : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
-  } else if (variant == 6) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
-              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
-  } else if (variant == 5) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
-              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
-  } else if (variant >= 2) {
-    const bool two_per_sm = variant == 3;
-    err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
-              : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
-  } else
-    err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
-  return err;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -583,7 +510,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 5 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
@@ -618,9 +545,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.num_pools = p.num_pools;
   a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
-  int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
+  const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
-  a.cluster_merge = combine == 4 ? 1 : 0;
   a.part_bf16 = combine == 5 ? 1 : 0;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
@@ -628,17 +554,24 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     if (combine == 3) a.counters = static_cast<int*>(workspace);
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
+  cudaError_t err;
   const int variant = kernel_variant(p, hc);
-  cudaError_t err = launch_main(a, variant, hc, fp8, stream);
-  if (err == cudaErrorNotSupported && combine == 4) {
-    // The device holds no cluster of this size for this kernel (nothing was launched): partials + the
-    // chunked combine instead (the workspace has room for them either way).
-    combine = 2;
-    a.cluster_merge = 0;
-    a.part_bf16 = 0;
-    err = launch_main(a, variant, hc, fp8, stream);
-  }
-  if (err != cudaSuccess || nsplit == 1 || combine == 3 || combine == 4) return err;
+  if (variant == 7) {
+    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
+  } else if (variant == 6) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
+  } else if (variant == 5) {
+    err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
+              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
+  } else if (variant >= 2) {
+    const bool two_per_sm = variant == 3;
+    err = fp8 ? sparse_mla_detail::launch_pipe_fp8(hc, two_per_sm, a, stream)
+              : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
+  } else
+    err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
+  if (err != cudaSuccess || nsplit == 1 || combine == 3) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the

@@ -90,8 +90,9 @@ struct SparseMlaParams {
   int pool_layer = 0;
   // Appended in round 4: how the split partials are merged (nsplit > 1 only; same results whichever runs).
   // 0 = automatic: the fused merge where each row group's partials are small (splits * heads per CTA
-  // <= kMlaFusedMaxPartials and T * H / heads_per_cta <= kMlaCombineCounters), else the chunked kernel;
-  // the environment variable GLM5RT_MLA_COMBINE=1 (or 2 / 3) overrides the automatic choice.
+  // <= kMlaFusedMaxPartials and T * H / heads_per_cta <= kMlaCombineCounters), else the chunked kernel
+  // (since session 4 over bf16 partials, 5, unless the planner's measured plan for the shape names 2);
+  // the environment variable GLM5RT_MLA_COMBINE=1 (or 2 / 3 / 5) overrides the automatic choice.
   // 1 = round 3's combine kernel (one 128-thread block per (t, h) row, a PDL launch after the main kernel);
   // 2 = chunked combine kernel (a block per (t, h) row and 128-dim quarter, every split's partial loaded
   //     at once: one L2 round trip instead of nsplit / 8);
@@ -99,12 +100,7 @@ struct SparseMlaParams {
   //     workspace, reset by that CTA) merges the other splits' partials from L2 itself; no second launch.
   //     Needs splits * heads_per_cta <= kMlaFusedMaxPartials and T * H / heads_per_cta <=
   //     kMlaCombineCounters; elsewhere the launcher runs 2 instead.
-  // 4 (appended in session 4) = cluster merge: the splits of one (token, head group) run as one thread-block
-  //     cluster and merge through distributed shared memory (each CTA writes 1 / splits of the output dims;
-  //     no fp32 partials in global memory, no second launch). Needs sm_90+ and splits in {2, 4, 8, 16}
-  //     (kMlaClusterMaxSplits), elsewhere the automatic merge runs; automatic (0) only where the planner
-  //     chose it (round 5's planner at T <= kMlaJointPlanMaxTokens). GLM5RT_MLA_COMBINE=4 forces it, 1-3
-  //     turn it off; GLM5RT_MLA_CLUSTER=0 keeps the planner from choosing it (round 5's plans and merges). A device that holds no such cluster of the kernel gets partials + chunked combine.
+  // 4 = rejected (session 4's cluster merge, measured slower everywhere on the H200 and removed).
   // 5 (appended in session 4) = chunked combine over bf16 partials: the main kernel rounds its normalised
   //     partial output to bf16 (the split LSEs stay fp32), half the bytes to write and to merge; the
   //     automatic choice where the fused merge cannot run (GLM5RT_MLA_COMBINE=2 = the fp32 partials).
@@ -132,9 +128,6 @@ inline constexpr int kMlaJointPlanMaxTokens = 8;
 inline constexpr int kMlaCombineCounters = 4096;
 inline constexpr size_t kMlaCombineCounterBytes = kMlaCombineCounters * sizeof(int32_t);
 inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: partial rows one CTA merges
-// The cluster merge (SparseMlaParams::combine = 4): at most this many splits (= CTAs per cluster; 16 needs
-// the non-portable cluster size, which H100 / H200 allow; a device that refuses it gets the chunked merge).
-inline constexpr int kMlaClusterMaxSplits = 16;
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them

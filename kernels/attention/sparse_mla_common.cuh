@@ -36,34 +36,10 @@ struct KernelArgs {
   int num_pools;
   int pool_layer;
   int* counters;  // fused combine (SparseMlaParams::combine = 3): [T * H / HC] arrival counters, else nullptr
-  // Cluster merge (SparseMlaParams::combine = 4, session 4): the nsplit CTAs of one (t, head group) are one
-  // thread-block cluster (launched with cluster dims nsplit, consecutive blockIdx.x) and merge their
-  // partials through distributed shared memory; nothing goes to part_o / part_lse. 0 = off.
-  int cluster_merge;
   // bf16 partials (SparseMlaParams::combine = 5, session 4): part_o holds bf16 values (same layout, half the
   // bytes), merged by the chunked combine's bf16 instance. 0 = fp32 partials.
   int part_bf16;
 };
-
-// (token, head group, split) of this CTA. The splits of one (t, head group) are consecutive block indices
-// when they form a cluster (cluster_merge: a cluster is nsplit consecutive CTAs); otherwise the head groups
-// are innermost, as every round before session 4 launched them.
-struct BlockCoords {
-  int t, hg, split;
-};
-// CLUSTER = false: a kernel that never runs the cluster merge (see write_outputs) keeps the old mapping only.
-template <bool CLUSTER = true>
-__device__ __forceinline__ BlockCoords block_coords(const KernelArgs& a, int groups) {
-  int bid = blockIdx.x;
-  if (CLUSTER && a.cluster_merge) {
-    const int split = bid % a.nsplit;
-    bid /= a.nsplit;
-    return BlockCoords{bid / groups, bid % groups, split};
-  }
-  const int hg = bid % groups;
-  bid /= groups;
-  return BlockCoords{bid / a.nsplit, hg, bid % a.nsplit};
-}
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
 // table every row reads a.cache. A bad table entry gives num_slots = 0 (every index cleaned to -1: the row
@@ -332,17 +308,17 @@ __device__ __forceinline__ void stage_outputs(const float (&acc)[MT][NT][4], con
 // A 16-byte L2 load (ld.global.cg) the compiler keeps where it is written: the combines issue every partial
 // load before the barriers that compute the weights, and nvcc sinks ordinary read-only loads past
 // bar.sync to their first use (measured in the PTX: one load, then its FMAs, then the next load).
-// The bf16 form (combine = 5): 4 partial values = 8 bytes, kept raw until they are used.
-__device__ __forceinline__ uint2 ld_cg_pinned_u2(const void* p) {
-  uint2 v;
-  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
 __device__ __forceinline__ float4 ld_cg_pinned(const float* p) {
   float4 v;
   asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                : "l"(p));
+  return v;
+}
+// The bf16 form (combine = 5): 4 partial values = 8 bytes, kept raw until they are used.
+__device__ __forceinline__ uint2 ld_cg_pinned_u2(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
@@ -441,128 +417,12 @@ __device__ __forceinline__ void fused_combine(const KernelArgs& a, float* scratc
   }
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Distributed shared memory (sm_90+ clusters): loads from another CTA's shared memory (an address from
-// mapa), the CTA's rank in its cluster, and the cluster-wide barrier (release / acquire: shared-memory writes
-// before it are visible to every CTA of the cluster after it).
-__device__ __forceinline__ float dsmem_ld(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
-__device__ __forceinline__ float4 dsmem_ld4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-// Cluster merge (SparseMlaParams::combine = 4): the nsplit (<= kMlaClusterMaxSplits) CTAs of (t, head
-// group hg) form one cluster; each has its split's normalised output in stg[h][kStgStride] (fp32) and its
-// log2 LSE in lse_s[h] (shared memory, complete: the caller's barrier). After a cluster barrier, CTA `rank`
-// merges output dims [rank, rank + 1) * 512 / nsplit of all HC heads, reading the nsplit partials of its
-// slice from the other CTAs' shared memory (HC * 512 * 4 bytes per CTA in all, whatever nsplit), and writes
-// them as bf16; rank 0 writes the LSEs. A second cluster barrier keeps every CTA's shared memory alive until
-// the others have read it. No fp32 partials in global memory and no second kernel (the chunked combine at
-// T = 1 H = 128 moved 4-8 MB of partials and added a dependent launch: round 5's model, 3 us + 0.6 us/MB).
-template <int HC, int NTHREADS>
-__device__ __forceinline__ void cluster_merge(const KernelArgs& a, const float* stg, const float* lse_s, int t,
-                                              int hg, int tid) {
-  cluster_sync_all();  // every CTA's stg / lse_s written (each CTA's own __syncthreads came before)
-  const int ns = a.nsplit;
-  const uint32_t rank = cluster_rank();
-  const int per = 128 / ns;  // float4 items per head in this CTA's slice (ns a power of two <= 16: >= 8)
-  const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;
-  const uint32_t stg0 = static_cast<uint32_t>(__cvta_generic_to_shared(stg));
-  const uint32_t lse0 = static_cast<uint32_t>(__cvta_generic_to_shared(lse_s));
-  for (int c = tid; c < HC * per; c += NTHREADS) {
-    const int h = c / per;
-    const int d = (static_cast<int>(rank) * per + (c - h * per)) * 4;
-    // The split LSEs first (independent DSMEM round trips), turned into weights in place; then the outputs
-    // in batches of 8 float4 loads in flight (32 registers: the epilogue must not raise the kernels'
-    // register peak, e.g. variant 3's 128 per thread).
-    float w[kMlaClusterMaxSplits];
-#pragma unroll
-    for (int s = 0; s < kMlaClusterMaxSplits; ++s) {
-      w[s] = -__builtin_huge_valf();
-      if (s < ns) {
-        uint32_t addr;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(addr) : "r"(lse0 + h * 4), "r"(s));
-        w[s] = dsmem_ld(addr);
-      }
-    }
-    float m = -__builtin_huge_valf();
-#pragma unroll
-    for (int s = 0; s < kMlaClusterMaxSplits; ++s) m = fmaxf(m, w[s]);
-    const float mu = m == -__builtin_huge_valf() ? 0.f : m;
-    float sum = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMlaClusterMaxSplits; ++s) {
-      w[s] = w[s] == -__builtin_huge_valf() ? 0.f : exp2f(w[s] - mu);  // an empty split: weight 0 (wrote 0)
-      sum += w[s];
-    }
-    const uint32_t src = stg0 + static_cast<uint32_t>((h * kStgStride + d) * 4);
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    constexpr int kBatch = 8;
-#pragma unroll
-    for (int s0 = 0; s0 < kMlaClusterMaxSplits; s0 += kBatch) {
-      if (s0 >= ns) break;
-      float4 x[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (s0 + j < ns) {
-          uint32_t addr;
-          asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(addr) : "r"(src), "r"(s0 + j));
-          x[j] = dsmem_ld4(addr);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const float ws = w[s0 + j];
-        o.x += ws * x[j].x;
-        o.y += ws * x[j].y;
-        o.z += ws * x[j].z;
-        o.w += ws * x[j].w;
-      }
-    }
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    uint2 packed;
-    packed.x = mma::pack_bf16x2(o.x * inv, o.y * inv);
-    packed.y = mma::pack_bf16x2(o.z * inv, o.w * inv);
-    *reinterpret_cast<uint2*>(a.out + (row0 + h) * kMlaLatentDim + d) = packed;
-    if (d == 0) a.lse[row0 + h] = sum > 0.f ? (m + log2f(sum)) * kLn2 : -__builtin_huge_valf();
-  }
-  cluster_sync_all();  // nobody leaves (freeing its shared memory) while another CTA still reads it
-}
-#endif
-
 // Epilogue, part 2 (after a barrier that makes the staging complete): the HC heads of group hg of token t
 // -> out (bf16) and lse (natural log), or for nsplit > 1 -> the split's fp32 partial and log2 LSE.
-// CLUSTER = false compiles the cluster merge out (variant 3's two-per-SM 32-head kernel: its 128-register
-// budget; the launcher never asks it for combine 4).
-template <int HC, int NTHREADS, bool CLUSTER = true>
+template <int HC, int NTHREADS>
 __device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* stg, const float* lse_s, int t,
                                               int hg, int split, int tid) {
   const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;  // first (t, head) row of the group
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (CLUSTER) {
-    if (a.cluster_merge) {  // the launcher sets it only on sm_90+, with 2 <= nsplit <= kMlaClusterMaxSplits
-      cluster_merge<HC, NTHREADS>(a, stg, lse_s, t, hg, tid);
-      return;
-    }
-  }
-#endif
   if (a.nsplit == 1) {
     for (int c = tid; c < HC * 64; c += NTHREADS) {
       const int h = c >> 6, d = (c & 63) * 8;

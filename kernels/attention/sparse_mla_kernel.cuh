@@ -66,8 +66,11 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
-  const BlockCoords bc = block_coords(a, groups);
-  const int hg = bc.hg, split = bc.split, t = bc.t;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  const int split = bid % a.nsplit;
+  const int t = bid / a.nsplit;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 

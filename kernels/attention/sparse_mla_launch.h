@@ -3,9 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include <mutex>
-#include <vector>
-
 #include "kernels/attention/sparse_mla_kernel.cuh"
 #include "kernels/attention/sparse_mla_pipe_kernel.cuh"
 #include "kernels/attention/sparse_mla_reg_kernel.cuh"
@@ -47,68 +44,6 @@ inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
-// How many clusters of cfg's shape of `kernel` the current device holds at once (0 = none, or the query
-// failed), cached per (device, kernel, cluster size): a host-side occupancy query (no stream operation, so
-// fine during graph capture), asked once rather than per launch.
-inline int max_active_clusters(const void* kernel, const cudaLaunchConfig_t& cfg) {
-  struct Entry {
-    int dev;
-    const void* kernel;
-    unsigned size;
-    int clusters;
-  };
-  static std::mutex mu;
-  static std::vector<Entry> cache;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  const unsigned size = cfg.attrs[0].val.clusterDim.x;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const Entry& e : cache)
-    if (e.dev == dev && e.kernel == kernel && e.size == size) return e.clusters;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    clusters = 0;
-  }
-  cache.push_back(Entry{dev, kernel, size, clusters});
-  return clusters;
-}
-
-// Enqueue `kernel` over `blocks` CTAs. With a.cluster_merge (SparseMlaParams::combine = 4, sm_90+) the grid
-// is launched in clusters of a.nsplit consecutive CTAs (the splits of one row group: block_coords); sizes
-// above 8 need the non-portable cluster attribute. cudaErrorNotSupported, with nothing launched, when the
-// device cannot hold even one such cluster of this kernel (the caller then runs the partials + combine).
-inline cudaError_t launch_grid(void (*kernel)(KernelArgs), int64_t blocks, int threads, int smem,
-                               const KernelArgs& a, cudaStream_t stream) {
-  if (blocks <= 0) return cudaSuccess;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if (!a.cluster_merge) {
-    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(a);
-    return cudaGetLastError();
-  }
-  if (a.nsplit < 2 || a.nsplit > kMlaClusterMaxSplits || blocks % a.nsplit != 0) return cudaErrorInvalidValue;
-  if (a.nsplit > 8 &&
-      cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-          cudaSuccess) {
-    (void)cudaGetLastError();
-    return cudaErrorNotSupported;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = a.nsplit;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (max_active_clusters(reinterpret_cast<const void*>(kernel), cfg) < 1) return cudaErrorNotSupported;
-  return cudaLaunchKernelEx(&cfg, kernel, a);
-}
-
 template <int HC, bool FP8>
 cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
   using C = Cfg<HC, FP8>;
@@ -118,7 +53,10 @@ cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  return launch_grid(kernel, blocks, C::kThreads, C::kSmemBytes, a, stream);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <int HC, bool FP8, int MINB>
@@ -132,7 +70,10 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  return launch_grid(kernel, blocks, C::kThreads, C::kSmemBytes, a, stream);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <int HC, bool FP8, bool FP8_BULK = false>
@@ -144,7 +85,10 @@ cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  return launch_grid(kernel, blocks, C::kThreads, C::kSmemBytes, a, stream);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <int HC>
@@ -156,7 +100,10 @@ cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  return launch_grid(kernel, blocks, C::kThreads, C::kSmemBytes, a, stream);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

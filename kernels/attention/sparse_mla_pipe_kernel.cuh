@@ -76,8 +76,11 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
-  const BlockCoords bc = block_coords<MINB == 1>(a, groups);
-  const int hg = bc.hg, split = bc.split, t = bc.t;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  const int split = bid % a.nsplit;
+  const int t = bid / a.nsplit;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   float* stg = reinterpret_cast<float*>(smem);
   stage_outputs(acc, inv_l_s, stg, 0, d0, lane);
   __syncthreads();
-  write_outputs<HC, C::kThreads, MINB == 1>(a, stg, lse_s, t, hg, split, tid);
+  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -157,8 +157,11 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
-  const BlockCoords bc = block_coords(a, groups);
-  const int hg = bc.hg, split = bc.split, t = bc.t;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  const int split = bid % a.nsplit;
+  const int t = bid / a.nsplit;
   const RowCache rc = row_cache(a, t);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;

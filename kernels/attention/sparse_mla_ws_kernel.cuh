@@ -104,8 +104,11 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int groups = a.num_heads / HC;
-  const BlockCoords bc = block_coords(a, groups);
-  const int hg = bc.hg, split = bc.split, t = bc.t;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  const int split = bid % a.nsplit;
+  const int t = bid / a.nsplit;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -250,17 +250,8 @@ std::string describe(const Problem& pb) {
 constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 0};
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
-// 4 = the cluster merge (session 4; sm_90+ with 2, 4, 8 or 16 splits, elsewhere the automatic merge).
 // 5 = chunked combine over bf16 partials (session 4).
-constexpr int kCombines[] = {1, 2, 3, 4, 5};
-
-// Whether the current device runs thread-block clusters (the cluster merge needs sm_90+).
-bool device_has_clusters() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return false;
-  return major >= 9;
-}
+constexpr int kCombines[] = {1, 2, 3, 5};
 
 // Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
 void run_and_check(const Problem& pb) {
@@ -329,10 +320,7 @@ void run_and_check(const Problem& pb) {
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
     const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
     CHECK((nsplit > 1) == (ws_bytes > 0));
-    // The cluster merge really runs where it can (not in variant 3's two-per-SM 32-head kernel).
-    if (p.combine == 4 && device_has_clusters() && (nsplit == 2 || nsplit == 4 || nsplit == 8 || nsplit == 16) &&
-        !(p.kernel_variant == 3 && glm5rt::kernels::sparse_mla_heads_per_cta(p) == 32))
-      CHECK(glm5rt::kernels::sparse_mla_combine_kind(p) == 4);
+    if (p.combine == 5 && nsplit > 1) CHECK(glm5rt::kernels::sparse_mla_combine_kind(p) == 5);  // bf16 partials run
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
     if (ws_bytes)
@@ -611,32 +599,6 @@ TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the 
   }
 }
 
-TEST_CASE("sparse MLA: cluster merge (2-16 splits of a row group in one cluster) against the reference") {
-  struct Shape {
-    int T, H, splits, hc, topk;
-  };
-  // T = 1 H = 128 as 8 x 16 (the session-4 plan), H = 64 as 8 / 16 x 16, 2-8 splits with short and empty
-  // rows, and T = 130 (more clusters than fit at once) with 2 splits.
-  for (const Shape& sh : {Shape{1, 128, 16, 8, 2048}, Shape{1, 64, 16, 16, 2048}, Shape{2, 64, 16, 8, 1000},
-                          Shape{5, 8, 2, 0, 700}, Shape{3, 32, 4, 32, 300}, Shape{4, 16, 8, 8, 2048},
-                          Shape{130, 8, 2, 0, 96}}) {
-    for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      Problem pb;
-      pb.T = sh.T;
-      pb.H = sh.H;
-      pb.topk = sh.topk;
-      pb.fmt = fmt;
-      pb.splits = sh.splits;
-      pb.heads_per_cta = sh.hc;
-      pb.num_slots = 9000;
-      pb.scale = 0.0625f;
-      pb.use_lengths = true;
-      pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty};
-      run_and_check(pb);  // every variant with combine 4 (and 1-3) on the same inputs
-    }
-  }
-}
-
 TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same rows)") {
   for (int hc : {8, 16, 32}) {
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
@@ -715,6 +677,8 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
   REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) <= (1u << 20));
   p.combine = 6;  // no such combine
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.combine = 4;  // session 4's cluster merge: removed, rejected
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.combine = -1;
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
