@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   bool plan_sweep = false;
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
-  std::vector<int> var_list = {1, 2, 3, 5, 6, 7};
+  std::vector<int> var_list = {1, 2, 3, 5, 7};  // (6 was removed in session 4; its JSON field stays 0)
   // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
   // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
   // split model rarely fills.
@@ -501,10 +501,6 @@ int main(int argc, char** argv) {
         v5_us = time_config(0, &e);
         p.num_splits = 0;
         v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
-      }
-      if (c.fmt == MlaCacheFormat::kFp8 && want(6)) {
-        p.kernel_variant = 6;
-        v6_us = time_config(0, &e);
       }
       if (c.fmt == MlaCacheFormat::kFp8 && want(7)) {
         p.kernel_variant = 7;

@@ -71,9 +71,8 @@ struct SparseMlaParams {
   // no difference: removed in round 3, rejected as invalid. Appended in round 3: 5 = warp-specialized
   // kernel (producer warps gather 16-token steps into a ring on mbarriers, one bulk copy per bf16 record
   // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
-  // barriers). Appended in round 5: 6 = variant 5 with FP8 records gathered by one bulk copy per 656-byte
-  // record on sm_90+ (the producer warps only dequantize; bf16 records and sm_80: as 5); never chosen
-  // automatically. Appended in round 6: 7 = FP8 records converted in registers (no dequantization pass):
+  // barriers). 6 (round 5: variant 5 with FP8 records gathered by bulk copies) was slower than 5 / 7
+  // everywhere and was removed in session 4: rejected as invalid, as 4. Appended in round 6: 7 = FP8 records converted in registers (no dequantization pass):
   // raw records in a cp.async ring, each warp turns its own MMA operands into f16 (K, GEMM1, with the
   // per-128 scale on the partial scores) or bf16 (V, GEMM2, the scale folded into P); bf16 records: as 2;
   // never chosen automatically. Same results whichever runs (within the tests' tolerances).

@@ -247,7 +247,7 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 0};
+constexpr int kVariants[] = {1, 2, 3, 5, 7, 0};  // 6 was removed in session 4 (rejected: see below)
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
 // 5 = chunked combine over bf16 partials (session 4).
@@ -690,6 +690,8 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.planner = 0;
   p.num_splits = 8;
   p.kernel_variant = 4;  // removed in round 3
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 6;  // removed in session 4 (FP8 bulk gather)
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned
