@@ -244,6 +244,10 @@ struct MoeResult {
   bool stream_evict_first = false;
   bool fast_front = false;
   int shared_l2_prefetch_site = 0;
+  // Session 4's decode GEMM knobs (MoeParams::gate_up_block_warps, gate_up_l2_ahead, down_l2_ahead,
+  // down_l2_prefetch).
+  int gate_up_block_warps = 0, gate_up_l2_ahead = 0, down_l2_ahead = 0, down_l2_prefetch = 0;
+  bool swiglu_batched = false;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
@@ -463,6 +467,11 @@ int main(int argc, char** argv) {
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
     bool fused_router_front = glm5rt::kernels::MoeParams{}.fused_router_front;
     bool permute_single_pass = glm5rt::kernels::MoeParams{}.permute_single_pass;
+    int gate_up_block_warps = glm5rt::kernels::MoeParams{}.gate_up_block_warps;
+    int gate_up_l2_ahead = glm5rt::kernels::MoeParams{}.gate_up_l2_ahead;
+    int down_l2_ahead = glm5rt::kernels::MoeParams{}.down_l2_ahead;
+    int down_l2_prefetch = glm5rt::kernels::MoeParams{}.down_l2_prefetch;
+    bool swiglu_batched = glm5rt::kernels::MoeParams{}.swiglu_batched;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -559,6 +568,39 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
+    // Session 4: the decode GEMMs' streaming knobs against the library defaults. "gu-w2": the routed
+    // gate_up GEMM in 2-warp blocks (MoeParams::gate_up_block_warps); "gu-ahN" / "dn-ahN": the running L2
+    // prefetch N K blocks ahead in the gate_up / down GEMM (gate_up_l2_ahead / down_l2_ahead); "ahN":
+    // both; "dn-pfN": the down GEMM's pre-wait L2 prefetch of N K blocks (down_l2_prefetch); "-shstrm":
+    // with the shared expert on a second stream; "s4-base" / "s4-base-shstrm": every knob at its previous
+    // value (0), whatever the library default is now.
+    if (T <= 16) {
+      // "swig-b": the fused SwiGLU prologue with batched loads (swiglu_batched; T <= 2); "s4-all": 2-warp
+      // gate_up blocks, both running prefetches at 4, the batched prologue.
+      const struct {
+        const char* name;
+        int warps, gu_ahead, dn_ahead, dn_pf, swb;
+        bool strm;
+      } s4[] = {{"s4-base", 0, 0, 0, 0, 0, false},       {"s4-base-shstrm", 0, 0, 0, 0, 0, true},
+                {"gu-w2", 2, -1, -1, -1, -1, false},     {"gu-ah2", -1, 2, -1, -1, -1, false},
+                {"gu-ah4", -1, 4, -1, -1, -1, false},    {"gu-ah8", -1, 8, -1, -1, -1, false},
+                {"dn-ah2", -1, -1, 2, -1, -1, false},    {"dn-ah4", -1, -1, 4, -1, -1, false},
+                {"dn-ah8", -1, -1, 8, -1, -1, false},    {"dn-pf6", -1, -1, -1, 6, -1, false},
+                {"dn-pf12", -1, -1, -1, 12, -1, false},  {"swig-b", -1, -1, -1, -1, 1, false},
+                {"ah4", -1, 4, 4, -1, -1, false},        {"gu-w2-ah4", 2, 4, 4, -1, -1, false},
+                {"s4-all", 2, 4, 4, -1, 1, false},       {"gu-w2-shstrm", 2, -1, -1, -1, -1, true},
+                {"ah4-shstrm", -1, 4, 4, -1, -1, true},  {"gu-w2-ah4-shstrm", 2, 4, 4, -1, -1, true}};
+      for (const auto& v : s4) {
+        Config c{T, 0, 0, 0, true, v.name};
+        if (v.swb >= 0) c.swiglu_batched = v.swb != 0;
+        if (v.warps >= 0) c.gate_up_block_warps = v.warps;
+        if (v.gu_ahead >= 0) c.gate_up_l2_ahead = v.gu_ahead;
+        if (v.dn_ahead >= 0) c.down_l2_ahead = v.dn_ahead;
+        if (v.dn_pf >= 0) c.down_l2_prefetch = v.dn_pf;
+        c.shared_stream = v.strm;
+        configs.push_back(c);
+      }
+    }
     if (T == 64) {
       Config c{T, 0, 0, 0, true, "no-ef"};
       c.stream_evict_first = false;
@@ -600,6 +642,11 @@ int main(int argc, char** argv) {
     r.stream_evict_first = cfg.stream_evict_first;
     r.fast_front = cfg.fast_front;
     r.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
+    r.gate_up_block_warps = cfg.gate_up_block_warps;
+    r.gate_up_l2_ahead = cfg.gate_up_l2_ahead;
+    r.down_l2_ahead = cfg.down_l2_ahead;
+    r.down_l2_prefetch = cfg.down_l2_prefetch;
+    r.swiglu_batched = cfg.swiglu_batched;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -646,6 +693,11 @@ int main(int argc, char** argv) {
     p.fast_select = cfg.fast_select;
     p.fused_router_front = cfg.fused_router_front;
     p.permute_single_pass = cfg.permute_single_pass;
+    p.gate_up_block_warps = cfg.gate_up_block_warps;
+    p.gate_up_l2_ahead = cfg.gate_up_l2_ahead;
+    p.down_l2_ahead = cfg.down_l2_ahead;
+    p.down_l2_prefetch = cfg.down_l2_prefetch;
+    p.swiglu_batched = cfg.swiglu_batched;
     p.router_ticket = router_ticket;  // zero; every launch leaves it zero (used only where the fusion applies)
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
@@ -799,7 +851,8 @@ int main(int argc, char** argv) {
                      "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d, "
                      "\"shared_l2_prefetch\": %d, \"shared_l2_evict_last\": %s, \"shared_l2_prefetch_down\": %s, "
                      "\"stream_evict_first\": %s, \"fast_front\": %s, \"shared_l2_prefetch_site\": %d, "
-                     "\"ms_graph_b2b\": %.4f, "
+                     "\"gate_up_block_warps\": %d, \"gate_up_l2_ahead\": %d, \"down_l2_ahead\": %d, "
+                     "\"down_l2_prefetch\": %d, \"swiglu_batched\": %s, \"ms_graph_b2b\": %.4f, "
                      "\"ms_graph_layers8\": %.4f%s}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
@@ -809,7 +862,8 @@ int main(int argc, char** argv) {
                      r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion,
                      r.shared_l2_prefetch, r.shared_l2_evict_last ? "true" : "false",
                      r.shared_l2_prefetch_down ? "true" : "false", r.stream_evict_first ? "true" : "false",
-                     r.fast_front ? "true" : "false", r.shared_l2_prefetch_site,
+                     r.fast_front ? "true" : "false", r.shared_l2_prefetch_site, r.gate_up_block_warps,
+                     r.gate_up_l2_ahead, r.down_l2_ahead, r.down_l2_prefetch, r.swiglu_batched ? "true" : "false",
                      r.ms_graph_b2b, r.ms_graph_layers,
                      timeline_json(r).c_str(), i + 1 < results.size() ? "," : "");
       }
@@ -836,12 +890,12 @@ int main(int argc, char** argv) {
   std::printf("\nGLM-5 MoE layer on %s (copy %.0f GB/s; cuBLASLt bf16 %.0f, fp8 %.0f, fp8 block-128 %.0f TFLOP/s;"
               " ours dense fp8 best %.0f; mma.sync peak fp8 %.0f bf16 %.0f)\n", prop.name, copy_gbps,
               lt_bf16, lt_fp8, lt_fp8_block, ours_dense, mma_fp8, mma_bf16);
-  std::printf("\n%-10s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm",
+  std::printf("\n%-18s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm",
               "ms graph", "b2b", "layers8", "gate_up", "down", "other", "GB/s", "bw/cpy", "rate/lt");
   (void)0;
   for (const auto& r : results) {
     const float other = r.stage_ms[0] + r.stage_ms[1] + r.stage_ms[2] + r.stage_ms[4] + r.stage_ms[6];
-    std::printf("%-10s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.0f %7.3f %7.3f\n", r.label.c_str(), r.tokens,
+    std::printf("%-18s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.0f %7.3f %7.3f\n", r.label.c_str(), r.tokens,
                 r.distinct_experts, r.weight_bytes / 1e6, r.ms_stream, r.ms_graph, r.ms_graph_b2b, r.ms_graph_layers,
                 r.stage_ms[3], r.stage_ms[5], other, r.gbps, r.gbps / copy_gbps,
                 dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0);

@@ -21,8 +21,8 @@ namespace glm5rt::kernels::detail {
 
 constexpr int kDecodeAsyncStageBytes = 4 * 512;  // per warp and K block
 
-template <int DEPTH>
-constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeAsyncStageBytes; }
+template <int DEPTH, int WARPS = kDecodeWarps>
+constexpr int decode_async_smem_bytes() { return WARPS * DEPTH * kDecodeAsyncStageBytes; }
 
 // The fused MoE combine (Fp8GemmParams::combine_*) for the 16 output columns [col0, col0 + 16) of one
 // warp, run by the warp that arrived last for them: every other warp's C values for these columns are
@@ -99,10 +99,28 @@ __device__ __forceinline__ void decode_pre_wait_prefetch(const Fp8GemmParams& p)
   }
 }
 
+// L2 prefetch of K block kb of a warp's 16 rows (one 128-byte K block per row: both halves, since a row
+// need not start on a 128-byte line); issued by the lanes c == 0, which cover the warp's rows.
+__device__ __forceinline__ void decode_prefetch_kblock(const uint8_t* w_base, int kb, int off_lo, int off_hi) {
+  const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+  prefetch_l2(w + off_lo);
+  prefetch_l2(w + off_lo + 64);
+  prefetch_l2(w + off_hi);
+  prefetch_l2(w + off_hi + 64);
+}
+
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
-// GENERAL: unequal parts / strided weights (decode_part_of).
-template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false>
-__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
+// GENERAL: unequal parts / strided weights (decode_part_of). WARPS: warps per block (Fp8GemmParams::
+// decode_block_warps; 4 in the fused and general forms); the register cap stays the same per thread
+// (7 blocks of 4 warps per SM = 28 warps). AHEAD: the running L2 prefetch (Fp8GemmParams::decode_l2_ahead
+// > 0; its own instantiation, so that the kernels without it keep their code and registers).
+template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false, int WARPS = kDecodeWarps,
+          bool AHEAD = false>
+__global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
+    fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
+  static_assert(WARPS == kDecodeWarps || (!COMBINE && !SWIGLU && !GENERAL), "smaller blocks: plain form only");
+  static_assert(!AHEAD || !GENERAL, "no running prefetch in the general form");
+  constexpr int kRows = WARPS * 16;  // weight rows per block
 #if GLM5RT_HAS_FP8_MMA
   // With group_info_ready the group metadata and the weights were complete before the previous kernel
   // started: look up the group and start streaming the first K blocks of weights, then wait for the
@@ -124,7 +142,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
         // counters, so the first row of blocks writes the combine (all zeros, as moe_combine would).
         if (active == 0 && blockIdx.y == 0) {
           if (early) pdl_wait_and_release();
-          const int col0 = blockIdx.x * kDecodeRows + warp * 16;
+          const int col0 = blockIdx.x * kRows + warp * 16;
           if (col0 < p.n) decode_fused_combine(p, col0, lane);
         }
       }
@@ -135,7 +153,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     rows = p.group_offsets[g + 1] - row_begin;
   }
   if (rows <= 0) return;
-  const int n_block = blockIdx.x * kDecodeRows;
+  const int n_block = blockIdx.x * kRows;
   const DecodePart dp = decode_part_of<GENERAL>(p, n_block);
   const int part = dp.part;
   const int n_in_part = n_block - dp.first;
@@ -156,6 +174,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   const int n_lo = dp.first + r_lo;
   const uint8_t* a_base = p.a + c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+  const int ahead = AHEAD ? p.decode_l2_ahead : 0;  // Fp8GemmParams::decode_l2_ahead
 
   const bool evict_first = p.decode_evict_first;
   const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
@@ -184,18 +203,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     }
   };
   prologue();
-  if (early) {
-    // L2 prefetch of the next K blocks of this warp's 16 rows (one 128-byte K block per row: both
-    // halves, since a row need not start on a 128-byte line); lanes c == 0 cover the warp's rows.
+  // L2 prefetch of the K blocks after the ring's: before the PDL wait with group_info_ready
+  // (decode_l2_prefetch of them), and the first decode_l2_ahead of them for the loop's running prefetch.
+  if constexpr (AHEAD) {
+    if (c == 0) {
+      const int kb_end = min(kblocks, DEPTH - 1 + max(early ? p.decode_l2_prefetch : 0, ahead));
+      for (int kb = DEPTH - 1; kb < kb_end; ++kb) decode_prefetch_kblock(w_base, kb, off_lo, off_hi);
+    }
+    if (early) pdl_wait_and_release();
+  } else if (early) {
     if (c == 0) {
       const int kb_end = min(kblocks, DEPTH - 1 + p.decode_l2_prefetch);
-      for (int kb = DEPTH - 1; kb < kb_end; ++kb) {
-        const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
-        prefetch_l2(w + off_lo);
-        prefetch_l2(w + off_lo + 64);
-        prefetch_l2(w + off_hi);
-        prefetch_l2(w + off_hi + 64);
-      }
+      for (int kb = DEPTH - 1; kb < kb_end; ++kb) decode_prefetch_kblock(w_base, kb, off_lo, off_hi);
     }
     pdl_wait_and_release();
   }
@@ -203,7 +222,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
 
   // Rows of a group per pass: 8 (the mma's N), or with the SwiGLU prologue the rows it has room for.
   const int step = SWIGLU ? p.swiglu_rows : 8;
-  uint8_t* const h_sm = decode_smem + kDecodeWarps * DEPTH * kDecodeAsyncStageBytes;
+  uint8_t* const h_sm = decode_smem + WARPS * DEPTH * kDecodeAsyncStageBytes;
   const int h_ld = decode_swiglu_row_stride(p.k);
   float* const hs_sm = reinterpret_cast<float*>(h_sm + static_cast<size_t>(SWIGLU ? p.swiglu_rows : 0) * h_ld);
   for (int tok0 = 0; tok0 < rows; tok0 += step) {
@@ -214,14 +233,45 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
       // multiples of 64), then a barrier. Indices below are rows of the pass (0 .. step-1), -1 outside.
       const int nr = min(step, rows - tok0);
       if (tok0 > 0) __syncthreads();  // every warp has finished reading the previous pass's rows
-      for (int item = warp; item < nr * kblocks; item += kDecodeWarps) {
-        const int r = item / kblocks, grp = item - r * kblocks;
-        const __nv_bfloat16* src =
-            p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
-        float sc = 0.f;
-        const uint32_t packed = swiglu_quantize_group_warp(src, src + p.k, &sc);
-        *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
-        if (lane == 0) hs_sm[r * kblocks + grp] = sc;
+      if (p.swiglu_batched) {
+        // Fp8GemmParams::swiglu_batched: a warp's next kBatch items' loads are all in flight before the
+        // first is used (one L2 round trip per kBatch items instead of one per item); the same arithmetic.
+        constexpr int kBatch = 4;
+        for (int item0 = warp; item0 < nr * kblocks; item0 += kBatch * WARPS) {
+          uint2 graw[kBatch], uraw[kBatch];
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            const int item = item0 + j * WARPS;
+            if (item < nr * kblocks) {
+              const int r = item / kblocks, grp = item - r * kblocks;
+              const __nv_bfloat16* src =
+                  p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block + lane * 4;
+              graw[j] = *reinterpret_cast<const uint2*>(src);
+              uraw[j] = *reinterpret_cast<const uint2*>(src + p.k);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            const int item = item0 + j * WARPS;
+            if (item < nr * kblocks) {
+              const int r = item / kblocks, grp = item - r * kblocks;
+              float sc = 0.f;
+              const uint32_t packed = swiglu_quantize_group_warp_raw(graw[j], uraw[j], &sc);
+              *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
+              if (lane == 0) hs_sm[r * kblocks + grp] = sc;
+            }
+          }
+        }
+      } else {
+        for (int item = warp; item < nr * kblocks; item += WARPS) {
+          const int r = item / kblocks, grp = item - r * kblocks;
+          const __nv_bfloat16* src =
+              p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
+          float sc = 0.f;
+          const uint32_t packed = swiglu_quantize_group_warp(src, src + p.k, &sc);
+          *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
+          if (lane == 0) hs_sm[r * kblocks + grp] = sc;
+        }
       }
       __syncthreads();
       b_src = gq < nr ? gq : -1;
@@ -243,6 +293,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
         const int nk = kb + DEPTH - 1;  // refills the slot read in the previous iteration
         if (nk < kblocks) issue(nk);
         cp_async_commit();
+        if constexpr (AHEAD)
+          if (c == 0 && nk + ahead < kblocks) decode_prefetch_kblock(w_base, nk + ahead, off_lo, off_hi);
       }
       const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
       uint4 wv[4];

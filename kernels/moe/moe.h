@@ -229,6 +229,23 @@ struct MoeParams {
   // On by default since the H200 run at 595abea (T=1 graph 0.1160 -> 0.1140 ms, T=8 0.5353 -> 0.5329).
   // Flip: false.
   bool permute_single_pass = true;
+  // Session 4 (docs/PERFORMANCE.md "MoE", "Session 4"): decode GEMM streaming knobs. Each is a hint or a
+  // work split that keeps every value's bits (the same per-warp arithmetic), selectable at run time.
+  // gate_up_block_warps (GLM5RT_MOE_GATE_UP_BLOCK_WARPS=0|1|2|4): warps per block of the routed gate_up
+  // GEMM's cp.async decode kernel (Fp8GemmParams::decode_block_warps; 0 = 4, the previous form).
+  int gate_up_block_warps = 0;
+  // gate_up_l2_ahead / down_l2_ahead (GLM5RT_MOE_GATE_UP_L2_AHEAD / GLM5RT_MOE_DOWN_L2_AHEAD = K blocks):
+  // the running L2 prefetch of the cp.async decode kernels (Fp8GemmParams::decode_l2_ahead), routed and
+  // shared GEMMs alike. 0: off (the previous form).
+  int gate_up_l2_ahead = 0;
+  int down_l2_ahead = 0;
+  // down_l2_prefetch (GLM5RT_MOE_DOWN_L2_PREFETCH = K blocks): the down GEMM asks L2 for this many K
+  // blocks past its ring before its PDL wait (Fp8GemmParams::decode_l2_prefetch), i.e. while the gate_up
+  // GEMM's last blocks run, whether or not early_down is set (early_down alone: 4). 0: as before.
+  int down_l2_prefetch = 0;
+  // swiglu_batched (GLM5RT_MOE_SWIGLU_BATCHED=0|1): the down GEMM's fused SwiGLU prologue (decode_fusion 2)
+  // with 4 groups' loads in flight per warp (Fp8GemmParams::swiglu_batched). The same bits.
+  bool swiglu_batched = false;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

@@ -573,6 +573,43 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  {  // Session 4: the decode GEMMs' streaming knobs against the default run, one at a time and together:
+     // v0 the routed gate_up GEMM in 2-warp blocks (gate_up_block_warps), v1 the running L2 prefetch in
+     // both GEMMs (gate_up_l2_ahead, down_l2_ahead), v2 the down GEMM's pre-wait L2 prefetch
+     // (down_l2_prefetch), v4 the fused SwiGLU prologue with batched loads (swiglu_batched; T <= 2), v3 all
+     // of them. A work split, load order and hints only: the same bits, eagerly over a
+     // poisoned workspace; all three also on a second stream for the shared expert, eagerly and from a
+     // graph replayed twice (check_shared_stream).
+    auto knobs = [&](int v) {
+      k::MoeParams ps = p0;
+      if (v == 0 || v == 3) ps.gate_up_block_warps = 2;
+      if (v == 1 || v == 3) {
+        ps.gate_up_l2_ahead = 4;
+        ps.down_l2_ahead = 3;
+      }
+      if (v == 2 || v == 3) ps.down_l2_prefetch = 6;
+      if (v == 4 || v == 3) ps.swiglu_batched = true;
+      return ps;
+    };
+    for (int v = 0; v < 5; ++v) {
+      dout.poison();
+      dids.poison();
+      dwts.poison();
+      ws.poison();
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(k::moe_forward(knobs(v), ws.ptr, ws_bytes, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto again = dout.download();
+      size_t differ = 0;
+      for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
+      MESSAGE("session-4 variant " << v << " at T=" << T << ": differing outputs " << differ);
+      CHECK(differ == 0);
+      CHECK(dids.download() == gid);
+      CHECK(dwts.download() == gw);
+    }
+    check_shared_stream(knobs(3), ws, ws_bytes, dout, out_bits,
+                        T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  }
   // Round 7: the front in the router logits kernel's last block: applies up to 16 tokens (the few-token
   // logits kernel that quantises x; GLM-5's hidden 6144 fits its staging), not beyond.
   // And the single-pass permutation (MoeParams::permute_single_pass) there and in the front kernel.
