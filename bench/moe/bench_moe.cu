@@ -246,8 +246,8 @@ struct MoeResult {
   int shared_l2_prefetch_site = 0;
   // Session 4's decode GEMM knobs (MoeParams::gate_up_block_warps, gate_up_l2_ahead, down_l2_ahead,
   // down_l2_prefetch).
-  int gate_up_block_warps = 0, gate_up_l2_ahead = 0, down_l2_ahead = 0, down_l2_prefetch = 0;
-  bool swiglu_batched = false;
+  int gate_up_block_warps = 0;
+  bool gate_up_line_copies = false, down_line_copies = false;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
@@ -468,10 +468,8 @@ int main(int argc, char** argv) {
     bool fused_router_front = glm5rt::kernels::MoeParams{}.fused_router_front;
     bool permute_single_pass = glm5rt::kernels::MoeParams{}.permute_single_pass;
     int gate_up_block_warps = glm5rt::kernels::MoeParams{}.gate_up_block_warps;
-    int gate_up_l2_ahead = glm5rt::kernels::MoeParams{}.gate_up_l2_ahead;
-    int down_l2_ahead = glm5rt::kernels::MoeParams{}.down_l2_ahead;
-    int down_l2_prefetch = glm5rt::kernels::MoeParams{}.down_l2_prefetch;
-    bool swiglu_batched = glm5rt::kernels::MoeParams{}.swiglu_batched;
+    bool gate_up_line_copies = glm5rt::kernels::MoeParams{}.gate_up_line_copies;
+    bool down_line_copies = glm5rt::kernels::MoeParams{}.down_line_copies;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -568,35 +566,30 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Session 4: the decode GEMMs' streaming knobs against the library defaults. "gu-w2": the routed
-    // gate_up GEMM in 2-warp blocks (MoeParams::gate_up_block_warps); "gu-ahN" / "dn-ahN": the running L2
-    // prefetch N K blocks ahead in the gate_up / down GEMM (gate_up_l2_ahead / down_l2_ahead); "ahN":
-    // both; "dn-pfN": the down GEMM's pre-wait L2 prefetch of N K blocks (down_l2_prefetch); "-shstrm":
-    // with the shared expert on a second stream; "s4-base" / "s4-base-shstrm": every knob at its previous
-    // value (0), whatever the library default is now.
+    // Session 4: the decode GEMMs' knobs against the library defaults. "gu-w2": the routed gate_up GEMM in
+    // 2-warp blocks (MoeParams::gate_up_block_warps); "lines": whole-line weight copies in both GEMMs
+    // (gate_up_line_copies, down_line_copies), "gu-lines" / "dn-lines" in one of them; "-fc": with
+    // decode_fusion 1 (no SwiGLU prologue in the down GEMM); "-shstrm": with the shared expert on a second
+    // stream; "s4-base" / "s4-base-shstrm": every session-4 knob at its previous value, whatever the library
+    // default is now (while the defaults are unchanged, a second copy of "default" / "shared-strm" in the
+    // same process: the row-to-row noise).
     if (T <= 16) {
-      // "swig-b": the fused SwiGLU prologue with batched loads (swiglu_batched; T <= 2); "s4-all": 2-warp
-      // gate_up blocks, both running prefetches at 4, the batched prologue.
       const struct {
         const char* name;
-        int warps, gu_ahead, dn_ahead, dn_pf, swb;
+        int warps, gu_lines, dn_lines, fusion;
         bool strm;
-      } s4[] = {{"s4-base", 0, 0, 0, 0, 0, false},       {"s4-base-shstrm", 0, 0, 0, 0, 0, true},
-                {"gu-w2", 2, -1, -1, -1, -1, false},     {"gu-ah2", -1, 2, -1, -1, -1, false},
-                {"gu-ah4", -1, 4, -1, -1, -1, false},    {"gu-ah8", -1, 8, -1, -1, -1, false},
-                {"dn-ah2", -1, -1, 2, -1, -1, false},    {"dn-ah4", -1, -1, 4, -1, -1, false},
-                {"dn-ah8", -1, -1, 8, -1, -1, false},    {"dn-pf6", -1, -1, -1, 6, -1, false},
-                {"dn-pf12", -1, -1, -1, 12, -1, false},  {"swig-b", -1, -1, -1, -1, 1, false},
-                {"ah4", -1, 4, 4, -1, -1, false},        {"gu-w2-ah4", 2, 4, 4, -1, -1, false},
-                {"s4-all", 2, 4, 4, -1, 1, false},       {"gu-w2-shstrm", 2, -1, -1, -1, -1, true},
-                {"ah4-shstrm", -1, 4, 4, -1, -1, true},  {"gu-w2-ah4-shstrm", 2, 4, 4, -1, -1, true}};
+      } s4[] = {{"s4-base", 0, 0, 0, -1, false},      {"s4-base-shstrm", 0, 0, 0, -1, true},
+                {"gu-w2", 2, -1, -1, -1, false},      {"gu-lines", -1, 1, -1, -1, false},
+                {"dn-lines", -1, -1, 1, -1, false},   {"lines", -1, 1, 1, -1, false},
+                {"gu-w2-lines", 2, 1, 1, -1, false},  {"lines-fc", -1, 1, 1, 1, false},
+                {"gu-w2-shstrm", 2, -1, -1, -1, true}, {"lines-shstrm", -1, 1, 1, -1, true},
+                {"gu-w2-lines-shstrm", 2, 1, 1, -1, true}};
       for (const auto& v : s4) {
         Config c{T, 0, 0, 0, true, v.name};
-        if (v.swb >= 0) c.swiglu_batched = v.swb != 0;
         if (v.warps >= 0) c.gate_up_block_warps = v.warps;
-        if (v.gu_ahead >= 0) c.gate_up_l2_ahead = v.gu_ahead;
-        if (v.dn_ahead >= 0) c.down_l2_ahead = v.dn_ahead;
-        if (v.dn_pf >= 0) c.down_l2_prefetch = v.dn_pf;
+        if (v.gu_lines >= 0) c.gate_up_line_copies = v.gu_lines != 0;
+        if (v.dn_lines >= 0) c.down_line_copies = v.dn_lines != 0;
+        if (v.fusion >= 0) c.decode_fusion = v.fusion;
         c.shared_stream = v.strm;
         configs.push_back(c);
       }
@@ -643,10 +636,8 @@ int main(int argc, char** argv) {
     r.fast_front = cfg.fast_front;
     r.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     r.gate_up_block_warps = cfg.gate_up_block_warps;
-    r.gate_up_l2_ahead = cfg.gate_up_l2_ahead;
-    r.down_l2_ahead = cfg.down_l2_ahead;
-    r.down_l2_prefetch = cfg.down_l2_prefetch;
-    r.swiglu_batched = cfg.swiglu_batched;
+    r.gate_up_line_copies = cfg.gate_up_line_copies;
+    r.down_line_copies = cfg.down_line_copies;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -694,10 +685,8 @@ int main(int argc, char** argv) {
     p.fused_router_front = cfg.fused_router_front;
     p.permute_single_pass = cfg.permute_single_pass;
     p.gate_up_block_warps = cfg.gate_up_block_warps;
-    p.gate_up_l2_ahead = cfg.gate_up_l2_ahead;
-    p.down_l2_ahead = cfg.down_l2_ahead;
-    p.down_l2_prefetch = cfg.down_l2_prefetch;
-    p.swiglu_batched = cfg.swiglu_batched;
+    p.gate_up_line_copies = cfg.gate_up_line_copies;
+    p.down_line_copies = cfg.down_line_copies;
     p.router_ticket = router_ticket;  // zero; every launch leaves it zero (used only where the fusion applies)
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
@@ -851,8 +840,8 @@ int main(int argc, char** argv) {
                      "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d, "
                      "\"shared_l2_prefetch\": %d, \"shared_l2_evict_last\": %s, \"shared_l2_prefetch_down\": %s, "
                      "\"stream_evict_first\": %s, \"fast_front\": %s, \"shared_l2_prefetch_site\": %d, "
-                     "\"gate_up_block_warps\": %d, \"gate_up_l2_ahead\": %d, \"down_l2_ahead\": %d, "
-                     "\"down_l2_prefetch\": %d, \"swiglu_batched\": %s, \"ms_graph_b2b\": %.4f, "
+                     "\"gate_up_block_warps\": %d, \"gate_up_line_copies\": %s, \"down_line_copies\": %s, "
+                     "\"ms_graph_b2b\": %.4f, "
                      "\"ms_graph_layers8\": %.4f%s}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
                      r.stage_ms[1], r.stage_ms[2], r.stage_ms[3], r.stage_ms[4], r.stage_ms[5], r.stage_ms[6], r.gbps,
@@ -863,7 +852,7 @@ int main(int argc, char** argv) {
                      r.shared_l2_prefetch, r.shared_l2_evict_last ? "true" : "false",
                      r.shared_l2_prefetch_down ? "true" : "false", r.stream_evict_first ? "true" : "false",
                      r.fast_front ? "true" : "false", r.shared_l2_prefetch_site, r.gate_up_block_warps,
-                     r.gate_up_l2_ahead, r.down_l2_ahead, r.down_l2_prefetch, r.swiglu_batched ? "true" : "false",
+                     r.gate_up_line_copies ? "true" : "false", r.down_line_copies ? "true" : "false",
                      r.ms_graph_b2b, r.ms_graph_layers,
                      timeline_json(r).c_str(), i + 1 < results.size() ? "," : "");
       }

@@ -145,9 +145,11 @@ __device__ __forceinline__ void quantize_group_warp(const __nv_bfloat16* src, ui
 // bf16 gate / up values, lane l owns elements 4l .. 4l+3; returns the lane's 4 e4m3 bytes packed and the
 // group's scale in *s. h = silu(g) * u = g / (1 + exp(-g)) * u in float32. The one definition used by the
 // SwiGLU kernel (moe_swiglu_quantize) and by the down GEMM's fused prologue, so both give the same bits.
-// swiglu_quantize_group_warp_raw: the same on the lane's 4 gate / 4 up values already loaded (graw / uraw:
-// elements 4l .. 4l+3 as two bf16 pairs each), so that a caller can have several groups' loads in flight.
-__device__ __forceinline__ uint32_t swiglu_quantize_group_warp_raw(const uint2 graw, const uint2 uraw, float* s) {
+__device__ __forceinline__ uint32_t swiglu_quantize_group_warp(const __nv_bfloat16* g, const __nv_bfloat16* u,
+                                                               float* s) {
+  const int lane = threadIdx.x % 32;
+  const uint2 graw = *reinterpret_cast<const uint2*>(g + lane * 4);
+  const uint2 uraw = *reinterpret_cast<const uint2*>(u + lane * 4);
   const __nv_bfloat162* gp = reinterpret_cast<const __nv_bfloat162*>(&graw);
   const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&uraw);
   float h[4];
@@ -166,13 +168,6 @@ __device__ __forceinline__ uint32_t swiglu_quantize_group_warp_raw(const uint2 g
 #pragma unroll
   for (int i = 0; i < 4; ++i) packed |= static_cast<uint32_t>(fp8_encode(h[i] / *s)) << (8 * i);
   return packed;
-}
-__device__ __forceinline__ uint32_t swiglu_quantize_group_warp(const __nv_bfloat16* g, const __nv_bfloat16* u,
-                                                               float* s) {
-  const int lane = threadIdx.x % 32;
-  const uint2 graw = *reinterpret_cast<const uint2*>(g + lane * 4);
-  const uint2 uraw = *reinterpret_cast<const uint2*>(u + lane * 4);
-  return swiglu_quantize_group_warp_raw(graw, uraw, s);
 }
 
 }  // namespace glm5rt::kernels::detail

@@ -93,18 +93,18 @@ cudaError_t decode_fits_one_wave(const Fp8GemmParams& p, bool& fits) {
 // The cp.async decode kernel's form for p: plain, with the fused combine, or with the fused SwiGLU
 // prologue and the combine (separate instantiations, so that the plain kernel's code is unchanged), and
 // its dynamic shared memory.
-template <int DEPTH, bool AHEAD>
-void (*decode_async_kernel_for_ahead(const Fp8GemmParams& p))(Fp8GemmParams) {
+template <int DEPTH, bool LINES>
+void (*decode_async_kernel_for_lines(const Fp8GemmParams& p))(Fp8GemmParams) {
   using namespace detail;
-  if (p.swiglu_gate_up) return fp8_gemm_decode_async_kernel<DEPTH, true, true, false, kDecodeWarps, AHEAD>;
-  if (p.combine_counters) return fp8_gemm_decode_async_kernel<DEPTH, true, false, false, kDecodeWarps, AHEAD>;
-  if (async_block_warps(p) == 2) return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, 2, AHEAD>;
-  return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, kDecodeWarps, AHEAD>;
+  if (p.swiglu_gate_up) return fp8_gemm_decode_async_kernel<DEPTH, true, true, false, kDecodeWarps, LINES>;
+  if (p.combine_counters) return fp8_gemm_decode_async_kernel<DEPTH, true, false, false, kDecodeWarps, LINES>;
+  if (async_block_warps(p) == 2) return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, 2, LINES>;
+  return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, kDecodeWarps, LINES>;
 }
 template <int DEPTH>
 void (*decode_async_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams) {
   if (general_form(p)) return detail::fp8_gemm_decode_async_kernel<DEPTH, false, false, true>;
-  return p.decode_l2_ahead > 0 ? decode_async_kernel_for_ahead<DEPTH, true>(p) : decode_async_kernel_for_ahead<DEPTH, false>(p);
+  return p.decode_line_copies ? decode_async_kernel_for_lines<DEPTH, true>(p) : decode_async_kernel_for_lines<DEPTH, false>(p);
 }
 template <int DEPTH>
 size_t decode_async_smem(const Fp8GemmParams& p) {
@@ -210,8 +210,7 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   if (p.part_rows <= 0) return cudaErrorInvalidValue;
   if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
     return cudaErrorInvalidValue;
-  if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0 || p.pre_wait_prefetch_kblocks < 0 || p.decode_l2_ahead < 0)
-    return cudaErrorInvalidValue;
+  if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0 || p.pre_wait_prefetch_kblocks < 0) return cudaErrorInvalidValue;
   if (p.decode_block_warps != 0 && p.decode_block_warps != 1 && p.decode_block_warps != 2 && p.decode_block_warps != 4)
     return cudaErrorInvalidValue;
   if (p.pre_wait_prefetch_kblocks > 0 &&

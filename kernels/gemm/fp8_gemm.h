@@ -109,11 +109,12 @@ struct Fp8GemmParams {
   // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
   // only: results do not depend on it. 0: none.
   int decode_l2_prefetch = 0;
-  // The cp.async decode kernel keeps asking L2 for K block kb + DEPTH - 1 + decode_l2_ahead of its rows
-  // while it consumes K block kb (and for the first decode_l2_ahead K blocks past its ring before its
-  // loop), so that more weight bytes are in flight per warp than its shared-memory ring holds (the ring
-  // then mostly hits L2). A hint: results do not depend on it. 0: none (the previous kernel behaviour).
-  int decode_l2_ahead = 0;
+  // The cp.async decode kernel copies whole 128-byte lines: each copy instruction of a warp covers 4
+  // weight rows x 128 contiguous bytes instead of 8 rows x 64 bytes, so every line of weights is asked of
+  // the memory system once, whole, instead of as two halves by two instructions (half the requests per
+  // byte), through a swizzled stage that each warp shares between its lanes. The same bits. Not in the
+  // general form (varied parts / strided weights), which ignores it. false: the previous copy geometry.
+  bool decode_line_copies = false;
   // Warps per block of the cp.async decode kernel's plain form (2 or 4; 0 means 4, 1 runs 2): 16 weight
   // rows per warp, so 32 / 64 rows per block. Smaller blocks spread a one-wave grid more evenly over the SMs
   // (T=1 gate_up: 576 blocks of 4 warps land 4 or 5 per SM, 20 warps on the busiest SMs; 1152 blocks of 2
@@ -163,9 +164,6 @@ struct Fp8GemmParams {
   const __nv_bfloat16* swiglu_gate_up = nullptr;  // null: A from a / a_scale
   int swiglu_ld = 0;
   int swiglu_rows = 0;
-  // The fused SwiGLU prologue with each warp's loads of up to 4 groups in flight at once (one L2 round
-  // trip per 4 groups instead of one per group; T=1 down: 16 groups over 4 warps). The same bits.
-  bool swiglu_batched = false;
 
   // Debug timeline (benchmarks): kStampWords u64 of %globaltimer min/max (launch.cuh, detail::stamp) for
   // block start, past the PDL wait and end of work; written by the cp.async decode kernel only. Null: off.

@@ -99,27 +99,23 @@ __device__ __forceinline__ void decode_pre_wait_prefetch(const Fp8GemmParams& p)
   }
 }
 
-// L2 prefetch of K block kb of a warp's 16 rows (one 128-byte K block per row: both halves, since a row
-// need not start on a 128-byte line); issued by the lanes c == 0, which cover the warp's rows.
-__device__ __forceinline__ void decode_prefetch_kblock(const uint8_t* w_base, int kb, int off_lo, int off_hi) {
-  const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
-  prefetch_l2(w + off_lo);
-  prefetch_l2(w + off_lo + 64);
-  prefetch_l2(w + off_hi);
-  prefetch_l2(w + off_hi + 64);
-}
-
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
 // GENERAL: unequal parts / strided weights (decode_part_of). WARPS: warps per block (Fp8GemmParams::
 // decode_block_warps; 4 in the fused and general forms); the register cap stays the same per thread
-// (7 blocks of 4 warps per SM = 28 warps). AHEAD: the running L2 prefetch (Fp8GemmParams::decode_l2_ahead
-// > 0; its own instantiation, so that the kernels without it keep their code and registers).
+// (7 blocks of 4 warps per SM = 28 warps). LINES: whole-line copies (Fp8GemmParams::decode_line_copies;
+// its own instantiation, so that the kernels without it keep their code and registers): each cp.async
+// instruction of a warp copies 4 rows x 128 contiguous bytes (every 128-byte line of weights requested once,
+// whole) instead of 8 rows x 64 bytes (each line requested as two halves by two instructions); lane l copies
+// chunk l % 8 of rows 4i + l / 8 into row * 128 + ((chunk ^ ((row & 1) << 2)) << 4) of the warp's stage (the
+// XOR keeps both the copies and the fragment reads free of bank conflicts), and since a lane then reads bytes
+// that other lanes copied, a __syncwarp follows each cp.async wait. The same bytes reach the same mma
+// operands: the same bits.
 template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false, int WARPS = kDecodeWarps,
-          bool AHEAD = false>
+          bool LINES = false>
 __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
     fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
   static_assert(WARPS == kDecodeWarps || (!COMBINE && !SWIGLU && !GENERAL), "smaller blocks: plain form only");
-  static_assert(!AHEAD || !GENERAL, "no running prefetch in the general form");
+  static_assert(!LINES || !GENERAL, "whole-line copies need 128-byte aligned rows (not the general form)");
   constexpr int kRows = WARPS * 16;  // weight rows per block
 #if GLM5RT_HAS_FP8_MMA
   // With group_info_ready the group metadata and the weights were complete before the previous kernel
@@ -174,11 +170,33 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
   const int n_lo = dp.first + r_lo;
   const uint8_t* a_base = p.a + c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
-  const int ahead = AHEAD ? p.decode_l2_ahead : 0;  // Fp8GemmParams::decode_l2_ahead
+  // LINES: this lane's copy source (chunk lane % 8 of row lane / 8, + 4i rows for copy i), its stage offset,
+  // the rows of this warp inside the part (rows past them read row 0, never stored), and the stage offset
+  // of its first fragment (row gq, bytes 16c; +64 bytes: rd0 ^ 64; row gq + 8: + 1024).
+  const int lq = lane / 8, lj = lane % 8;
+  const int valid = part_valid_rows - warp_row;
+  const uint8_t* w_line = W + static_cast<size_t>(warp_row) * ldw + lj * 16;
+  const uint32_t line_dst =
+      smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lq * 128 + ((lj ^ ((lq & 1) << 2)) << 4);
+  const int rd0 = gq * 128 + ((c ^ ((gq & 1) << 2)) << 4);
 
   const bool evict_first = p.decode_evict_first;
   const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
   auto issue = [&](int kb) {
+    if constexpr (LINES) {
+      const uint8_t* w = w_line + static_cast<size_t>(kb) * kFp8Block;
+      const uint32_t dst = line_dst + (kb % DEPTH) * kDecodeAsyncStageBytes;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 4 * i + lq;
+        const uint8_t* src = w + (r < valid ? r : 0) * ldw;
+        if (evict_first)
+          cp_async_16_hint(dst + 512 * i, src, 16, policy);
+        else
+          cp_async_16(dst + 512 * i, src, 16);
+      }
+      return;
+    }
     const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
     const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
     if (evict_first) {
@@ -194,6 +212,7 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
     }
   };
   const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+  const uint8_t* stage_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes;  // LINES
 
   auto prologue = [&] {
 #pragma unroll
@@ -203,18 +222,18 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
     }
   };
   prologue();
-  // L2 prefetch of the K blocks after the ring's: before the PDL wait with group_info_ready
-  // (decode_l2_prefetch of them), and the first decode_l2_ahead of them for the loop's running prefetch.
-  if constexpr (AHEAD) {
-    if (c == 0) {
-      const int kb_end = min(kblocks, DEPTH - 1 + max(early ? p.decode_l2_prefetch : 0, ahead));
-      for (int kb = DEPTH - 1; kb < kb_end; ++kb) decode_prefetch_kblock(w_base, kb, off_lo, off_hi);
-    }
-    if (early) pdl_wait_and_release();
-  } else if (early) {
+  if (early) {
+    // L2 prefetch of the next K blocks of this warp's 16 rows (one 128-byte K block per row: both
+    // halves, since a row need not start on a 128-byte line); lanes c == 0 cover the warp's rows.
     if (c == 0) {
       const int kb_end = min(kblocks, DEPTH - 1 + p.decode_l2_prefetch);
-      for (int kb = DEPTH - 1; kb < kb_end; ++kb) decode_prefetch_kblock(w_base, kb, off_lo, off_hi);
+      for (int kb = DEPTH - 1; kb < kb_end; ++kb) {
+        const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+        prefetch_l2(w + off_lo);
+        prefetch_l2(w + off_lo + 64);
+        prefetch_l2(w + off_hi);
+        prefetch_l2(w + off_hi + 64);
+      }
     }
     pdl_wait_and_release();
   }
@@ -233,45 +252,14 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
       // multiples of 64), then a barrier. Indices below are rows of the pass (0 .. step-1), -1 outside.
       const int nr = min(step, rows - tok0);
       if (tok0 > 0) __syncthreads();  // every warp has finished reading the previous pass's rows
-      if (p.swiglu_batched) {
-        // Fp8GemmParams::swiglu_batched: a warp's next kBatch items' loads are all in flight before the
-        // first is used (one L2 round trip per kBatch items instead of one per item); the same arithmetic.
-        constexpr int kBatch = 4;
-        for (int item0 = warp; item0 < nr * kblocks; item0 += kBatch * WARPS) {
-          uint2 graw[kBatch], uraw[kBatch];
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            const int item = item0 + j * WARPS;
-            if (item < nr * kblocks) {
-              const int r = item / kblocks, grp = item - r * kblocks;
-              const __nv_bfloat16* src =
-                  p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block + lane * 4;
-              graw[j] = *reinterpret_cast<const uint2*>(src);
-              uraw[j] = *reinterpret_cast<const uint2*>(src + p.k);
-            }
-          }
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) {
-            const int item = item0 + j * WARPS;
-            if (item < nr * kblocks) {
-              const int r = item / kblocks, grp = item - r * kblocks;
-              float sc = 0.f;
-              const uint32_t packed = swiglu_quantize_group_warp_raw(graw[j], uraw[j], &sc);
-              *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
-              if (lane == 0) hs_sm[r * kblocks + grp] = sc;
-            }
-          }
-        }
-      } else {
-        for (int item = warp; item < nr * kblocks; item += WARPS) {
-          const int r = item / kblocks, grp = item - r * kblocks;
-          const __nv_bfloat16* src =
-              p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
-          float sc = 0.f;
-          const uint32_t packed = swiglu_quantize_group_warp(src, src + p.k, &sc);
-          *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
-          if (lane == 0) hs_sm[r * kblocks + grp] = sc;
-        }
+      for (int item = warp; item < nr * kblocks; item += WARPS) {
+        const int r = item / kblocks, grp = item - r * kblocks;
+        const __nv_bfloat16* src =
+            p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
+        float sc = 0.f;
+        const uint32_t packed = swiglu_quantize_group_warp(src, src + p.k, &sc);
+        *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
+        if (lane == 0) hs_sm[r * kblocks + grp] = sc;
       }
       __syncthreads();
       b_src = gq < nr ? gq : -1;
@@ -289,17 +277,26 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int kb = 0; kb < kblocks; ++kb) {
       cp_async_wait<DEPTH - 2>();  // this lane's copies of K block kb have landed
+      // LINES: and every other lane's (whose bytes this lane reads); also orders the previous iteration's
+      // reads of the slot refilled below before the refill.
+      if constexpr (LINES) __syncwarp();
       {
         const int nk = kb + DEPTH - 1;  // refills the slot read in the previous iteration
         if (nk < kblocks) issue(nk);
         cp_async_commit();
-        if constexpr (AHEAD)
-          if (c == 0 && nk + ahead < kblocks) decode_prefetch_kblock(w_base, nk + ahead, off_lo, off_hi);
       }
-      const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
       uint4 wv[4];
+      if constexpr (LINES) {
+        const uint8_t* st = stage_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
+        wv[0] = *reinterpret_cast<const uint4*>(st + rd0);
+        wv[1] = *reinterpret_cast<const uint4*>(st + (rd0 ^ 64));
+        wv[2] = *reinterpret_cast<const uint4*>(st + rd0 + 1024);
+        wv[3] = *reinterpret_cast<const uint4*>(st + (rd0 ^ 64) + 1024);
+      } else {
+        const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
+        for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
+      }
       const float ws = __ldg(ws_row + kb);
       uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
       if (b_src >= 0) {
@@ -337,6 +334,7 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
       acc[3] = fmaf(d[3], s1, acc[3]);
     }
     cp_async_wait<0>();  // no copy may still target the ring when the next pass refills it
+    if constexpr (LINES) __syncwarp();  // nor may another lane still read a slot this lane refills
     if (tok0 + step < rows) prologue();
 
 #pragma unroll

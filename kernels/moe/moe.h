@@ -234,18 +234,11 @@ struct MoeParams {
   // gate_up_block_warps (GLM5RT_MOE_GATE_UP_BLOCK_WARPS=0|1|2|4): warps per block of the routed gate_up
   // GEMM's cp.async decode kernel (Fp8GemmParams::decode_block_warps; 0 = 4, the previous form).
   int gate_up_block_warps = 0;
-  // gate_up_l2_ahead / down_l2_ahead (GLM5RT_MOE_GATE_UP_L2_AHEAD / GLM5RT_MOE_DOWN_L2_AHEAD = K blocks):
-  // the running L2 prefetch of the cp.async decode kernels (Fp8GemmParams::decode_l2_ahead), routed and
-  // shared GEMMs alike. 0: off (the previous form).
-  int gate_up_l2_ahead = 0;
-  int down_l2_ahead = 0;
-  // down_l2_prefetch (GLM5RT_MOE_DOWN_L2_PREFETCH = K blocks): the down GEMM asks L2 for this many K
-  // blocks past its ring before its PDL wait (Fp8GemmParams::decode_l2_prefetch), i.e. while the gate_up
-  // GEMM's last blocks run, whether or not early_down is set (early_down alone: 4). 0: as before.
-  int down_l2_prefetch = 0;
-  // swiglu_batched (GLM5RT_MOE_SWIGLU_BATCHED=0|1): the down GEMM's fused SwiGLU prologue (decode_fusion 2)
-  // with 4 groups' loads in flight per warp (Fp8GemmParams::swiglu_batched). The same bits.
-  bool swiglu_batched = false;
+  // gate_up_line_copies / down_line_copies (GLM5RT_MOE_GATE_UP_LINES / GLM5RT_MOE_DOWN_LINES = 0|1): the
+  // cp.async decode kernels of the gate_up / down GEMMs (routed and shared) copy whole 128-byte lines
+  // (Fp8GemmParams::decode_line_copies). false: the previous copy geometry.
+  bool gate_up_line_copies = false;
+  bool down_line_copies = false;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

@@ -33,10 +33,8 @@ struct MoeEnv {
   int permute_single_pass = env_int("GLM5RT_MOE_PERMUTE_SINGLE_PASS");
   int fast_front = env_int("GLM5RT_MOE_FAST_FRONT");
   int gate_up_block_warps = env_int("GLM5RT_MOE_GATE_UP_BLOCK_WARPS");
-  int gate_up_l2_ahead = env_int("GLM5RT_MOE_GATE_UP_L2_AHEAD");
-  int down_l2_ahead = env_int("GLM5RT_MOE_DOWN_L2_AHEAD");
-  int down_l2_prefetch = env_int("GLM5RT_MOE_DOWN_L2_PREFETCH");
-  int swiglu_batched = env_int("GLM5RT_MOE_SWIGLU_BATCHED");
+  int gate_up_lines = env_int("GLM5RT_MOE_GATE_UP_LINES");
+  int down_lines = env_int("GLM5RT_MOE_DOWN_LINES");
 };
 const MoeEnv& moe_env() {
   static const MoeEnv e;
@@ -50,12 +48,6 @@ constexpr size_t kAlign = 256;
 // beyond its cp.async ring: at T=1 864 blocks x 64 rows x 4 x 128 B = 28 MB, half of the H200's L2.
 constexpr int kMoeDownL2PrefetchKBlocks = 4;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-// The down GEMM's pre-wait L2 prefetch in K blocks (MoeParams::down_l2_prefetch, early_down).
-int down_pre_wait_kblocks(const MoeParams& p) {
-  const int asked = env_or(moe_env().down_l2_prefetch, p.down_l2_prefetch);
-  const int early = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
-  return asked > early ? asked : early;
-}
 
 struct Layout {
   size_t logits, ids, weights, offsets, active, num_active, tiles, row_token, slot_row, xq, xs, xq_shared,
@@ -133,7 +125,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.pdl = pdl;
   g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
   g.decode_evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
-  g.decode_l2_ahead = env_or(moe_env().gate_up_l2_ahead, p.gate_up_l2_ahead);
+  g.decode_line_copies = env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -159,8 +151,8 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.c = reinterpret_cast<__nv_bfloat16*>(ws + l.y) + row0 * H;
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
-  g2.decode_l2_prefetch = down_pre_wait_kblocks(p);
-  g2.decode_l2_ahead = env_or(moe_env().down_l2_ahead, p.down_l2_ahead);
+  g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.decode_line_copies = env_flag(moe_env().down_lines, p.down_line_copies);
   g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
   return fp8_gemm(g2, ss);
 }
@@ -379,7 +371,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
   g1.decode_evict_first = evict_first;
   g1.decode_block_warps = env_or(moe_env().gate_up_block_warps, p.gate_up_block_warps);
-  g1.decode_l2_ahead = env_or(moe_env().gate_up_l2_ahead, p.gate_up_l2_ahead);
+  g1.decode_line_copies = env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
   if (l2pf_gemm) {
     g1.pre_wait_prefetch_w = p.gate_up_w + 2 * static_cast<size_t>(E);
     g1.pre_wait_prefetch_parts = 2;
@@ -420,8 +412,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // it before SwiGLU could launch): the down GEMM may start streaming its weights before its wait, while
   // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
   g2.group_info_ready = true;
-  g2.decode_l2_prefetch = down_pre_wait_kblocks(p);
-  g2.decode_l2_ahead = env_or(moe_env().down_l2_ahead, p.down_l2_ahead);
+  g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.decode_line_copies = env_flag(moe_env().down_lines, p.down_line_copies);
   g2.decode_block_warps = 0;  // 4-warp blocks (the fused forms need them)
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   g2.debug_stamps = stamp_slot(p, kMoeStampDown);
@@ -441,7 +433,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
     g2.swiglu_gate_up = g1.c;
     g2.swiglu_ld = 2 * I;
     g2.swiglu_rows = T;
-    g2.swiglu_batched = env_flag(moe_env().swiglu_batched, p.swiglu_batched);
   }
   if (cudaError_t e = fp8_gemm(g2, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(5); e != cudaSuccess) return e;

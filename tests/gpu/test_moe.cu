@@ -573,22 +573,19 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
-  {  // Session 4: the decode GEMMs' streaming knobs against the default run, one at a time and together:
-     // v0 the routed gate_up GEMM in 2-warp blocks (gate_up_block_warps), v1 the running L2 prefetch in
-     // both GEMMs (gate_up_l2_ahead, down_l2_ahead), v2 the down GEMM's pre-wait L2 prefetch
-     // (down_l2_prefetch), v4 the fused SwiGLU prologue with batched loads (swiglu_batched; T <= 2), v3 all
-     // of them. A work split, load order and hints only: the same bits, eagerly over a
+  {  // Session 4: the decode GEMMs' knobs against the default run, one at a time and together: v0 the routed
+     // gate_up GEMM in 2-warp blocks (gate_up_block_warps), v1 whole-line weight copies in the gate_up GEMM
+     // (gate_up_line_copies), v2 in the down GEMM (down_line_copies; at T <= 2 its fused SwiGLU form), v4
+     // whole-line copies in both with decode_fusion 1 (the combine-only fused down kernel), v3 all of v0-v2.
+     // A work split and copy geometry only: the same bits, eagerly over a
      // poisoned workspace; all three also on a second stream for the shared expert, eagerly and from a
      // graph replayed twice (check_shared_stream).
     auto knobs = [&](int v) {
       k::MoeParams ps = p0;
       if (v == 0 || v == 3) ps.gate_up_block_warps = 2;
-      if (v == 1 || v == 3) {
-        ps.gate_up_l2_ahead = 4;
-        ps.down_l2_ahead = 3;
-      }
-      if (v == 2 || v == 3) ps.down_l2_prefetch = 6;
-      if (v == 4 || v == 3) ps.swiglu_batched = true;
+      if (v == 1 || v == 3 || v == 4) ps.gate_up_line_copies = true;
+      if (v == 2 || v == 3 || v == 4) ps.down_line_copies = true;
+      if (v == 4) ps.decode_fusion = 1;
       return ps;
     };
     for (int v = 0; v < 5; ++v) {
