@@ -4,7 +4,7 @@
 # (GLM5RT_BENCH_TOKENS, default 1,8; GLM5RT_BENCH_ROWS, default the session-4 list below) with JSON, then this
 # family's GPU tests (fp8 GEMM, router, permutation, MoE; old and new paths), and print a compact summary last.
 #   OUT=/tmp/out GLM5RT_COMMIT=<sha> scripts/gpu_moe_s4.sh
-# Timelines printed: GLM5RT_TIMELINES="default:1 s4-all:1" (label:tokens).
+# Timelines printed: GLM5RT_TIMELINES="default:1 lines:1" (label:tokens).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out-moe}
@@ -14,7 +14,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 commit=${GLM5RT_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-rows=${GLM5RT_BENCH_ROWS:-default,shared-strm,s4-base,s4-base-shstrm,gu-w2,gu-ah2,gu-ah4,gu-ah8,dn-ah2,dn-ah4,dn-ah8,dn-pf6,dn-pf12,swig-b,ah4,gu-w2-ah4,s4-all,gu-w2-shstrm,ah4-shstrm,gu-w2-ah4-shstrm,unfused,fuse-comb,early-down}
+rows=${GLM5RT_BENCH_ROWS:-default,shared-strm,s4-base,s4-base-shstrm,gu-w2,gu-lines,dn-lines,lines,gu-w2-lines,lines-fc,gu-w2-shstrm,lines-shstrm,gu-w2-lines-shstrm,fuse-comb,unfused}
 {
   echo "== gpu_moe_s4.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $commit"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>/dev/null
@@ -35,7 +35,7 @@ rows=${GLM5RT_BENCH_ROWS:-default,shared-strm,s4-base,s4-base-shstrm,gu-w2,gu-ah
 cat "$OUT/log"
 grep -E "^\[doctest\] (test cases|assertions):|FAILED|ERROR|error:" "$OUT/tests.txt" 2>/dev/null | head -n 20
 grep -E "^device:|^copy bandwidth" "$OUT/bench.txt" 2>/dev/null
-for label in ${GLM5RT_TIMELINES:-default:1 gu-w2:1 dn-ah4:1 s4-all:1}; do
+for label in ${GLM5RT_TIMELINES:-default:1 lines:1 gu-w2-lines:1 lines-shstrm:1 lines:8}; do
   awk -v want="timeline ${label%%:*} T=${label##*:} " 'index($0, want) == 1 { on = 1; print; next } on && /^  / { print; next } { on = 0 }' \
     "$OUT/bench.txt" 2>/dev/null
 done
