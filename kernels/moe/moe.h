@@ -235,8 +235,10 @@ struct MoeParams {
   // GEMM's cp.async decode kernel (Fp8GemmParams::decode_block_warps; 0 = 4, the previous form).
   int gate_up_block_warps = 0;
   // gate_up_line_copies / down_line_copies (GLM5RT_MOE_GATE_UP_LINES / GLM5RT_MOE_DOWN_LINES = 0|1): the
-  // cp.async decode kernels of the gate_up / down GEMMs (routed and shared) copy whole 128-byte lines
-  // (Fp8GemmParams::decode_line_copies). false: the previous copy geometry.
+  // cp.async decode kernels of the gate_up / down GEMMs copy whole 128-byte lines (Fp8GemmParams::
+  // decode_line_copies; the same bits). Ignored with shared_stream (see moe_forward.cu: that combination
+  // stopped with an illegal-instruction error on the H200, cause not found). Speed not yet measured
+  // (docs/PERFORMANCE.md "MoE session 4"). false: the previous copy geometry.
   bool gate_up_line_copies = false;
   bool down_line_copies = false;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of

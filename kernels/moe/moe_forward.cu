@@ -125,7 +125,6 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.pdl = pdl;
   g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
   g.decode_evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
-  g.decode_line_copies = env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -152,7 +151,6 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
-  g2.decode_line_copies = env_flag(moe_env().down_lines, p.down_line_copies);
   g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
   return fp8_gemm(g2, ss);
 }
@@ -193,6 +191,11 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const bool side = p.with_shared && p.shared_stream && p.shared_stream != stream && p.shared_events[0] &&
                     p.shared_events[1] && T <= kMoeFrontMaxTokens && decode_path;
   const bool main_shared = p.with_shared && !side;
+  // Whole-line weight copies (MoeParams::gate_up_line_copies / down_line_copies) only without the second
+  // stream: with it, the H200 call of 0844c2c stopped with cudaErrorIllegalInstruction at T=1 (every
+  // one-stream configuration and the GEMM alone gave the default's bits); the cause is not found.
+  const bool gate_up_lines = !side && env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
+  const bool down_lines = !side && env_flag(moe_env().down_lines, p.down_line_copies);
   const int G = E + (main_shared ? 1 : 0);
   const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 
@@ -371,7 +374,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
   g1.decode_evict_first = evict_first;
   g1.decode_block_warps = env_or(moe_env().gate_up_block_warps, p.gate_up_block_warps);
-  g1.decode_line_copies = env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
+  g1.decode_line_copies = gate_up_lines;
   if (l2pf_gemm) {
     g1.pre_wait_prefetch_w = p.gate_up_w + 2 * static_cast<size_t>(E);
     g1.pre_wait_prefetch_parts = 2;
@@ -413,7 +416,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
   g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
-  g2.decode_line_copies = env_flag(moe_env().down_lines, p.down_line_copies);
+  g2.decode_line_copies = down_lines;
   g2.decode_block_warps = 0;  // 4-warp blocks (the fused forms need them)
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   g2.debug_stamps = stamp_slot(p, kMoeStampDown);

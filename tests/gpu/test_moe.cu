@@ -577,9 +577,10 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
      // gate_up GEMM in 2-warp blocks (gate_up_block_warps), v1 whole-line weight copies in the gate_up GEMM
      // (gate_up_line_copies), v2 in the down GEMM (down_line_copies; at T <= 2 its fused SwiGLU form), v4
      // whole-line copies in both with decode_fusion 1 (the combine-only fused down kernel), v3 all of v0-v2.
-     // A work split and copy geometry only: the same bits, eagerly over a
-     // poisoned workspace; all three also on a second stream for the shared expert, eagerly and from a
-     // graph replayed twice (check_shared_stream).
+     // A work split and copy geometry only: the same bits, eagerly over a poisoned workspace; v3 also with
+     // the shared expert on a second stream, eagerly and from a graph replayed twice (check_shared_stream;
+     // moe_forward ignores the line copies there: with them that form stopped with an illegal-instruction
+     // error on the H200 at T=1, cause not found).
     auto knobs = [&](int v) {
       k::MoeParams ps = p0;
       if (v == 0 || v == 3) ps.gate_up_block_warps = 2;
