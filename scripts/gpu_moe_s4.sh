@@ -14,7 +14,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 commit=${GLM5RT_COMMIT:-$(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-rows=${GLM5RT_BENCH_ROWS:-default,shared-strm,s4-base,s4-base-shstrm,gu-w2,gu-lines,dn-lines,lines,gu-w2-lines,lines-fc,gu-w2-shstrm,lines-shstrm,gu-w2-lines-shstrm,fuse-comb,unfused}
+rows=${GLM5RT_BENCH_ROWS:-default,shared-strm,s4-base,s4-base-shstrm,gu-w2,gu-lines,dn-lines,lines,gu-w2-lines,lines-fc,gu-w2-shstrm,fuse-comb,unfused,perm-2p}
 {
   echo "== gpu_moe_s4.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $commit"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>/dev/null
@@ -35,7 +35,7 @@ rows=${GLM5RT_BENCH_ROWS:-default,shared-strm,s4-base,s4-base-shstrm,gu-w2,gu-li
 cat "$OUT/log"
 grep -E "^\[doctest\] (test cases|assertions):|FAILED|ERROR|error:" "$OUT/tests.txt" 2>/dev/null | head -n 20
 grep -E "^device:|^copy bandwidth" "$OUT/bench.txt" 2>/dev/null
-for label in ${GLM5RT_TIMELINES:-default:1 lines:1 gu-w2-lines:1 lines-shstrm:1 lines:8}; do
+for label in ${GLM5RT_TIMELINES:-default:1 lines:1 gu-w2-lines:1 lines:8}; do
   awk -v want="timeline ${label%%:*} T=${label##*:} " 'index($0, want) == 1 { on = 1; print; next } on && /^  / { print; next } { on = 0 }' \
     "$OUT/bench.txt" 2>/dev/null
 done

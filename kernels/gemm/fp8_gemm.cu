@@ -204,18 +204,13 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   if (p.ldw != 0 && (p.ldw < p.k || p.ldw % 16 != 0)) return cudaErrorInvalidValue;
   if (p.ld_wscale != 0 && p.ld_wscale < p.k / kFp8Block) return cudaErrorInvalidValue;
   const bool decode_only = p.varied_parts || p.ldw != 0 || p.ld_wscale != 0;
-  if (decode_only && (p.pre_wait_prefetch_kblocks > 0 || p.combine_counters || p.swiglu_gate_up ||
-                      p.path == Fp8GemmPath::prefill))
+  if (decode_only && (p.combine_counters || p.swiglu_gate_up || p.path == Fp8GemmPath::prefill))
     return cudaErrorInvalidValue;
   if (p.part_rows <= 0) return cudaErrorInvalidValue;
   if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
     return cudaErrorInvalidValue;
-  if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0 || p.pre_wait_prefetch_kblocks < 0) return cudaErrorInvalidValue;
+  if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0) return cudaErrorInvalidValue;
   if (p.decode_block_warps != 0 && p.decode_block_warps != 1 && p.decode_block_warps != 2 && p.decode_block_warps != 4)
-    return cudaErrorInvalidValue;
-  if (p.pre_wait_prefetch_kblocks > 0 &&
-      (!p.pre_wait_prefetch_w || p.pre_wait_prefetch_parts < 1 || p.pre_wait_prefetch_rows < 1 ||
-       p.pre_wait_prefetch_kblocks > p.k / kFp8Block))
     return cudaErrorInvalidValue;
   if (p.max_rows == 0) return cudaSuccess;
   if (!p.a || !p.a_scale || !p.w || !p.w_scale || !p.c || !aligned16(p.a) || !aligned16(p.c))

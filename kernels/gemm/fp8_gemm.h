@@ -123,17 +123,8 @@ struct Fp8GemmParams {
   // keep 4 warps).
   int decode_block_warps = 0;
   // The cp.async decode kernel's weight copies carry the L2 evict_first policy (weights read once give
-  // way first, e.g. to lines the MoE router prefetched with evict_last). A hint: results do not depend on it.
+  // way first to data that is read again). A hint: results do not depend on it.
   bool decode_evict_first = false;
-  // Before its PDL wait (group_info_ready false), every thread of the cp.async decode kernel (its plain form:
-  // not with the fused combine / SwiGLU) asks L2 for a
-  // share of K blocks [0, pre_wait_prefetch_kblocks) of every row of the weights pre_wait_prefetch_w[0 ..
-  // pre_wait_prefetch_parts) (device pointers to [pre_wait_prefetch_rows, k] e4m3), K block 0 first: weights
-  // known before the routing (the MoE's shared expert) stream into L2 while the grid waits for the front.
-  // A hint: results do not depend on it. 0 K blocks: none.
-  const uint8_t* const* pre_wait_prefetch_w = nullptr;
-  int pre_wait_prefetch_parts = 0, pre_wait_prefetch_rows = 0, pre_wait_prefetch_kblocks = 0;
-  bool pre_wait_prefetch_evict_last = false;
 
   // Optional fused epilogue (MoE decode): the weighted combine of the grouped rows back to token order,
   // done by the GEMM itself instead of a separate kernel after it. Each warp owns 16 output columns; after

@@ -77,28 +77,6 @@ inline size_t decode_swiglu_smem_bytes(int rows, int k) {
   return static_cast<size_t>(rows) * decode_swiglu_row_stride(k) + sizeof(float) * rows * (k / kFp8Block);
 }
 
-// Fp8GemmParams::pre_wait_prefetch_*: K block major, spread over every thread of the grid; one prefetch per
-// 128-byte K block of a row (k is a multiple of 128 and the weights are 256-byte aligned).
-__device__ __forceinline__ void decode_pre_wait_prefetch(const Fp8GemmParams& p) {
-  const long long nthreads = static_cast<long long>(gridDim.x) * gridDim.y * blockDim.x;
-  const long long tid = (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long per_kb = static_cast<long long>(p.pre_wait_prefetch_parts) * p.pre_wait_prefetch_rows;
-  const long long total = per_kb * p.pre_wait_prefetch_kblocks;
-  for (long long i = tid; i < total; i += nthreads) {
-    const int kb = static_cast<int>(i / per_kb);
-    const long long rest = i - kb * per_kb;
-    const int part = static_cast<int>(rest / p.pre_wait_prefetch_rows);
-    const int row = static_cast<int>(rest - static_cast<long long>(part) * p.pre_wait_prefetch_rows);
-    const uint8_t* w = p.pre_wait_prefetch_w[part] + static_cast<size_t>(row) * p.k + static_cast<size_t>(kb) * kFp8Block;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (p.pre_wait_prefetch_evict_last)
-      asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(w));
-    else
-#endif
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(w));
-  }
-}
-
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
 // GENERAL: unequal parts / strided weights (decode_part_of). WARPS: warps per block (Fp8GemmParams::
 // decode_block_warps; 4 in the fused and general forms); the register cap stays the same per thread
@@ -123,9 +101,6 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
   // previous kernel (whose output, A, is read only after the wait).
   const bool early = p.group_info_ready;
   if (threadIdx.x == 0) stamp(p.debug_stamps, kStampStart);
-  if constexpr (!COMBINE && !SWIGLU) {  // the fused forms serve the MoE down GEMM, which never asks for it
-    if (!early && p.pre_wait_prefetch_kblocks > 0) decode_pre_wait_prefetch(p);
-  }
   if (!early) pdl_wait_and_release();
   extern __shared__ __align__(16) uint8_t decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
