@@ -21,24 +21,22 @@ cudaError_t launch_scores_fused(const ScoreParams& p, int k, int32_t* out_slots,
 // after_scores: launched right behind launch_indexer's scores kernel (programmatic dependent launch).
 cudaError_t launch_topk_row(const TopkParams& p, cudaStream_t stream, bool after_scores = false);
 bool use_reg_select(const TopkParams& p);
-// Round 4 switches (docs/PERFORMANCE.md, Indexer): the scores start-up is on by default
-// (GLM5RT_INDEXER_ROUND4=0 in the environment, read once per process, turns it off); the round-4 select
-// only with row_kernel 2 (it measured slower at 8K). Explicit params win.
+// Round 4 switch (docs/PERFORMANCE.md, Indexer): the scores start-up is on by default
+// (GLM5RT_INDEXER_ROUND4=0 in the environment, read once per process, turns it off). Explicit params win.
+// (Round 4's select, row_kernel 2, measured slower at 8K and was removed in session 4.)
 bool round4_default();
-bool reg_select_copies(const TopkParams& p);   // row_kernel 2 only
 bool scores_early_pages(const ScoreParams& p);  // early_pages 1, or -1 with the round-4 default
 cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream);
-// Round 5 (indexer_topk_cluster.cu): one cluster of 8 blocks per row (sm_90+). Taken for row_kernel 3 / 4
-// where the device has clusters (else the register select runs), and for row_kernel -1 (as 4: first digit
-// fixed at the top 11 bits) where the register select would run and the launch has at most
-// kClusterSelectMaxRows rows, unless GLM5RT_INDEXER_CLUSTER=0.
+// Round 5 (indexer_topk_cluster.cu): one cluster of 8 blocks per row (sm_90+), first digit fixed at the top
+// 11 bits. Taken for row_kernel 4 where the device has clusters (else the register select runs), and for
+// row_kernel -1 where the register select would run and the launch has at most kClusterSelectMaxRows
+// rows, unless GLM5RT_INDEXER_CLUSTER=0. (row_kernel 3, its cluster min / max variant, was removed.)
 bool cluster_select_supported();
 bool cluster_select_default();
 bool use_cluster_select(const TopkParams& p);
 cudaError_t launch_topk_cluster(const TopkParams& p, bool after_scores, cudaStream_t stream);
-// Benchmarks only: the cluster select (row_kernel 3, or 4 = first digit fixed at the top 11 bits) for rows
-// of at most 8192 keys with phase timestamps (clock64 of block 0 of row 0) written to probe[0..10]:
-// start, before griddepcontrol.wait, after it, keys loaded (block barrier), first digit known, end of
+// Benchmarks only: the cluster select for rows of at most 8192 keys with phase timestamps (clock64 of
+// block 0 of row 0) written to probe[0..10]: start, before griddepcontrol.wait, after it, keys loaded (block barrier), first digit known, end of
 // passes 0 / 1 / 2, emission totals exchanged, slots stored, exit barrier passed.
 cudaError_t launch_topk_cluster_probe(const TopkParams& p, unsigned long long* probe, cudaStream_t stream);
 // Split top-k: histogram (unless histogram_done), filter, finish.

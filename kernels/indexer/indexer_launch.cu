@@ -29,10 +29,9 @@ bool round4_default() {
   return on;
 }
 
-// Round 4's select (three histogram copies, sign split) is opt-in: the H200 run of d58ca5c measured it
-// slower than round 3's alone at 8K (8.78 against 7.95 us), while round 4's scores start-up was faster at
-// every context (8K: 5.74 against 6.36 us), so the default takes round 4's scores with round 3's select.
-bool reg_select_copies(const TopkParams& p) { return p.row_kernel == 2; }
+// (Round 4's select, three histogram copies and a sign split, measured slower than round 3's at 8K on the
+// H200 of d58ca5c (8.78 against 7.95 us) and was removed in session 4; round 4's scores start-up was
+// faster at every context (8K: 5.74 against 6.36 us) and is the default.)
 
 bool scores_early_pages(const ScoreParams& p) { return p.early_pages == 1 || (p.early_pages == -1 && round4_default()); }
 

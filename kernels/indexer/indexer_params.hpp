@@ -99,18 +99,22 @@ struct TopkParams {
   int split = -1;
   // Which one-block-per-row kernel: -1 choose, 0 the radix kernel that streams the row from L2 (any
   // length), 1 the register select (rows of at most kRegSelectMaxRowLen keys held in registers, round 3),
-  // 2 the register select with three lane-private copies of its first histogram (round 4), 3 the cluster
-  // select (round 5: one cluster of 8 blocks per row exchanging histograms through distributed shared
-  // memory, rows of at most kRegSelectMaxRowLen keys; on a device without thread block clusters, below
-  // sm_90, it runs the register select), 4 the cluster select with its first digit fixed at the key's top
-  // 11 bits (no cluster min / max). Where -1 chooses a one-block-per-row select for rows longer than
-  // k: the cluster select of 4 for launches of at most kClusterSelectMaxRows rows (unless the environment
-  // sets GLM5RT_INDEXER_CLUSTER=0), else the register select 1. H200, scores + select, b1 8K FP8: 11.19 us
-  // (4) against 12.00 (3) and 12.84 (1); b32 8K: 37.1 (4) against 35.3 (1), hence the row limit.
+  // 4 the cluster select (round 5: one cluster of 8 blocks per row exchanging histograms through
+  // distributed shared memory, its first digit fixed at the key's top 11 bits, rows of at most
+  // kRegSelectMaxRowLen keys; on a device without thread block clusters, below sm_90, it runs the register
+  // select). 2 (round 4's register select with three histogram copies) and 3 (the cluster select with a
+  // cluster min / max first digit) measured slower and were removed in session 4: they return
+  // cudaErrorNotSupported. Where -1 chooses a one-block-per-row select for rows longer than k: the
+  // cluster select 4 for launches of at most kClusterSelectMaxRows rows (unless the environment sets
+  // GLM5RT_INDEXER_CLUSTER=0), else the register select 1. H200, scores + select, b1 8K FP8: 11.19 us (4)
+  // against 12.00 (3) and 12.84 (1); b32 8K: 37.1 (4) against 35.3 (1), hence the row limit.
   int row_kernel = -1;
 };
 
 inline constexpr int kRegSelectMaxRowLen = 16384;
+// TopkParams::row_kernel values of removed paths (cudaErrorNotSupported).
+inline constexpr int kRowKernelRemovedRound4 = 2;
+inline constexpr int kRowKernelRemovedClusterMinMax = 3;
 // Batch 1 measured faster with the cluster select, batch 32 slower; 2-4 rows are an unmeasured middle.
 inline constexpr int kClusterSelectMaxRows = 4;
 

@@ -391,6 +391,9 @@ cudaError_t check_topk(const TopkParams& p) {
   if (rows.num_rows < 0 || p.k < 1 || p.k > kMaxTopK || rows.page_size <= 0 || p.split < -1 || p.split > 1 ||
       p.row_kernel < -1 || p.row_kernel > 4)
     return cudaErrorInvalidValue;
+  // Removed in session 4 (measured slower than the paths kept): a clear status rather than another kernel.
+  if (p.row_kernel == kRowKernelRemovedRound4 || p.row_kernel == kRowKernelRemovedClusterMinMax)
+    return cudaErrorNotSupported;
   if (p.row_kernel >= 1 && rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   if (rows.num_rows == 0) return cudaSuccess;
   if (!rows.row_seq || !rows.row_len || !rows.block_tables || !p.scores || !p.out_slots) return cudaErrorInvalidValue;

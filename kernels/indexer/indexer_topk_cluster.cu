@@ -10,9 +10,11 @@
 // Layout: block r of the cluster holds positions [r * 4T, (r + 1) * 4T) of its row (T threads, one float4
 // each: T = 256 for rows of at most 8K keys, 512 up to 16K), the 32-bit order keys in registers.
 // Algorithm (the register select's, with the block-wide steps made cluster-wide):
-//  - the first digit: the key's top 11 bits (kFixedFirst, row_kernel 4 and the default), or from the
-//    highest bit in which the cluster's min and max keys differ (row_kernel 3: one more cluster barrier;
-//    all-equal rows then skip the passes);
+//  - the first digit: the key's top 11 bits (sign, exponent, 2 mantissa bits), not the range of the
+//    cluster's min and max keys as in the register select: one cluster barrier and DSMEM round fewer;
+//    three passes still cover all 32 bits, so rows of one sign or all-equal rows only cost more passes.
+//    (The variant with the cluster min / max, row_kernel 3, measured slower, 12.00 against 11.19 us at
+//    b1 8K on the H200, and was removed in session 4: row_kernel 3 now returns cudaErrorNotSupported);
 //  - up to three radix passes (11 / 11 / <= 10 bits), each: local histogram (shared atomics) -> local
 //    totals of 64 super-bins of 32 bins -> cluster barrier -> each block sums the 64 super-bins over the 8
 //    blocks (DSMEM) -> every warp finds the super-bin, then reads that super-bin's 32 bins from the 8 blocks
@@ -48,8 +50,8 @@ struct ClusterShared {
   uint32_t hist[kPasses][kBins];  // cleared in the prologue; pass p uses hist[p] only (read remotely)
   uint32_t super_local[kPasses][kSupers];  // this block's super-bin totals per pass (read remotely)
   uint32_t super_glob[kSupers];   // the cluster's super-bin totals of the current pass (local only)
-  uint32_t wmin[16], wmax[16], wtot[16];
-  uint32_t cta_min, cta_max, cta_total;  // read remotely
+  uint32_t wtot[16];
+  uint32_t cta_total;  // read remotely
   int32_t table[kClusterTableCap];
 };
 static_assert(sizeof(ClusterShared) <= 48 * 1024, "cluster select shared memory must stay within 48 KB (static)");
@@ -87,11 +89,9 @@ __device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
 }
 #endif
 
-// kFixedFirst (row_kernel 4): the first digit is the key's top 11 bits (sign, exponent, 2 mantissa bits)
-// without the cluster min / max, one cluster barrier and DSMEM round fewer; three passes still cover all
-// 32 bits, so rows of one sign or all-equal rows only cost more passes. kProbe (benchmarks only): thread 0
-// of block 0 of row 0 writes clock64() at the phase boundaries to probe[0..10].
-template <int kThreads, bool kFixedFirst, bool kProbe>
+// kProbe (benchmarks only): thread 0 of block 0 of row 0 writes clock64() at the phase boundaries to
+// probe[0..10].
+template <int kThreads, bool kProbe>
 __global__ void __launch_bounds__(kThreads, 1) topk_cluster_kernel(const TopkParams p, unsigned long long* probe) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kWarps = kThreads / 32;
@@ -163,52 +163,16 @@ __global__ void __launch_bounds__(kThreads, 1) topk_cluster_kernel(const TopkPar
   uint32_t key[4];
 #pragma unroll
   for (int q = 0; q < 4; ++q) key[q] = detail::order_key(v[q]);
-  uint32_t lo = 0u, hi = 0xffffffffu;  // kFixedFirst: as if the row spanned every key (first digit = top 11 bits)
-  if constexpr (!kFixedFirst) {
-    uint32_t kmin = 0xffffffffu, kmax = 0u;
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      if (pos0 + q < len) {
-        kmin = min(kmin, key[q]);
-        kmax = max(kmax, key[q]);
-      }
-    kmin = __reduce_min_sync(0xffffffffu, kmin);
-    kmax = __reduce_max_sync(0xffffffffu, kmax);
-    if (lane == 0) {
-      s.wmin[warp] = kmin;
-      s.wmax[warp] = kmax;
-    }
-    __syncthreads();  // also orders the histogram clear and the staged table before their use
-    stamp(3);
-    if (warp == 0) {
-      const uint32_t m = __reduce_min_sync(0xffffffffu, lane < kWarps ? s.wmin[lane] : 0xffffffffu);
-      const uint32_t M = __reduce_max_sync(0xffffffffu, lane < kWarps ? s.wmax[lane] : 0u);
-      if (lane == 0) {
-        s.cta_min = m;
-        s.cta_max = M;
-      }
-    }
-    cluster_sync();  // every block has started, and its cta_min / cta_max are visible
-    lo = __reduce_min_sync(0xffffffffu, lane < kCtas ? ld_remote(&s.cta_min, lane) : 0xffffffffu);
-    hi = __reduce_max_sync(0xffffffffu, lane < kCtas ? ld_remote(&s.cta_max, lane) : 0u);
-  } else {
-    __syncthreads();  // orders the histogram clear and the staged table before their use
-    stamp(3);
-  }
-  stamp(4);
+  __syncthreads();  // orders the histogram clear and the staged table before their use
+  stamp(3);
+  stamp(4);  // (the probe keeps its "first digit known" stamp: fixed, nothing to compute)
 
   // Known so far: keys whose bits under `mask` equal `prefix` hold the k-th key; `need` of them (in key
-  // order, then position order) complete the k after the keys whose masked bits exceed `prefix`.
-  uint32_t need = static_cast<uint32_t>(k), prefix, mask;
-  const uint32_t diff = lo ^ hi;
-  if (diff == 0) {  // all keys equal: the first `need` in position order
-    prefix = hi;
-    mask = 0xffffffffu;
-  } else {
-    const int hb = 31 - __clz(diff);
-    mask = ~((2u << hb) - 1u);  // the common high bits (none when hb == 31: 2u << 31 == 0)
-    prefix = hi & mask;
-    int top = hb;
+  // order, then position order) complete the k after the keys whose masked bits exceed `prefix`. The
+  // first digit is the top 11 bits: nothing known yet.
+  uint32_t need = static_cast<uint32_t>(k), prefix = 0u, mask = 0u;
+  {
+    int top = 31;
     const int sid = tid / kTPS, sub = tid % kTPS;
 #pragma unroll 1
     for (int pass = 0; pass < kPasses && top >= 0; ++pass) {
@@ -314,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_cluster_kernel(const TopkPar
 #endif
 }
 
-template <int kThreads, bool kFixedFirst, bool kProbe = false>
+template <int kThreads, bool kProbe = false>
 cudaError_t launch_cluster(const TopkParams& p, bool pdl, cudaStream_t stream, unsigned long long* probe = nullptr) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(kCtas * p.rows.num_rows);
@@ -329,7 +293,7 @@ cudaError_t launch_cluster(const TopkParams& p, bool pdl, cudaStream_t stream, u
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 2 : 1;
-  return cudaLaunchKernelEx(&cfg, topk_cluster_kernel<kThreads, kFixedFirst, kProbe>, p, probe);
+  return cudaLaunchKernelEx(&cfg, topk_cluster_kernel<kThreads, kProbe>, p, probe);
 }
 
 }  // namespace
@@ -355,7 +319,7 @@ bool cluster_select_default() {
 }
 
 bool use_cluster_select(const TopkParams& p) {
-  if (p.row_kernel == 3 || p.row_kernel == 4) return cluster_select_supported();
+  if (p.row_kernel == 4) return cluster_select_supported();
   return p.row_kernel == -1 && p.rows.max_row_len > p.k && p.rows.max_row_len <= kRegSelectMaxRowLen &&
          p.rows.num_rows <= kClusterSelectMaxRows && cluster_select_default() && cluster_select_supported();
 }
@@ -365,21 +329,15 @@ cudaError_t launch_topk_cluster(const TopkParams& p, bool after_scores, cudaStre
   if (p.rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   const bool pdl = after_scores;  // sm_90+ only reaches here
   const bool narrow = p.rows.max_row_len <= kCtas * 4 * 256;
-  cudaError_t err;
-  // row_kernel -1 takes the fixed first digit: H200 (be223c0), b1 8K FP8 scores + select 11.19 us against
-  // 12.00 with the cluster min / max (row_kernel 3) and 12.84 with the register select.
-  if (p.row_kernel == 4 || p.row_kernel == -1)
-    err = narrow ? launch_cluster<256, true>(p, pdl, stream) : launch_cluster<512, true>(p, pdl, stream);
-  else
-    err = narrow ? launch_cluster<256, false>(p, pdl, stream) : launch_cluster<512, false>(p, pdl, stream);
+  // H200 (be223c0), b1 8K FP8 scores + select: 11.19 us against 12.84 with the register select.
+  const cudaError_t err = narrow ? launch_cluster<256>(p, pdl, stream) : launch_cluster<512>(p, pdl, stream);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 cudaError_t launch_topk_cluster_probe(const TopkParams& p, unsigned long long* probe, cudaStream_t stream) {
   if (p.rows.num_rows == 0 || p.rows.max_row_len > kCtas * 4 * 256 || !cluster_select_supported()) return cudaErrorInvalidValue;
-  const cudaError_t err = p.row_kernel == 4 ? launch_cluster<256, true, true>(p, false, stream, probe)
-                                            : launch_cluster<256, false, true>(p, false, stream, probe);
+  const cudaError_t err = launch_cluster<256, true>(p, false, stream, probe);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

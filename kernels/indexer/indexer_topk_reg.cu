@@ -16,8 +16,9 @@
 //    column, so that equal keys rank in position order), one block-wide scan, and every thread writes
 //    its chosen keys' slots directly (page through a shift when page_size is a power of two).
 // Ties: keys equal to the threshold are taken lowest position first, exactly the reference order.
-// Round 4 (row_kernel 2, rows of at most 8K keys): the first histogram in three lane-private copies, and
-// the first digit's range taken from the keys on the k-th key's side of zero (sign split, below).
+// (Round 4's variant, three lane-private copies of the first histogram and a sign split of the first
+// digit's range, measured slower at 8K on the H200 (8.78 against 7.95 us) and was removed in session 4;
+// TopkParams::row_kernel 2 now returns cudaErrorNotSupported.)
 // Launched after the scores kernel with programmatic dependent launch where the caller asks for it: the
 // prologue (row length, block table, histogram clear) runs while the scores kernel finishes, and
 // griddepcontrol.wait precedes every read of the scores.
@@ -38,26 +39,15 @@ constexpr int kTableCap = 1024;        // block-table entries staged in shared m
 constexpr int kPasses = 3;             // 11 + 11 + 10 bits cover the 32-bit key
 using detail::kBins;
 
-// kCopies copies of the first pass's histogram (round 4): lane l counts into copy l % kCopies, so lanes of
-// one warp that hit the same bin (the first digit of a two-signed, Gaussian-like row spans sign, exponent
-// and two mantissa bits: a few dozen hot bins) no longer serialise on one address; copies are offset by
-// kCopyPad words so that one bin's copies sit in different banks. kCopies = 1 is the round-3 layout.
-constexpr int kCopyPad = 11;
-template <int kCopies>
 struct RegShared {
-  static constexpr int kCopyStride = kCopies == 1 ? kBins : kBins + kCopyPad;
-  uint32_t hist0[kCopies * kCopyStride];  // all cleared in the prologue
-  uint32_t hist1[kBins];
-  uint32_t hist2[kBins];
+  uint32_t hist[kPasses][kBins];  // all cleared in the prologue; pass p uses hist[p]
   uint32_t pass_total[kPasses][kWarps];
   uint32_t kmin[kWarps], kmax[kWarps];
-  uint32_t kmin_neg[kWarps], kmax_neg[kWarps], npos[kWarps];  // kSignSplit only
   uint32_t g_total[kWarps];
   unsigned long long e_total[kWarps];
   int32_t table[kTableCap];
 };
-static_assert(sizeof(RegShared<1>) <= 48 * 1024 && sizeof(RegShared<3>) <= 48 * 1024,
-              "register select shared memory must stay within 48 KB (static)");
+static_assert(sizeof(RegShared) <= 48 * 1024, "register select shared memory must stay within 48 KB (static)");
 
 __device__ __forceinline__ void wait_for_producer() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -75,15 +65,11 @@ __device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
   return v;
 }
 
-// kVec float4 per thread: rows of up to kVec * 4096 keys. kCopies: copies of the first pass's histogram.
-// kSignSplit (round 4): the first digit starts from the range of the keys on the k-th key's side of zero
-// (see below) instead of the whole row's.
-template <int kVec, int kCopies, bool kSignSplit>
+// kVec float4 per thread: rows of up to kVec * 4096 keys.
+template <int kVec>
 __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) {
   constexpr int kItems = 4 * kVec;
-  using Shared = RegShared<kCopies>;
-  constexpr int kCopyStride = Shared::kCopyStride;
-  __shared__ Shared s;
+  __shared__ RegShared s;
   const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k = p.k;
   // Prologue: nothing here reads what the scores kernel writes.
@@ -97,11 +83,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   const bool staged = n_pages <= kTableCap;
   if (staged)
     for (int i = tid; i < n_pages; i += kThreads) s.table[i] = __ldg(table_g + i);
-  for (int i = tid; i < kCopies * kCopyStride; i += kThreads) s.hist0[i] = 0;
-  for (int i = tid; i < kBins; i += kThreads) {
-    s.hist1[i] = 0;
-    s.hist2[i] = 0;
-  }
+  for (int i = tid; i < kPasses * kBins; i += kThreads) (&s.hist[0][0])[i] = 0;
   int32_t* out_slots = p.out_slots + static_cast<int64_t>(row) * k;
   float* out_scores = p.out_scores ? p.out_scores + static_cast<int64_t>(row) * k : nullptr;
   auto slot_of = [&](int pos) -> int32_t {
@@ -145,71 +127,25 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   // Known so far: keys whose bits under `mask` equal `prefix` hold the k-th key; `need` of them (in key
   // order, then position order) complete the k after the keys whose masked bits exceed `prefix`.
   // The first digit starts at the highest bit in which the smallest (lo) and largest (hi) candidate differ.
-  uint32_t need = static_cast<uint32_t>(k), prefix, mask, lo, hi;
-  if constexpr (!kSignSplit) {
-    uint32_t kmin = 0xffffffffu, kmax = 0u;
+  uint32_t need = static_cast<uint32_t>(k), prefix, mask;
+  uint32_t kmin = 0xffffffffu, kmax = 0u;
 #pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-      key[it] = detail::order_key(v[it]);
-      if (pos_of(it) < len) {
-        kmin = min(kmin, key[it]);
-        kmax = max(kmax, key[it]);
-      }
-    }
-    kmin = __reduce_min_sync(0xffffffffu, kmin);
-    kmax = __reduce_max_sync(0xffffffffu, kmax);
-    if (lane == 0) {
-      s.kmin[warp] = kmin;
-      s.kmax[warp] = kmax;
-    }
-    __syncthreads();  // also orders the histogram clear and the staged table before their use
-    lo = __reduce_min_sync(0xffffffffu, s.kmin[lane]);
-    hi = __reduce_max_sync(0xffffffffu, s.kmax[lane]);
-  } else {
-    // Rows of both signs: with the whole row's range the first digit is sign + exponent + 2 mantissa bits
-    // and a warp's atomics pile onto a few dozen bins. Split at score 0 (key 0x80000000; -0 folds onto +0)
-    // and count the keys >= 0 (npos): npos >= k puts the k-th key among them (candidates: [lo, hi] of the
-    // keys >= 0, need k; the keys < 0 fall under the prefix), else among the keys < 0 (their range, need
-    // k - npos; the npos keys >= 0 lie above the prefix and are all taken). The invariant above holds from
-    // the start either way, and the first digit no longer spends a bit on the sign.
-    uint32_t pmin = 0xffffffffu, pmax = 0u, nmin = 0xffffffffu, nmax = 0u, np = 0;
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-      key[it] = detail::order_key(v[it]);
-      if (pos_of(it) < len) {
-        if (key[it] >= 0x80000000u) {
-          pmin = min(pmin, key[it]);
-          pmax = max(pmax, key[it]);
-          ++np;
-        } else {
-          nmin = min(nmin, key[it]);
-          nmax = max(nmax, key[it]);
-        }
-      }
-    }
-    pmin = __reduce_min_sync(0xffffffffu, pmin);
-    pmax = __reduce_max_sync(0xffffffffu, pmax);
-    nmin = __reduce_min_sync(0xffffffffu, nmin);
-    nmax = __reduce_max_sync(0xffffffffu, nmax);
-    np = __reduce_add_sync(0xffffffffu, np);
-    if (lane == 0) {
-      s.kmin[warp] = pmin;
-      s.kmax[warp] = pmax;
-      s.kmin_neg[warp] = nmin;
-      s.kmax_neg[warp] = nmax;
-      s.npos[warp] = np;
-    }
-    __syncthreads();  // also orders the histogram clear and the staged table before their use
-    np = __reduce_add_sync(0xffffffffu, s.npos[lane]);
-    if (np >= need) {
-      lo = __reduce_min_sync(0xffffffffu, s.kmin[lane]);
-      hi = __reduce_max_sync(0xffffffffu, s.kmax[lane]);
-    } else {  // len > k, so at least k - np + 1 keys < 0
-      lo = __reduce_min_sync(0xffffffffu, s.kmin_neg[lane]);
-      hi = __reduce_max_sync(0xffffffffu, s.kmax_neg[lane]);
-      need -= np;
+  for (int it = 0; it < kItems; ++it) {
+    key[it] = detail::order_key(v[it]);
+    if (pos_of(it) < len) {
+      kmin = min(kmin, key[it]);
+      kmax = max(kmax, key[it]);
     }
   }
+  kmin = __reduce_min_sync(0xffffffffu, kmin);
+  kmax = __reduce_max_sync(0xffffffffu, kmax);
+  if (lane == 0) {
+    s.kmin[warp] = kmin;
+    s.kmax[warp] = kmax;
+  }
+  __syncthreads();  // also orders the histogram clear and the staged table before their use
+  const uint32_t lo = __reduce_min_sync(0xffffffffu, s.kmin[lane]);
+  const uint32_t hi = __reduce_max_sync(0xffffffffu, s.kmax[lane]);
   const uint32_t diff = lo ^ hi;
   if (diff == 0) {  // all candidates equal: the first `need` of them in position order
     prefix = hi;
@@ -224,23 +160,14 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
       const int width = min(top + 1, detail::kDigitBits);
       const int shift = top + 1 - width;
       const uint32_t dmask = (1u << width) - 1u;
-      uint32_t* h = pass == 0 ? s.hist0 : pass == 1 ? s.hist1 : s.hist2;
-      // Pass 0 counts into this lane's copy; later passes see only the chosen bin's keys (one copy).
-      uint32_t* hc = pass == 0 ? h + (lane % kCopies) * kCopyStride : h;
-      auto bin_count = [&](int bin) -> uint32_t {
-        uint32_t n = h[bin];
-        if (pass == 0)
-#pragma unroll
-          for (int c = 1; c < kCopies; ++c) n += h[c * kCopyStride + bin];
-        return n;
-      };
+      uint32_t* h = s.hist[pass];
 #pragma unroll
       for (int it = 0; it < kItems; ++it)
-        if (pos_of(it) < len && (key[it] & mask) == prefix) atomicAdd(&hc[(key[it] >> shift) & dmask], 1u);
+        if (pos_of(it) < len && (key[it] & mask) == prefix) atomicAdd(&h[(key[it] >> shift) & dmask], 1u);
       __syncthreads();
       // Warp w owns bins from the top: lane l of warp w the bins kBins-1-2(32w+l) and the one below.
       const int mine = kBins - 1 - 2 * tid;
-      const uint32_t wt = __reduce_add_sync(0xffffffffu, bin_count(mine) + bin_count(mine - 1));
+      const uint32_t wt = __reduce_add_sync(0xffffffffu, h[mine] + h[mine - 1]);
       if (lane == 0) s.pass_total[pass][warp] = wt;
       __syncthreads();
       // Every warp finds the bin holding the need-th key itself (no third barrier to broadcast it).
@@ -249,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
       const int w = __ffs(__ballot_sync(0xffffffffu, xi >= need)) - 1;  // exists: the prefix holds >= need keys
       const uint32_t before_w = __shfl_sync(0xffffffffu, xi - x, w);
       const int b = kBins - 1 - 2 * (32 * w + lane);
-      const uint32_t c0 = bin_count(b), c1 = bin_count(b - 1);
+      const uint32_t c0 = h[b], c1 = h[b - 1];
       const uint32_t yi = warp_inclusive_scan(c0 + c1, lane);
       const int l = __ffs(__ballot_sync(0xffffffffu, before_w + yi >= need)) - 1;
       const uint32_t before = __shfl_sync(0xffffffffu, before_w + yi - c0 - c1, l);
@@ -328,7 +255,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
   }
 }
 
-template <int kVec, int kCopies, bool kSignSplit>
+template <int kVec>
 cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.rows.num_rows);
@@ -339,7 +266,7 @@ cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec, kCopies, kSignSplit>, p);
+  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec>, p);
 }
 
 bool pdl_supported() {
@@ -357,16 +284,10 @@ cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t
   if (p.rows.num_rows == 0) return cudaSuccess;
   if (p.rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
   const bool pdl = after_scores && pdl_supported();
-  // Round 4 (reg_select_copies): three copies of the first histogram and the sign split; round 3: one
-  // copy, the whole row's range.
-  const bool copies = reg_select_copies(p);
   cudaError_t err;
-  if (p.rows.max_row_len <= kColumn)
-    err = copies ? launch_reg<1, 3, true>(p, pdl, stream) : launch_reg<1, 1, false>(p, pdl, stream);
-  else if (p.rows.max_row_len <= 2 * kColumn)
-    err = copies ? launch_reg<2, 3, true>(p, pdl, stream) : launch_reg<2, 1, false>(p, pdl, stream);
-  else  // rows of 8K-16K keys: round 3's kernel (three copies or the sign split spill on sm_120 at 64 registers)
-    err = launch_reg<4, 1, false>(p, pdl, stream);
+  if (p.rows.max_row_len <= kColumn) err = launch_reg<1>(p, pdl, stream);
+  else if (p.rows.max_row_len <= 2 * kColumn) err = launch_reg<2>(p, pdl, stream);
+  else err = launch_reg<4>(p, pdl, stream);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -5,7 +5,7 @@
 // No fixture has dims these kernels take (FP8 with 128 x 128 blocks, hidden and moe_intermediate
 // multiples of 128), so this test builds a small random model with FP8 block-scaled weights (128 x 128
 // blocks, random e4m3 values and random block scales) for every projection and expert, GLM-5's attention
-// shapes (so the fast attention kernels run too) and: hidden 256, dense intermediate 384, 32 routed
+// shapes (so the fast attention kernels run too) and: hidden 256, dense intermediate 512, 32 routed
 // experts of 128 + 1 shared, top-8 in 4 groups (2 kept), 3 layers (dense, MoE, MoE with a shared
 // indexer). Both backends read the same FP8 weights (the CPU decodes them exactly), so the comparison
 // measures the kernels' arithmetic. Every run asserts which paths it used, so the test cannot pass by
@@ -44,6 +44,7 @@
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_weights.hpp"
 #include "model/config.hpp"
 #include "model/weights.hpp"
 #include "tests/gpu/backend_agreement.hpp"
@@ -63,6 +64,7 @@ std::unique_ptr<RandomGlm5Model> fp8_moe_model(uint64_t seed) {
   m->fp8_projections = true;
   ModelConfig& c = m->c;
   set_glm5_attention_config(c);
+  c.intermediate_size = 512;  // 4 K blocks: the dense MLP's down projection runs split-K too (2 slices)
   c.moe_intermediate_size = 128;
   c.n_routed_experts = 32;
   c.num_experts_per_tok = 8;
@@ -121,9 +123,10 @@ void configure(cuda::CudaBackend& gpu, const Config& k) {
 }
 
 // Of the dense FP8 GEMMs, those that run split-K at decode sizes (<= 32 rows): o_proj (k 1024 = 8 blocks,
-// 4 output blocks of 64 rows: 4 slices) in each of the 3 layers; the other projections have k = 256 or
-// 384, too short to split into slices of >= 2 blocks.
-constexpr int64_t kSplitGemms = 3;
+// 4 output blocks of 64 rows: 4 slices) in each of the 3 layers and the dense MLP's down projection (k 512
+// = 4 blocks: 2 slices) in layer 0; the other projections have k = 256, too short to split into slices of
+// >= 2 blocks. The slices are K ranges of the checkpoint tensors read in place (no copies).
+constexpr int64_t kSplitGemms = 4;
 
 void check_paths(const cuda::CudaBackend& gpu, const Config& k, int64_t rows) {
   CHECK(gpu.last_forward_fast_moe_layers() == k.moe_layers);
@@ -360,6 +363,40 @@ TEST_CASE("cuda fast moe: a two-sequence decode batch replayed from a graph equa
     CHECK(worst <= 5e-2);
     CHECK(gpu.graph_replays() - replays0 >= 1);
   }  gpu.set_attention_fusion(false);
+}
+
+// Split-K (ungrouped projections: set_proj_grouping(false)) reads its K slices in place: the memory report's
+// weights are exactly the uploaded checkpoint's bytes (the backend used to add K-sliced copies of every
+// split weight, ~160 MB per GLM-5 layer), while the decode forward still runs kSplitGemms split GEMMs.
+// Accuracy of the split path against the CPU: the decode test above (which = 1).
+TEST_CASE("cuda fast moe: split-K reads the weights in place (the memory report counts no copies)") {
+  auto m = fp8_moe_model(4242);
+  const ModelConfig& c = m->c;
+  const int64_t V = c.vocab_size, P = 40;
+  cuda::check(cudaSetDevice(0), "cudaSetDevice");
+  cuda::DevWeights w = cuda::upload_weights(c, m->w, {});
+  const int64_t uploaded = w.bytes;
+  REQUIRE(uploaded > 0);
+  cuda::CudaBackend gpu(c, std::move(w), 0);
+  CHECK(gpu.memory().weights == uploaded);
+  configure(gpu, kFastAuto);
+  gpu.set_proj_grouping(false);
+  gpu.set_fp8_split_k(true);
+  const std::vector<int32_t> tokens = random_tokens(P + 2, V, 31);
+  const int32_t ps = 16;
+  const int64_t n_pages = (P + 2 + ps - 1) / ps + 1;
+  auto cache = gpu.create_cache(n_pages, ps, CacheDtypes{});
+  const std::vector<int32_t> bt = scrambled_pages(n_pages, 17);
+  (void)forward_rows(gpu, cache.get(), bt, ps, tokens, 0, P, nullptr);
+  for (int64_t r = P; r < P + 2; ++r) {
+    const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, nullptr);
+    check_paths(gpu, kFastAuto, 1);  // kSplitGemms split GEMMs ran
+    CHECK(gpu.last_forward_proj_groups() == 0);
+    int64_t bad = 0;
+    for (const float v : d.logits) bad += !std::isfinite(v);
+    CHECK(bad == 0);
+  }
+  CHECK(gpu.memory().weights == uploaded);
 }
 
 TEST_CASE("cuda fast moe: the kernel and FP8 path switches") {

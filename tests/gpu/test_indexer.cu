@@ -163,9 +163,7 @@ void check_topk_rows_path(const std::vector<std::vector<float>>& rows_scores, in
     }
     INFO("row " << t << " len " << lens[t] << " k " << k << " page size " << page_size
                 << (split == 1 ? " (split path)" : row_kernel == 1 ? " (register select)"
-                                   : row_kernel == 2 ? " (register select, histogram copies)"
-                                   : row_kernel == 3 ? " (cluster select)"
-                                   : row_kernel == 4 ? " (cluster select, fixed first digit)" : " (one block per row)"));
+                                   : row_kernel == 4 ? " (cluster select)" : " (one block per row)"));
     CHECK(padding == std::max(0, k - lens[t]));
     CHECK(got == want);
     CHECK(scores_ok);
@@ -178,14 +176,12 @@ void check_topk_rows(const std::vector<std::vector<float>>& rows_scores, int k, 
   check_topk_rows_path(rows_scores, k, rng, 1);
 }
 
-// The register select (one block per row, rows of at most 16384 keys in registers): round 3's (one first
-// histogram, row_kernel 1) and round 4's (three lane-private copies of it, row_kernel 2); and round 5's
-// cluster select (row_kernel 3: one cluster of 8 blocks per row; 4: the same with its first digit fixed at
-// the top 11 bits) on the same rows.
+// The register select (one block per row, rows of at most 16384 keys in registers, round 3: row_kernel 1)
+// and round 5's cluster select (one cluster of 8 blocks per row, first digit fixed at the top 11 bits:
+// row_kernel 4) on the same rows. (Round 4's select, 2, and the cluster select with a min / max first
+// digit, 3, were removed in session 4.)
 void check_topk_rows_reg(const std::vector<std::vector<float>>& rows_scores, int k, std::mt19937_64& rng, int page_size = 64) {
   check_topk_rows_path(rows_scores, k, rng, 0, 1, page_size);
-  check_topk_rows_path(rows_scores, k, rng, 0, 2, page_size);
-  check_topk_rows_path(rows_scores, k, rng, 0, 3, page_size);
   check_topk_rows_path(rows_scores, k, rng, 0, 4, page_size);
 }
 
@@ -255,10 +251,10 @@ TEST_CASE("indexer register select equals the CPU reference exactly (rows up to 
     rows.push_back(ties);
     for (int page_size : {1, 16, 48, 64, 100}) check_topk_rows_reg(rows, 2048, rng, page_size);
   }
-  SUBCASE("rows of at most 8K keys (round 4's kernels: histogram copies, sign split): edges of the split") {
-    // Launches whose longest row is <= 8192 run round 4's kernels for row_kernel 2 (longer ones run round
-    // 3's), so every shape here stays within 8K. The sign split puts the k-th key among the keys >= 0 when
-    // at least k exist: rows with k - 1, k, k + 1 of them, distinct and tied, both zeros, one sign only.
+  SUBCASE("rows of at most 8K keys (the 4K- and 8K-wide kernels): the k-th key at the edge of a sign") {
+    // Every shape within 8K (the narrower register widths; the cluster select's 256-thread blocks): rows
+    // with k - 1, k, k + 1 keys >= 0 (the k-th key on either side of zero), distinct and tied, both
+    // zeros, one sign only. (Written for round 4's sign split, removed in session 4; kept as edge cases.)
     const int k = 2048;
     std::vector<std::vector<float>> rows;
     for (int n : {3000, 8192}) {
@@ -372,7 +368,7 @@ TEST_CASE("indexer top-k equals the CPU reference exactly on identical float32 s
   }
 }
 
-TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
+TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue and removed paths with cudaErrorNotSupported") {
   ki::TopkParams p;
   p.rows.num_rows = 1;
   int32_t dummy_i = 0;
@@ -393,16 +389,24 @@ TEST_CASE("indexer top-k rejects bad arguments with cudaErrorInvalidValue") {
   p.rows.max_row_len = ki::kRegSelectMaxRowLen + 1;
   p.score_stride = ki::kRegSelectMaxRowLen + 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
-  p.row_kernel = 2;  // round 4's register select: same limit
-  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
-  p.row_kernel = 3;  // round 5's cluster selects: same limit
-  CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
-  p.row_kernel = 4;
+  p.row_kernel = 4;  // round 5's cluster select: same limit
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
   p.row_kernel = 5;
   p.rows.max_row_len = 4;
   p.score_stride = 4;
   CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorInvalidValue);
+  // Removed paths (round 4's select, the cluster select with a min / max first digit): a clear status on
+  // otherwise valid arguments, through both entry points, and nothing launched.
+  for (int removed : {ki::kRowKernelRemovedRound4, ki::kRowKernelRemovedClusterMinMax}) {
+    CAPTURE(removed);
+    p.row_kernel = removed;
+    CHECK(ki::launch_indexer_topk(p, nullptr) == cudaErrorNotSupported);
+    ki::ScoreParams rsp;
+    rsp.rows = p.rows;
+    CHECK(ki::launch_indexer_ex(rsp, p.k, &dummy_i, nullptr, nullptr, 0, 0, removed, nullptr) == cudaErrorNotSupported);
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+  p.row_kernel = -1;
   ki::ScoreParams sp;
   sp.rows.num_rows = 1;
   sp.rows.max_row_len = 8;
@@ -714,37 +718,35 @@ TEST_CASE("indexer scores + top-k: exact on its own scores, -1 padding, recall o
       const Problem p = make_problem(fmt, {1, 700, 2048, 2049, 8192, 16384}, {0, 1, 2, 3, 4, 5, 4},
                                      {1, 700, 2048, 2049, 8192, 16384, 5000}, rng);
       DeviceProblem d(p);
-      // Round 3 (early_pages 0, row_kernel 1) and round 4 (early_pages 1, row_kernel 2), same problem.
+      // Round 3 (early_pages 0, row_kernel 1); round 4's scores start-up (early_pages 1, the default) with
+      // the register select (what row_kernel -1 runs for more than kClusterSelectMaxRows rows, or with
+      // GLM5RT_INDEXER_CLUSTER=0), same problem.
       d.early_pages = 0;
       const auto reg = run_pipeline(p, d, k, 0, true, 3, label(fmt, "register select").c_str(), 1);
       d.early_pages = 1;
-      const auto reg4 = run_pipeline(p, d, k, 0, true, 3, label(fmt, "register select r4").c_str(), 2);
+      const auto reg_e = run_pipeline(p, d, k, 0, true, 3, label(fmt, "register select, round-4 scores").c_str(), 1);
       // Round 5: the cluster select behind round 4's scores (3 calls: its shared memory is reused).
-      const auto cl = run_pipeline(p, d, k, 0, true, 3, label(fmt, "cluster select").c_str(), 3);
-      const auto clf = run_pipeline(p, d, k, 0, true, 3, label(fmt, "cluster select, fixed first digit").c_str(), 4);
+      const auto cl = run_pipeline(p, d, k, 0, true, 3, label(fmt, "cluster select").c_str(), 4);
       d.early_pages = -1;
       const auto rows = run_pipeline(p, d, k, 0, false, 1, "round-1 row kernel", 0);
       CHECK_MESSAGE(same_sets(reg, rows, p.rows(), k), "register select and round-1 row kernel differ");
-      CHECK_MESSAGE(same_sets(reg4, rows, p.rows(), k), "round-4 register select and round-1 row kernel differ");
+      CHECK_MESSAGE(same_sets(reg_e, rows, p.rows(), k), "register select (round-4 scores) and round-1 row kernel differ");
       CHECK_MESSAGE(same_sets(cl, rows, p.rows(), k), "cluster select and round-1 row kernel differ");
-      CHECK_MESSAGE(same_sets(clf, rows, p.rows(), k), "cluster select (fixed first digit) and round-1 row kernel differ");
       std::vector<double> r;
       for (int t : {4, 5}) r.push_back(check_recall(p, reg, k, t, fmt));
-      for (int t : {4, 5}) r.push_back(check_recall(p, reg4, k, t, fmt));
       for (int t : {4, 5}) r.push_back(check_recall(p, cl, k, t, fmt));
       check_int8_mean(fmt, r, "register / cluster selects, rows of 8K / 16K keys");
       const Problem b1 = make_problem(fmt, {8192}, {0}, {8192}, rng);
       DeviceProblem d1(b1);
-      for (int rk : {1, 2, 3, 4}) {
+      for (int rk : {1, 4}) {
         d1.early_pages = rk == 1 ? 0 : 1;
-        run_pipeline(b1, d1, k, 0, false, 2, rk == 4 ? "cluster select (fixed first digit) b1 8K" : rk == 3 ? "cluster select b1 8K" : rk == 2 ? "register select b1 8K r4" : "register select b1 8K", rk);
-        // and what launch_indexer picks by itself (round 4's scores start-up with round 3's select)
+        run_pipeline(b1, d1, k, 0, false, 2, rk == 4 ? "cluster select b1 8K" : "register select b1 8K", rk);
+        // and what launch_indexer picks by itself (round 4's scores start-up with the cluster select)
         run_pipeline(b1, d1, k, -1, true, 2, "b1 8K, automatic path");
       }
       check_all_equal_rows(fmt, rng, k, 0, 1, 0, "register select, all-equal scores");
-      check_all_equal_rows(fmt, rng, k, 0, 2, 1, "register select r4, all-equal scores");
-      check_all_equal_rows(fmt, rng, k, 0, 3, 1, "cluster select, all-equal scores");
-      check_all_equal_rows(fmt, rng, k, 0, 4, 1, "cluster select (fixed first digit), all-equal scores");
+      check_all_equal_rows(fmt, rng, k, 0, 1, 1, "register select (round-4 scores), all-equal scores");
+      check_all_equal_rows(fmt, rng, k, 0, 4, 1, "cluster select, all-equal scores");
       check_all_equal_rows(fmt, rng, k, -1, -1, -1, "automatic path, all-equal scores");
     }
   }

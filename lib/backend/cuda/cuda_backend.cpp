@@ -488,43 +488,25 @@ void CudaBackend::build_fast_tables() {
     moe_pending[li] = {Pending{at_gu, gw.size()}, Pending{at_gu + 2 * gw.size(), dw.size()}};
     router_elems += E * D;
   }
-  // Split-K copies of the decode projections that leave SMs idle (not the gate / up halves of a fused
-  // SwiGLU pair, which run as one wide GEMM, nor the shared experts, which run inside moe_forward).
+  // Split-K of the decode projections that leave SMs idle (not the gate / up halves of a fused SwiGLU
+  // pair, which run as one wide GEMM, nor the shared experts, which run inside moe_forward): S pointer
+  // pairs into the checkpoint tensor itself, slice s = the weight's columns [s * k / S, (s + 1) * k / S)
+  // and the matching scale columns, read with the full tensor's row strides (Fp8GemmParams::ldw /
+  // ld_wscale). No copies: the weights stay where the loader put them.
   std::vector<std::pair<const void*, Pending>> splits;
-  std::map<const void*, int32_t> split_n;
   for (const DevLayer& l : w_.layers)
     for (const DevLinear* L : {&l.q_a, &l.q_b, &l.kv_a, &l.o_proj, &l.idx_wq_b, &l.idx_wk, &l.dense.down}) {
-      if (L->empty() || !fp8_gemm_fits(*L) || split_n.count(L->w)) continue;
+      if (L->empty() || !fp8_gemm_fits(*L) || fp8_split_.count(L->w)) continue;
       const int32_t S = split_slices(*L);
       if (S < 2) continue;
-      const int64_t ks = L->k / S, kb = L->k / kernels::kFp8Block, nb = (L->n + kernels::kFp8Block - 1) / kernels::kFp8Block;
-      const int64_t kbs = kb / S;
-      DeviceBuffer wbuf(static_cast<size_t>(L->n * L->k), "the split-K weight copies");
-      DeviceBuffer sbuf(static_cast<size_t>(nb * kb * 4), "the split-K scale copies");
-      auto* wd = wbuf.as<uint8_t>();
-      auto* sd = sbuf.as<float>();
-      for (int32_t sl = 0; sl < S; ++sl) {
-        check(cudaMemcpy2D(wd + sl * L->n * ks, static_cast<size_t>(ks), static_cast<const uint8_t*>(L->w) + sl * ks,
-                           static_cast<size_t>(L->k), static_cast<size_t>(ks), static_cast<size_t>(L->n),
-                           cudaMemcpyDeviceToDevice),
-              "split-K weight copy");
-        check(cudaMemcpy2D(sd + sl * nb * kbs, static_cast<size_t>(kbs * 4), L->scale + sl * kbs,
-                           static_cast<size_t>(L->ld_scale() * 4), static_cast<size_t>(kbs * 4),
-                           static_cast<size_t>(nb), cudaMemcpyDeviceToDevice),
-              "split-K scale copy");
-      }
-      DevLinear sliced = *L;  // S groups of [n, k / S]
-      sliced.w = wd;
-      sliced.scale = sd;
+      const int64_t ks = L->k / S, kbs = ks / kernels::kFp8Block;
+      DevLinear sliced = *L;  // S groups: slice s at (w + s * ks, scale + s * kbs), strides of the whole tensor
       sliced.k = ks;
-      sliced.group_stride = L->n * ks;
-      sliced.scale_group_stride = nb * kbs;
+      sliced.group_stride = ks;
+      sliced.scale_group_stride = kbs;
       splits.emplace_back(L->w, add({&sliced}, S));
-      split_n[L->w] = S;
-      split_bytes_ += static_cast<int64_t>(wbuf.bytes() + sbuf.bytes());
+      fp8_split_[L->w] = SplitWeight{S, static_cast<int32_t>(L->k), static_cast<int32_t>(L->ld_scale()), {}};
       split_max_sn_ = std::max<int64_t>(split_max_sn_, S * L->n);
-      split_owned_.push_back(std::move(wbuf));
-      split_owned_.push_back(std::move(sbuf));
     }
   // Grouped projections (set_proj_grouping): no copies, only slice-major pointer tables into the weights.
   static_assert(kProjGroupMaxParts == kernels::kFp8MaxVariedParts, "ProjGroup::part_begin size");
@@ -594,7 +576,7 @@ void CudaBackend::build_fast_tables() {
   };
   for (const auto& [w, p] : dense) fp8_tables_[w] = table(p);
   for (const auto& [w, p] : pairs) fp8_pair_tables_[w] = table(p);
-  for (const auto& [w, p] : splits) fp8_split_[w] = SplitWeight{split_n.at(w), table(p)};
+  for (const auto& [w, p] : splits) fp8_split_.at(w).table = table(p);
   for (const auto& [g, p] : group_pending) g->table = table(p);
   if (router_elems > 0) router_bf16_.allocate(static_cast<size_t>(router_elems) * 2, "the bf16 router weights");
   int64_t r_at = 0;
@@ -654,7 +636,7 @@ void CudaBackend::ensure_fast_workspace(const glm5k::RecordFormat& fmt) {
 
 MemoryReport CudaBackend::memory() const {
   MemoryReport m;
-  m.weights = w_.bytes + split_bytes_;  // the split-K copies count as weights
+  m.weights = w_.bytes;  // split-K reads K slices of these in place: no copies
   m.workspace = static_cast<int64_t>(work_->mem.bytes());
   m.plan = static_cast<int64_t>(plan_dev_.bytes());
   m.dequant = static_cast<int64_t>(dequant_.bytes());
@@ -797,6 +779,8 @@ void CudaBackend::fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t M, co
     g.a_row_map = plan.row_map;
     g.w = sp->second.table.w;
     g.w_scale = sp->second.table.s;
+    g.ldw = sp->second.ldw;  // the slices are K ranges of the whole tensor, read in place
+    g.ld_wscale = sp->second.ld_wscale;
     g.c = k.fsplit;
     g.num_groups = S;
     g.max_rows = S * M;

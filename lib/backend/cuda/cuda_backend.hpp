@@ -154,7 +154,7 @@ class CudaBackend final : public Backend {
   // go to cuBLASLt's bf16 tensor-core rate, which our FP8 kernel does not reach on sm_90 (no FP8
   // mma.sync there; docs/PERFORMANCE.md "MoE and FP8 GEMM").
   static constexpr int64_t kFp8GemmAutoRows = 128;
-  // fp8_gemm GEMMs of at most this many rows run split-K where the weight has a K-sliced copy.
+  // fp8_gemm GEMMs of at most this many rows run split-K where the weight's slice count is >= 2.
   static constexpr int64_t kSplitMaxRows = 32;
   // Kernel families: "simple" (kernels/common only, everything), "fast-mla" (fast sparse MLA, simple
   // indexer and MoE), "fast-attn" (fast sparse MLA and fast indexer, simple MoE) or "fast" (fast
@@ -255,13 +255,15 @@ class CudaBackend final : public Backend {
   // y [m, n] float32 = (e4m3 rows aq [m, k] with scales as) x L^T through fp8_gemm, split-K where planned.
   void fp8_gemm_f32(const uint8_t* aq, const float* as, int32_t m, const DevLinear& L, const Fp8Table& t, float* y);
   // Split-K for decode-sized dense FP8 GEMMs (<= kSplitMaxRows rows) whose output blocks cannot fill the
-  // GPU (n / 64 decode blocks, e.g. o_proj's 96 on 132 SMs): the weight is also kept as S contiguous
-  // K-slices [n, k / S] (a copy made at load), the quantised activation rows [m, k] are read as [m * S,
-  // k / S] (the same bytes) through a row map, fp8_gemm runs the S slices as S groups, and a reduction
-  // sums the S bf16 partials into float32 (kSplitMaxRows: public, above).
+  // GPU (n / 64 decode blocks, e.g. o_proj's 96 on 132 SMs): the weight [n, k] is read as S K-slices [n,
+  // k / S] in place (slice s at column s * k / S with the whole tensor's row stride: Fp8GemmParams::ldw /
+  // ld_wscale; no copies), the quantised activation rows [m, k] are read as [m * S, k / S] (the same
+  // bytes) through a row map, fp8_gemm runs the S slices as S groups, and a reduction sums the S bf16
+  // partials into float32 (kSplitMaxRows: public, above).
   struct SplitWeight {
     int32_t slices = 1;
-    Fp8Table table;  // S slice pointers and S scale-slice pointers
+    int32_t ldw = 0, ld_wscale = 0;  // the whole tensor's row strides (bytes, floats)
+    Fp8Table table;                  // S slice pointers and S scale-slice pointers into the tensor
   };
   struct SplitPlan {  // per (rows, slices): fp8_gemm's grouping of the m * S partial rows
     DeviceBuffer mem;
@@ -335,8 +337,7 @@ class CudaBackend final : public Backend {
   bool proj_group_ = true, proj_group_early_ = false;
   std::vector<LayerProj> proj_groups_;  // per layer (built with the fast tables)
   std::map<const void*, SplitWeight> fp8_split_;
-  std::vector<DeviceBuffer> split_owned_;  // the K-sliced weight copies
-  int64_t split_bytes_ = 0, split_max_sn_ = 0;  // copies' bytes; largest slices x n (partials buffer)
+  int64_t split_max_sn_ = 0;  // largest slices x n (partials buffer)
   std::map<std::pair<int64_t, int32_t>, SplitPlan> split_plans_;
   bool stage_timing_ = false, in_attention_ = false;
   // [2 L + 2]: start, then after each layer's attention and MLP, end; then a pool for the attention
