@@ -2,7 +2,7 @@
 // weights, random routing through the real router) for several token counts, beside same-run ceilings:
 // device copy bandwidth and cuBLASLt GEMM rates (bf16; FP8 per-tensor; FP8 128-block-scaled if offered).
 // Prints a table and writes JSON. Usage: glm5rt_bench_moe [--json out.json] [--commit sha] [--tokens 1,8,...]
-// [--rows default,fused-rf,...] (only the MoE rows with these labels; the ceilings always run)
+// [--rows default,gu-w2,...] (only the MoE rows with these labels; the ceilings always run)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -238,12 +238,12 @@ struct MoeResult {
   bool shared_stream = false;
   bool early_down = true;
   int decode_fusion = 1;
-  int shared_l2_prefetch = 0;
-  bool shared_l2_evict_last = false;
-  bool shared_l2_prefetch_down = false;
   bool stream_evict_first = false;
   bool fast_front = false;
-  int shared_l2_prefetch_site = 0;
+  // Session 4's decode GEMM knobs (MoeParams::gate_up_block_warps, gate_up_l2_ahead, down_l2_ahead,
+  // down_l2_prefetch).
+  int gate_up_block_warps = 0;
+  bool gate_up_line_copies = false, down_line_copies = false;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
   double weight_bytes = 0, flops = 0;
@@ -438,10 +438,6 @@ int main(int argc, char** argv) {
   for (auto& e : ev) CK(cudaEventCreate(&e));
   cudaStream_t side_stream;
   CK(cudaStreamCreateWithFlags(&side_stream, cudaStreamNonBlocking));
-  // MoeParams::router_ticket for every row (one stream at a time runs the router: one ticket serves all).
-  unsigned int* router_ticket = nullptr;
-  CK(cudaMalloc(&router_ticket, sizeof(unsigned int)));
-  CK(cudaMemset(router_ticket, 0, sizeof(unsigned int)));
   cudaEvent_t side_ev[2];
   for (auto& e : side_ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   struct Config {
@@ -454,15 +450,13 @@ int main(int argc, char** argv) {
     bool shared_stream = false;  // the shared expert on a second stream (MoeParams::shared_stream)
     bool early_down = glm5rt::kernels::MoeParams{}.early_down;  // the library default unless a row says
     int decode_fusion = glm5rt::kernels::MoeParams{}.decode_fusion;  // likewise (the combine in the down GEMM)
-    int shared_l2_prefetch = glm5rt::kernels::MoeParams{}.shared_l2_prefetch;
-    bool shared_l2_evict_last = glm5rt::kernels::MoeParams{}.shared_l2_evict_last;
-    bool shared_l2_prefetch_down = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_down;
     bool stream_evict_first = glm5rt::kernels::MoeParams{}.stream_evict_first;
     bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
-    int shared_l2_prefetch_site = glm5rt::kernels::MoeParams{}.shared_l2_prefetch_site;
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
-    bool fused_router_front = glm5rt::kernels::MoeParams{}.fused_router_front;
     bool permute_single_pass = glm5rt::kernels::MoeParams{}.permute_single_pass;
+    int gate_up_block_warps = glm5rt::kernels::MoeParams{}.gate_up_block_warps;
+    bool gate_up_line_copies = glm5rt::kernels::MoeParams{}.gate_up_line_copies;
+    bool down_line_copies = glm5rt::kernels::MoeParams{}.down_line_copies;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -500,28 +494,20 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Round 5's changes one at a time against the library defaults (MoeParams), and "old" = all of them off
-    // (the previous default): the fast front (cp.async staging + quantisation in the router logits kernel,
-    // compact front kernel), the evict_first weight streams, the shared expert's L2 prefetch (off by
-    // default; "l2pf": site 1, the gate_up GEMM before its wait; "l2pf-rtr": site 0, the router logits
-    // kernel; "-el": evict_last).
+    // Round 5's changes one at a time against the library defaults (MoeParams), and "old" = both off (the
+    // previous default): the fast front (cp.async staging + quantisation in the router logits kernel,
+    // compact front kernel) and the evict_first weight streams. (The shared expert's L2 prefetch rows of
+    // rounds 5-6 went with that option, removed in session 4: measured no gain.)
     if (T <= 16) {
       struct Alt {
         const char* name;
-        int fast, ef, kb, site, el;  // -1: library default
+        int fast, ef;  // -1: library default
       };
-      const Alt alts[] = {{"old", 0, 0, 0, -1, -1},       {"no-fastfr", 0, -1, -1, -1, -1},
-                          {"no-ef", -1, 0, -1, -1, -1},    {"l2pf", -1, -1, 48, 1, -1},
-                          {"l2pf-24", -1, -1, 24, 1, -1},  {"l2pf-el", -1, -1, 48, 1, 1},
-                          {"l2pf-rtr", -1, -1, 48, 0, -1}, {"l2pf-rtr-el", -1, -1, 48, 0, 1}};
+      const Alt alts[] = {{"old", 0, 0}, {"no-fastfr", 0, -1}, {"no-ef", -1, 0}};
       for (const Alt& a : alts) {
-        if (T > 1 && (a.kb == 24 || a.site == 0)) continue;
         Config c{T, 0, 0, 0, true, a.name};
         if (a.fast >= 0) c.fast_front = a.fast != 0;
         if (a.ef >= 0) c.stream_evict_first = a.ef != 0;
-        if (a.kb >= 0) c.shared_l2_prefetch = a.kb;
-        if (a.site >= 0) c.shared_l2_prefetch_site = a.site;
-        if (a.el >= 0) c.shared_l2_evict_last = a.el != 0;
         configs.push_back(c);
       }
     }
@@ -539,23 +525,40 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Round 7: the front in the router logits kernel's last block (MoeParams::fused_router_front; applies
-    // up to 16 tokens), one stream and the shared expert on a second stream, each without and with the
-    // single-pass permutation (MoeParams::permute_single_pass, "-1p"); "perm-1p": the single-pass
-    // permutation in the front kernel alone. Compare with "default" and "shared-strm" (the library
-    // defaults otherwise).
+    // Round 7: the permutation's single-pass form (MoeParams::permute_single_pass, the default since
+    // f6d2a2e) off ("perm-2p") and on ("perm-1p"). (The front in the router's last block went: removed in
+    // session 4, measured slower.)
+    if (T <= 16) {
+      for (const bool one_pass : {false, true}) {
+        Config c{T, 0, 0, 0, true, one_pass ? "perm-1p" : "perm-2p"};
+        c.permute_single_pass = one_pass;
+        configs.push_back(c);
+      }
+    }
+    // Session 4: the decode GEMMs' knobs against the library defaults. "gu-w2": the routed gate_up GEMM in
+    // 2-warp blocks (MoeParams::gate_up_block_warps); "lines": whole-line weight copies in both GEMMs
+    // (gate_up_line_copies, down_line_copies; ignored beside a second stream), "gu-lines" / "dn-lines" in one
+    // of them; "-fc": with decode_fusion 1 (no SwiGLU prologue in the down GEMM); "-shstrm": with the shared
+    // expert on a second stream; "s4-base" / "s4-base-shstrm": every session-4 knob at its previous value, whatever the library
+    // default is now (while the defaults are unchanged, a second copy of "default" / "shared-strm" in the
+    // same process: the row-to-row noise).
     if (T <= 16) {
       const struct {
         const char* name;
-        bool fused, one_pass, strm;
-      } rfs[] = {{"fused-rf", true, false, false},       {"fused-rf-shstrm", true, false, true},
-                 {"fused-rf-1p", true, true, false},     {"fused-rf-1p-shstrm", true, true, true},
-                 {"perm-1p", false, true, false}};
-      for (const auto& rf : rfs) {
-        Config c{T, 0, 0, 0, true, rf.name};
-        c.fused_router_front = rf.fused;
-        c.permute_single_pass = rf.one_pass;
-        c.shared_stream = rf.strm;
+        int warps, gu_lines, dn_lines, fusion;
+        bool strm;
+      } s4[] = {{"s4-base", 0, 0, 0, -1, false},      {"s4-base-shstrm", 0, 0, 0, -1, true},
+                {"gu-w2", 2, -1, -1, -1, false},      {"gu-lines", -1, 1, -1, -1, false},
+                {"dn-lines", -1, -1, 1, -1, false},   {"lines", -1, 1, 1, -1, false},
+                {"gu-w2-lines", 2, 1, 1, -1, false},  {"lines-fc", -1, 1, 1, 1, false},
+                {"gu-w2-shstrm", 2, -1, -1, -1, true}};
+      for (const auto& v : s4) {
+        Config c{T, 0, 0, 0, true, v.name};
+        if (v.warps >= 0) c.gate_up_block_warps = v.warps;
+        if (v.gu_lines >= 0) c.gate_up_line_copies = v.gu_lines != 0;
+        if (v.dn_lines >= 0) c.down_line_copies = v.dn_lines != 0;
+        if (v.fusion >= 0) c.decode_fusion = v.fusion;
+        c.shared_stream = v.strm;
         configs.push_back(c);
       }
     }
@@ -594,12 +597,11 @@ int main(int argc, char** argv) {
     r.shared_stream = cfg.shared_stream;
     r.early_down = cfg.early_down;
     r.decode_fusion = cfg.decode_fusion;
-    r.shared_l2_prefetch = cfg.shared_l2_prefetch;
-    r.shared_l2_evict_last = cfg.shared_l2_evict_last;
-    r.shared_l2_prefetch_down = cfg.shared_l2_prefetch_down;
     r.stream_evict_first = cfg.stream_evict_first;
     r.fast_front = cfg.fast_front;
-    r.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
+    r.gate_up_block_warps = cfg.gate_up_block_warps;
+    r.gate_up_line_copies = cfg.gate_up_line_copies;
+    r.down_line_copies = cfg.down_line_copies;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
     int* ids = nullptr;
     float* wts = nullptr;
@@ -637,16 +639,13 @@ int main(int argc, char** argv) {
     p.decode_kernel = cfg.decode_kernel;
     p.early_down = cfg.early_down;
     p.decode_fusion = cfg.decode_fusion;
-    p.shared_l2_prefetch = cfg.shared_l2_prefetch;
-    p.shared_l2_evict_last = cfg.shared_l2_evict_last;
-    p.shared_l2_prefetch_down = cfg.shared_l2_prefetch_down;
     p.stream_evict_first = cfg.stream_evict_first;
     p.fast_front = cfg.fast_front;
-    p.shared_l2_prefetch_site = cfg.shared_l2_prefetch_site;
     p.fast_select = cfg.fast_select;
-    p.fused_router_front = cfg.fused_router_front;
     p.permute_single_pass = cfg.permute_single_pass;
-    p.router_ticket = router_ticket;  // zero; every launch leaves it zero (used only where the fusion applies)
+    p.gate_up_block_warps = cfg.gate_up_block_warps;
+    p.gate_up_line_copies = cfg.gate_up_line_copies;
+    p.down_line_copies = cfg.down_line_copies;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];
@@ -797,8 +796,8 @@ int main(int argc, char** argv) {
                      "\"bw_ratio_vs_copy\": %.3f, \"rate_ratio_vs_cublaslt_fp8\": %.3f, \"rate_ratio_vs_cublaslt_bf16\": %.3f, "
                      "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d, \"decode_depth\": %d, "
                      "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d, "
-                     "\"shared_l2_prefetch\": %d, \"shared_l2_evict_last\": %s, \"shared_l2_prefetch_down\": %s, "
-                     "\"stream_evict_first\": %s, \"fast_front\": %s, \"shared_l2_prefetch_site\": %d, "
+                     "\"stream_evict_first\": %s, \"fast_front\": %s, "
+                     "\"gate_up_block_warps\": %d, \"gate_up_line_copies\": %s, \"down_line_copies\": %s, "
                      "\"ms_graph_b2b\": %.4f, "
                      "\"ms_graph_layers8\": %.4f%s}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
@@ -807,9 +806,8 @@ int main(int argc, char** argv) {
                      dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
                      r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, r.depth, r.decode_kernel, r.front,
                      r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion,
-                     r.shared_l2_prefetch, r.shared_l2_evict_last ? "true" : "false",
-                     r.shared_l2_prefetch_down ? "true" : "false", r.stream_evict_first ? "true" : "false",
-                     r.fast_front ? "true" : "false", r.shared_l2_prefetch_site,
+                     r.stream_evict_first ? "true" : "false", r.fast_front ? "true" : "false", r.gate_up_block_warps,
+                     r.gate_up_line_copies ? "true" : "false", r.down_line_copies ? "true" : "false",
                      r.ms_graph_b2b, r.ms_graph_layers,
                      timeline_json(r).c_str(), i + 1 < results.size() ? "," : "");
       }
@@ -836,12 +834,12 @@ int main(int argc, char** argv) {
   std::printf("\nGLM-5 MoE layer on %s (copy %.0f GB/s; cuBLASLt bf16 %.0f, fp8 %.0f, fp8 block-128 %.0f TFLOP/s;"
               " ours dense fp8 best %.0f; mma.sync peak fp8 %.0f bf16 %.0f)\n", prop.name, copy_gbps,
               lt_bf16, lt_fp8, lt_fp8_block, ours_dense, mma_fp8, mma_bf16);
-  std::printf("\n%-10s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm",
+  std::printf("\n%-18s %6s %7s %9s %9s %9s %8s %8s %8s %8s %8s %8s %7s %7s\n", "config", "T", "experts", "MB read", "ms strm",
               "ms graph", "b2b", "layers8", "gate_up", "down", "other", "GB/s", "bw/cpy", "rate/lt");
   (void)0;
   for (const auto& r : results) {
     const float other = r.stage_ms[0] + r.stage_ms[1] + r.stage_ms[2] + r.stage_ms[4] + r.stage_ms[6];
-    std::printf("%-10s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.0f %7.3f %7.3f\n", r.label.c_str(), r.tokens,
+    std::printf("%-18s %6d %7d %9.1f %9.4f %9.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.0f %7.3f %7.3f\n", r.label.c_str(), r.tokens,
                 r.distinct_experts, r.weight_bytes / 1e6, r.ms_stream, r.ms_graph, r.ms_graph_b2b, r.ms_graph_layers,
                 r.stage_ms[3], r.stage_ms[5], other, r.gbps, r.gbps / copy_gbps,
                 dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0);

@@ -4,6 +4,8 @@
 The model (kernels/attention/sparse_mla.cu, plan_cost_r5), in microseconds, for hc heads per CTA and s
 splits of a launch with T query tokens, H heads, top-k K:
     waves * (cta_us[hc] + step_us[hc] * steps) + (s > 1 ? merge_us + merge_us_per_mb * MB : 0)
+    (session 4: MB counts 2 bytes per value where the merge is the bf16-partials chunked one, combine 5:
+    the automatic choice where the fused merge cannot run)
     steps = 2 * ceil(ceil(K / 32) / s)      (16-token steps per split)
     waves = ceil(T * H / hc * s / (SMs * CTAs per SM))
     MB    = T * H * s * 2048 / 1e6          (fp32 partials, written by the main kernel, read by the merge)
@@ -43,14 +45,17 @@ def read_constants():
     return {"bf16": out[0], "fp8": out[1]}
 
 
-def features(T, H, hc, s, topk=2048):
+NF = 8  # cta_us x 3, step_us x 3, merge_us, merge_us_per_mb
+
+
+def features(T, H, hc, s, topk=2048, half=False):
     ntiles = math.ceil(topk / 32)
     tps = math.ceil(ntiles / s)
     steps = 2.0 * tps
     slots = SMS * (1 if hc == 32 else 2)
     waves = math.ceil(T * (H // hc) * s / slots)
-    mb = T * H * s * 2048 / 1e6
-    f = np.zeros(8)
+    mb = T * H * s * (1024 if half else 2048) / 1e6  # half: bf16 partials (combine 5)
+    f = np.zeros(NF)
     i = HCS.index(hc)
     f[i] = waves
     f[3 + i] = waves * steps
@@ -64,8 +69,11 @@ def vec(c):
     return np.array(c["cta"] + c["step"] + [c["merge"], c["mb"]])
 
 
-def cost(c, T, H, hc, s):
-    return float(features(T, H, hc, s) @ vec(c))
+def auto_kind(T, H, hc, s):
+    """The merge the automatic choice runs (combine_mode): 3 fused, 5 bf16 chunked, 0 none."""
+    if s <= 1:
+        return 0
+    return 3 if s * hc <= 32 and T * H // hc <= 4096 else 5
 
 
 def candidates(T, H, topk=2048):
@@ -75,16 +83,20 @@ def candidates(T, H, topk=2048):
             continue
         s = 1
         while s <= min(ntiles, 128):
-            yield hc, s
+            yield hc, s, auto_kind(T, H, hc, s)
             s *= 2
+
+
+def cost_kind(c, T, H, hc, s, kind):
+    return float(features(T, H, hc, s, half=kind == 5) @ vec(c))
 
 
 def pick(c, T, H):
     best, bc = None, 1e300
-    for hc, s in candidates(T, H):
-        v = cost(c, T, H, hc, s)
+    for hc, s, kind in candidates(T, H):
+        v = cost_kind(c, T, H, hc, s, kind)
         if v < bc - 1e-9:
-            best, bc = (hc, s), v
+            best, bc = (hc, s, kind), v
     return best, bc
 
 
@@ -92,23 +104,25 @@ def predict(consts):
     for fmt in ("bf16", "fp8"):
         for T in (1, 2, 4, 8):
             for H in (8, 16, 32, 64, 128):
-                (hc, s), v = pick(consts[fmt], T, H)
-                print(f"{fmt:4} T={T} H={H:3}: {hc:2} heads/CTA x {s:2} splits, model {v:6.2f} us")
+                (hc, s, kind), v = pick(consts[fmt], T, H)
+                print(f"{fmt:4} T={T} H={H:3}: {hc:2} heads/CTA x {s:2} splits, merge {kind}, model {v:6.2f} us")
 
 
 def fit(path, consts):
     d = json.load(open(path))
-    rows = [r for r in d["split_sweep"] if r.get("heads_per_cta", 0) in HCS]
+    # Session 4's first call also timed a cluster merge (combine 4, since removed): not part of the model.
+    rows = [r for r in d["split_sweep"] if r.get("heads_per_cta", 0) in HCS and r.get("combine", 0) != 4]
     new = {}
     for fmt in ("bf16", "fp8"):
         rs = [r for r in rows if r["format"] == fmt]
         if not rs:
             new[fmt] = consts[fmt]
             continue
-        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"]) for r in rs])
+        X = np.array([features(r["T"], r["H"], r["heads_per_cta"], r["splits"], half=r.get("combine", 0) == 5)
+                      for r in rs])
         y = np.array([r["graph_us"] for r in rs])
         w = 1.0 / y  # relative error
-        active = [j for j in range(8) if X[:, j].any()]
+        active = [j for j in range(NF) if X[:, j].any()]
         # Non-negative least squares by dropping negative coefficients until none is left.
         while True:
             sol, *_ = np.linalg.lstsq(X[:, active] * w[:, None], y * w, rcond=None)
@@ -118,7 +132,7 @@ def fit(path, consts):
             active = [a for a in active if a not in neg]
         coef = vec(consts[fmt]).copy()  # unmeasured head groups keep their old constants
         coef[active] = sol
-        for j in range(8):
+        for j in range(NF):
             if j not in active and X[:, j].any():
                 coef[j] = 0.0
         new[fmt] = {"cta": list(coef[0:3]), "step": list(coef[3:6]), "merge": coef[6], "mb": coef[7]}
@@ -133,17 +147,18 @@ def fit(path, consts):
     print("picks (measured us of the pick / of the measured best; 'r5 now' = the constants in sparse_mla.cu):")
     meas = {}
     for r in rows:
-        meas[(r["format"], r["T"], r["H"], r["heads_per_cta"], r["splits"])] = r["graph_us"]
+        meas[(r["format"], r["T"], r["H"], r["heads_per_cta"], r["splits"], r.get("combine", 0))] = r["graph_us"]
     shapes = sorted({(r["format"], r["T"], r["H"]) for r in rows})
+    tag = lambda hc, s, k: f"{hc:2}x{s:2} m{k}"
     for fmt, T, H in shapes:
-        grid = {(hc, s): v for (f_, t_, h_, hc, s), v in meas.items() if (f_, t_, h_) == (fmt, T, H)}
-        (bh, bs), bv = min(grid.items(), key=lambda kv: kv[1])
-        (nh, ns), _ = pick(new[fmt], T, H)
-        (oh, os_), _ = pick(consts[fmt], T, H)
-        nv = grid.get((nh, ns), float("nan"))
-        ov = grid.get((oh, os_), float("nan"))
-        print(f"  {fmt:4} T={T} H={H:3}: best {bh:2}x{bs:2} {bv:6.2f} | fitted pick {nh:2}x{ns:2} {nv:6.2f}"
-              f" ({nv / bv:.3f}) | r5 now {oh:2}x{os_:2} {ov:6.2f} ({ov / bv:.3f})")
+        grid = {(hc, s, cl): v for (f_, t_, h_, hc, s, cl), v in meas.items() if (f_, t_, h_) == (fmt, T, H)}
+        (bh, bs, bc), bv = min(grid.items(), key=lambda kv: kv[1])
+        (nh, ns, nc), _ = pick(new[fmt], T, H)
+        (oh, os_, oc), _ = pick(consts[fmt], T, H)
+        nv = grid.get((nh, ns, nc), float("nan"))
+        ov = grid.get((oh, os_, oc), float("nan"))
+        print(f"  {fmt:4} T={T} H={H:3}: best {tag(bh, bs, bc)} {bv:6.2f} | fitted pick {tag(nh, ns, nc)} {nv:6.2f}"
+              f" ({nv / bv:.3f}) | now {tag(oh, os_, oc)} {ov:6.2f} ({ov / bv:.3f})  (m = merge kind)")
 
 
 def main():

@@ -121,11 +121,14 @@ int main(int argc, char** argv) {
   bool plan_sweep = false;
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
-  std::vector<int> var_list = {1, 2, 3, 5, 6, 7};
+  std::vector<int> var_list = {1, 2, 3, 5, 7};  // (6 was removed in session 4; its JSON field stays 0)
   // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
   // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
   // split model rarely fills.
   std::vector<int> v7_splits_list;
+  // Session 4: --force-splits 1,2,3,4 also times the automatic kernel, variant 2 and variant 5 at these
+  // forced split counts for T >= 32 (JSON "split_sweep", variant 0 / 2 / 5).
+  std::vector<int> force_splits_list;
   // Session 4: --prefill-T 4096 --prefill-H 64 adds these prefill shapes even with --quick.
   std::vector<int> prefill_t_list, prefill_h_list = {64};
   auto parse_list = [](const char* a) {
@@ -146,6 +149,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--force-splits") && i + 1 < argc) force_splits_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
@@ -155,7 +159,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--prefill-T 4096] [--prefill-H 64]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--prefill-T 4096] [--prefill-H 64]\n",
                    argv[0]);
       return 2;
     }
@@ -225,6 +229,7 @@ int main(int argc, char** argv) {
     int heads_per_cta;  // 0 = automatic
     double us;
     int variant;  // kernel_variant of the timed configuration (0 = automatic)
+    int combine = 0;  // plan sweep: the merge it ran (sparse_mla_combine_kind: 2 fp32 chunked, 3 fused, 5 bf16 chunked; 4 = session 4's removed cluster merge)
   };
   std::vector<Sweep> sweeps;
   cudaStream_t stream;
@@ -270,8 +275,8 @@ int main(int argc, char** argv) {
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const Sweep& s = sweeps[i];
-    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"variant\": %d, \"graph_us\": %.3f}%s\n",
-                 s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.us,
+    std::fprintf(f, "    {\"T\": %d, \"H\": %d, \"format\": \"%s\", \"splits\": %d, \"heads_per_cta\": %d, \"variant\": %d, \"combine\": %d, \"graph_us\": %.3f}%s\n",
+                 s.T, s.H, s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.combine, s.us,
                  i + 1 < sweeps.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
@@ -421,7 +426,7 @@ int main(int argc, char** argv) {
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
     const int auto_combine = glm5rt::kernels::sparse_mla_combine_kind(p);
-    int old_hc = 0, old_splits = 0, best_hc = 0, best_splits = 0;
+    int old_hc = 0, old_splits = 0, best_hc = 0, best_splits = 0, best_combine = 0;
     double old_us = 0, best_us = 0;
     if (plan_sweep) {
       double e;
@@ -443,18 +448,29 @@ int main(int argc, char** argv) {
             if (c.T <= 4 && sp < 4) continue;  // likewise at 2-4 tokens (round 5's T = 8 sweep: 1-2 splits >= 2x)
             p.num_splits = sp;
             if (glm5rt::kernels::sparse_mla_num_splits(p) != sp) continue;  // clamped: timed already
-            const double us = time_config(sp, &e);
-            sweeps.push_back({c.T, c.H, c.fmt, sp, hc, us, 0});
-            if (us < best_us) best_us = us, best_hc = hc, best_splits = sp;
+            // Session 4: each plan with the automatic merge, the fp32 chunked one (2) and the bf16 chunked one
+            // (5), each once (a merge the plan resolves to one already timed is skipped).
+            int kinds_seen[8] = {0};
+            for (int cb : {0, 2, 5}) {
+              p.combine = cb;
+              const int kind = glm5rt::kernels::sparse_mla_combine_kind(p);
+              if (kinds_seen[kind]) continue;
+              kinds_seen[kind] = 1;
+              const double us = time_config(sp, &e);
+              sweeps.push_back({c.T, c.H, c.fmt, sp, hc, us, 0, kind});
+              if (us < best_us) best_us = us, best_hc = hc, best_splits = sp, best_combine = kind;
+            }
+            p.combine = 0;
           }
         }
         p.heads_per_cta = 0;
         p.num_splits = 0;
       }
-      std::printf("plan    %-4s T=%5d H=%3d  round 5: %2d heads/CTA x %2d splits %7.2f us | round 4: %2d x %2d %7.2f us"
-                  " | best swept: %2d x %2d %7.2f us | r4 / r5 %.3f, best / r5 %.3f\n",
-                  c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_hc, auto_splits, g_us, old_hc,
-                  old_splits, old_us, best_hc, best_splits, best_us, old_us / g_us, best_us / g_us);
+      std::printf("plan    %-4s T=%5d H=%3d  auto: %2d heads/CTA x %2d splits merge %d %7.2f us | round 4: %2d x %2d %7.2f us"
+                  " | best swept: %2d x %2d merge %d %7.2f us | r4 / auto %.3f, best / auto %.3f\n",
+                  c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_hc, auto_splits, auto_combine, g_us,
+                  old_hc, old_splits, old_us, best_hc, best_splits, best_combine, best_us,
+                  old_us / g_us, best_us / g_us);
     } else if (combine_compare) {
       // Old first, then the new ones, then old again: the two old timings bracket drift (reported: the mean).
       double e, old2;
@@ -493,10 +509,6 @@ int main(int argc, char** argv) {
         p.num_splits = 0;
         v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
       }
-      if (c.fmt == MlaCacheFormat::kFp8 && want(6)) {
-        p.kernel_variant = 6;
-        v6_us = time_config(0, &e);
-      }
       if (c.fmt == MlaCacheFormat::kFp8 && want(7)) {
         p.kernel_variant = 7;
         v7_us = time_config(0, &e);
@@ -509,6 +521,15 @@ int main(int argc, char** argv) {
           }
         p.num_splits = 0;
       }
+      if (c.T >= 32)
+        for (int v : {0, 2, 5})
+          for (int sp : force_splits_list) {
+            p.kernel_variant = v;
+            sweeps.push_back({c.T, c.H, c.fmt, sp, 0, time_config(sp, &e), v});
+            std::printf("        v%d T=%d H=%d %s forced %d splits: %.2f us\n", v, c.T, c.H,
+                        c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", sp, sweeps.back().us);
+          }
+      p.num_splits = 0;
       p.kernel_variant = 0;
     }
     const double rec_bytes = decode ? gathered : std::min(gathered, static_cast<double>(pool) * rec);
@@ -541,8 +562,8 @@ int main(int argc, char** argv) {
   if (!write_json()) return 1;
   std::printf("split sweep (graph us per call):\n");
   for (const Sweep& s : sweeps)
-    std::printf("  T=%d H=%d %s splits=%d heads/cta=%d variant=%d: %.2f us\n", s.T, s.H,
-                s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.us);
+    std::printf("  T=%d H=%d %s splits=%d heads/cta=%d variant=%d combine=%d: %.2f us\n", s.T, s.H,
+                s.f == MlaCacheFormat::kBf16 ? "bf16" : "fp8", s.splits, s.heads_per_cta, s.variant, s.combine, s.us);
   std::printf("wrote %s\n", json_path.c_str());
   CK(cudaFree(cache_bf16));
   CK(cudaFree(cache_fp8));

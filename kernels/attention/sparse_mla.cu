@@ -65,7 +65,7 @@ int planner_mode(const SparseMlaParams& p) {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
-  if (p.kernel_variant >= 1 && p.kernel_variant <= 7) return p.kernel_variant;  // 4 is rejected earlier
+  if (p.kernel_variant >= 1 && p.kernel_variant <= 7) return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
@@ -183,28 +183,38 @@ constexpr PlanModel kPlanModel[2] = {
 // (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
 // everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
 // calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
+// Session 4, two H200 sweeps (bench/results/sparse_mla-h200-s4-small*-plans.json; FP8 now runs variant 7, which
+// the round-5 entries predate; call 2 with bf16 partials, combine 5, as the automatic chunked merge): an entry
+// whose plan was > 1.5% slower than the sweep's best took the best plan and, where it was not the automatic
+// merge, that merge (e.g. bf16 T=2 / 4 H=8 with fp32 partials: 7.77 / 9.18 against 8.16 / 9.48 us with bf16
+// ones); FP8 T=1 H=64 32x64 -> 8x32 (12.19 -> 10.45 us), T=1 H=128 -> 16x32 (15.47 -> 13.82), T=2 H=16 / 32 / 64,
+// T=4 H=16 / 32; bf16 T=8 H=8 / 16 / 64. Every entry ran in that call's tests (planner grids: every heads per
+// CTA x split count x merge).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
+  // Session 4: the merge, as SparseMlaParams::combine (0 = combine_mode's automatic rule; 2 / 5 = fp32 / bf16
+  // partials + chunked combine), used when combine is automatic.
+  int merge;
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
-    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64},
+    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
     {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
     {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
-    {MlaCacheFormat::kBf16, 4, 8, 8, 32},    {MlaCacheFormat::kBf16, 4, 16, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32},
     {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
-    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 32},
-    {MlaCacheFormat::kBf16, 8, 16, 8, 16},   {MlaCacheFormat::kBf16, 8, 32, 16, 16},
-    {MlaCacheFormat::kBf16, 8, 64, 16, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
+    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
+    {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 16, 16},
+    {MlaCacheFormat::kBf16, 8, 64, 32, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
-    {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 32, 64},
-    {MlaCacheFormat::kFp8, 1, 128, 32, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
-    {MlaCacheFormat::kFp8, 2, 16, 16, 64},   {MlaCacheFormat::kFp8, 2, 32, 32, 64},
-    {MlaCacheFormat::kFp8, 2, 64, 32, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
-    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 16, 32},
-    {MlaCacheFormat::kFp8, 4, 32, 32, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
+    {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 8, 32},
+    {MlaCacheFormat::kFp8, 1, 128, 16, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
+    {MlaCacheFormat::kFp8, 2, 16, 8, 64},    {MlaCacheFormat::kFp8, 2, 32, 8, 32},
+    {MlaCacheFormat::kFp8, 2, 64, 16, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 8, 32},
+    {MlaCacheFormat::kFp8, 4, 32, 16, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
     {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
     {MlaCacheFormat::kFp8, 8, 16, 16, 32},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
     {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
@@ -213,6 +223,12 @@ constexpr int kMeasuredPlanTopk = 2048;
 constexpr int kMeasuredPlanSms = 132;
 
 int hc_index(int hc) { return hc == 8 ? 0 : hc == 16 ? 1 : 2; }
+
+// The chunked merge the automatic choice runs where the fused one cannot (session 4): 5 = bf16 partials
+// (half the bytes of 2's fp32 ones). One-line flip back to fp32 partials: 5 -> 2 (or, without a rebuild,
+// GLM5RT_MLA_COMBINE=2, which also replaces the fused merge).
+constexpr int kAutoChunkedMerge = 5;
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge);
 
 double plan_cost_r5(const SparseMlaParams& p, int hc, int s) {
   const PlanModel& m = kPlanModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
@@ -223,18 +239,21 @@ double plan_cost_r5(const SparseMlaParams& p, int hc, int s) {
   const double slots = static_cast<double>(sm_count(p)) * ctas_per_sm(p, hc);
   const double waves = std::ceil(ctas / slots);
   const int i = hc_index(hc);
-  const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * 4 / 1e6;
+  // Partial bytes: 2 per value where the merge is the bf16 chunked one (combine 5), else 4.
+  const int value_bytes = s > 1 && combine_mode(p, s, hc, 0) == 5 ? 2 : 4;
+  const double mb = static_cast<double>(p.num_tokens) * p.num_heads * s * kMlaLatentDim * value_bytes / 1e6;
   return waves * (m.cta_us[i] + m.step_us[i] * steps) + (s > 1 ? m.merge_us + m.merge_us_per_mb * mb : 0.0);
 }
 
 struct Plan {
   int hc = 0;      // heads per CTA (0: invalid parameters)
   int splits = 1;
+  int merge = 0;   // the merge when combine is automatic: 0 = combine_mode's rule, else its combine value
 };
 
 // Round 5's choice for a fixed hc: the cheapest power-of-two split count under plan_cost_r5.
 Plan plan_r5_for(const SparseMlaParams& p, int hc) {
-  Plan best{hc, effective_splits(p, 1)};
+  Plan best{hc, effective_splits(p, 1), 0};
   double best_cost = 1e300;
   const int ntiles = num_tiles(p);
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
@@ -262,7 +281,7 @@ Plan plan(const SparseMlaParams& p) {
   if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
     for (const MeasuredPlan& m : kMeasuredPlans)
       if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
-        return Plan{m.hc, effective_splits(p, m.splits)};
+        return Plan{m.hc, effective_splits(p, m.splits), m.merge};
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).
   Plan best{0, 1};
@@ -359,7 +378,8 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
 // before the first is used (up to 32 float4 per thread = the whole 64 KB of a 128-split row quarter in
 // one L2 round trip, where round 3's kernel made nsplit / 8 dependent rounds). The split LSEs are loaded
 // at the same time, one per thread; the four warps' sums meet in shared memory.
-template <int KPER>  // splits per warp, >= ceil(nsplit / 4): the launcher picks the smallest power of two
+// BF16 (combine = 5, session 4): the partials are bf16 (half the bytes), loaded raw and widened when used.
+template <int KPER, bool BF16 = false>  // KPER: splits per warp, >= ceil(nsplit / 4): the smallest power of two
 __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* __restrict__ part_o,
                                                                   const float* __restrict__ part_lse, int nsplit,
                                                                   int64_t rows, __nv_bfloat16* __restrict__ out,
@@ -376,13 +396,18 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
   const int d = quarter * 128 + lane * 4;
   const float ls = tid < nsplit ? part_lse[tid * rows + row] : -INFINITY;
   constexpr int kPer = KPER;
-  float4 x[kPer];
+  float4 x[BF16 ? 1 : kPer];
+  uint2 xb[BF16 ? kPer : 1];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     // Unconditional loads, pinned before the barriers (see ld_cg_pinned): past nsplit the address is
     // clamped to the last split, an L2 hit that gets weight 0 below.
     const int s = min(warp + 4 * i, nsplit - 1);
-    x[i] = sparse_mla_detail::ld_cg_pinned(part_o + (s * rows + row) * kMlaLatentDim + d);
+    if constexpr (BF16)
+      xb[i] = sparse_mla_detail::ld_cg_pinned_u2(reinterpret_cast<const __nv_bfloat16*>(part_o) +
+                                                 (s * rows + row) * kMlaLatentDim + d);
+    else
+      x[i] = sparse_mla_detail::ld_cg_pinned(part_o + (s * rows + row) * kMlaLatentDim + d);
   }
   const SplitWeights sw = split_weights_128(ls, w_s, red);
   const float m = sw.m, wsum = sw.wsum;
@@ -390,11 +415,19 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int s = warp + 4 * i;
-    const float ws = s < nsplit ? w_s[s] : 0.f;  // x is 0 there too; never read w_s out of range
-    o.x += ws * x[i].x;
-    o.y += ws * x[i].y;
-    o.z += ws * x[i].z;
-    o.w += ws * x[i].w;
+    const float ws = s < nsplit ? w_s[s] : 0.f;  // never read w_s out of range
+    float4 v;
+    if constexpr (BF16) {
+      // bf16 -> fp32 is a 16-bit shift of each half.
+      v = make_float4(__uint_as_float(xb[i].x << 16), __uint_as_float(xb[i].x & 0xffff0000u),
+                      __uint_as_float(xb[i].y << 16), __uint_as_float(xb[i].y & 0xffff0000u));
+    } else {
+      v = x[i];
+    }
+    o.x += ws * v.x;
+    o.y += ws * v.y;
+    o.z += ws * v.z;
+    o.w += ws * v.w;
   }
   part[warp][lane] = o;
   __syncthreads();
@@ -421,17 +454,22 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
 // Automatic: fused where a row group's partials are small (one CTA merges nsplit * HC partial rows), else
 // chunked. GLM5RT_MLA_COMBINE=1/2/3 overrides the automatic choice (read once per process) so that a run
 // can time or fall back to the old path without a rebuild; an explicit params.combine wins over both.
-int combine_mode(const SparseMlaParams& p, int nsplit, int hc) {
+// Session 4: 5 = the chunked combine over bf16 partials, the automatic chunked merge (kAutoChunkedMerge); a
+// plan may name its merge (plan_merge, from kMeasuredPlans), used when combine is automatic. (4 was the
+// cluster merge of session 4's first call, measured slower everywhere and removed: rejected.)
+int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_COMBINE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 3 ? v : 0;
+    return v >= 1 && v <= 5 && v != 4 ? v : 0;
   }();
-  int mode = p.combine >= 1 && p.combine <= 3 ? p.combine : env;
-  if (mode == 0) mode = nsplit * hc <= kMlaFusedMaxPartials ? 3 : 2;
+  int mode = p.combine >= 1 && p.combine <= 5 && p.combine != 4 ? p.combine : env;
+  if (mode == 0) mode = plan_merge;  // the plan's own merge (kMeasuredPlans), if any
   const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   // Too many partials for one CTA (its loads are sized at compile time) or not enough counters: chunked.
-  if (mode == 3 && (groups > kMlaCombineCounters || nsplit * hc > kMlaFusedMaxPartials)) mode = 2;
+  const bool fused_ok = groups <= kMlaCombineCounters && nsplit * hc <= kMlaFusedMaxPartials;
+  if (mode == 0) return fused_ok ? 3 : kAutoChunkedMerge;
+  if (mode == 3 && !fused_ok) return 2;
   return mode;
 }
 
@@ -451,9 +489,10 @@ int sparse_mla_heads_per_cta(const SparseMlaParams& p) {
 }
 
 int sparse_mla_combine_kind(const SparseMlaParams& p) {
-  const int s = sparse_mla_num_splits(p);
-  if (s <= 1) return 0;
-  return combine_mode(p, s, sparse_mla_heads_per_cta(p));
+  if (p.topk < 1 || !valid_heads(p.num_heads) || p.num_tokens < 1 || requested_heads_per_cta(p) == 0) return 0;
+  const Plan pl = plan(p);
+  if (pl.splits <= 1) return 0;
+  return combine_mode(p, pl.splits, pl.hc, pl.merge);
 }
 
 size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
@@ -471,9 +510,12 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 || p.combine < 0 || p.combine > 3 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 ||
+      p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
+  // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
+  // everywhere), combine 4 in session 4 (the cluster merge): their numbers stay taken and are rejected above.)
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
   if (!p.q || (!multi && !p.cache) || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
@@ -506,8 +548,9 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.num_pools = p.num_pools;
   a.pool_layer = p.pool_layer;
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
-  const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc) : 0;
+  const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
+  a.part_bf16 = combine == 5 ? 1 : 0;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
@@ -519,9 +562,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
-  } else if (variant == 6) {
-    err = fp8 ? sparse_mla_detail::launch_ws_fp8_bulk(hc, a, stream)
-              : sparse_mla_detail::launch_ws_bf16(hc, a, stream);  // bf16 records: variant 5 (bulk already)
   } else if (variant == 5) {
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
@@ -541,7 +581,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return cudaErrorInvalidDevice;
   cudaLaunchConfig_t cfg{};
-  const bool chunked = combine == 2;
+  const bool chunked = combine == 2 || combine == 5;
   if (chunked && out_rows * 4 > 0x7fffffff) return cudaErrorInvalidValue;
   cfg.gridDim = dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows));
   cfg.blockDim = dim3(kMaxSplits);
@@ -557,12 +597,20 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   auto kernel = sparse_mla_combine;
   if (chunked) {
     const int per = (nsplit + 3) / 4;
-    kernel = per <= 1   ? sparse_mla_combine_chunked<1>
-             : per <= 2 ? sparse_mla_combine_chunked<2>
-             : per <= 4 ? sparse_mla_combine_chunked<4>
-             : per <= 8 ? sparse_mla_combine_chunked<8>
-             : per <= 16 ? sparse_mla_combine_chunked<16>
-                         : sparse_mla_combine_chunked<32>;
+    if (combine == 5)
+      kernel = per <= 1   ? sparse_mla_combine_chunked<1, true>
+               : per <= 2 ? sparse_mla_combine_chunked<2, true>
+               : per <= 4 ? sparse_mla_combine_chunked<4, true>
+               : per <= 8 ? sparse_mla_combine_chunked<8, true>
+               : per <= 16 ? sparse_mla_combine_chunked<16, true>
+                           : sparse_mla_combine_chunked<32, true>;
+    else
+      kernel = per <= 1   ? sparse_mla_combine_chunked<1>
+               : per <= 2 ? sparse_mla_combine_chunked<2>
+               : per <= 4 ? sparse_mla_combine_chunked<4>
+               : per <= 8 ? sparse_mla_combine_chunked<8>
+               : per <= 16 ? sparse_mla_combine_chunked<16>
+                           : sparse_mla_combine_chunked<32>;
   }
   err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
   if (err != cudaSuccess && cfg.numAttrs > 0) {

@@ -71,9 +71,8 @@ struct SparseMlaParams {
   // no difference: removed in round 3, rejected as invalid. Appended in round 3: 5 = warp-specialized
   // kernel (producer warps gather 16-token steps into a ring on mbarriers, one bulk copy per bf16 record
   // on sm_90+; consumer groups of 4 warps, 16 heads each, run GEMM1 / softmax / GEMM2 on their own named
-  // barriers). Appended in round 5: 6 = variant 5 with FP8 records gathered by one bulk copy per 656-byte
-  // record on sm_90+ (the producer warps only dequantize; bf16 records and sm_80: as 5); never chosen
-  // automatically. Appended in round 6: 7 = FP8 records converted in registers (no dequantization pass):
+  // barriers). 6 (round 5: variant 5 with FP8 records gathered by bulk copies) was slower than 5 / 7
+  // everywhere and was removed in session 4: rejected as invalid, as 4. Appended in round 6: 7 = FP8 records converted in registers (no dequantization pass):
   // raw records in a cp.async ring, each warp turns its own MMA operands into f16 (K, GEMM1, with the
   // per-128 scale on the partial scores) or bf16 (V, GEMM2, the scale folded into P); bf16 records: as 2;
   // never chosen automatically. Same results whichever runs (within the tests' tolerances).
@@ -90,8 +89,9 @@ struct SparseMlaParams {
   int pool_layer = 0;
   // Appended in round 4: how the split partials are merged (nsplit > 1 only; same results whichever runs).
   // 0 = automatic: the fused merge where each row group's partials are small (splits * heads per CTA
-  // <= kMlaFusedMaxPartials and T * H / heads_per_cta <= kMlaCombineCounters), else the chunked kernel;
-  // the environment variable GLM5RT_MLA_COMBINE=1 (or 2 / 3) overrides the automatic choice.
+  // <= kMlaFusedMaxPartials and T * H / heads_per_cta <= kMlaCombineCounters), else the chunked kernel
+  // (since session 4 over bf16 partials, 5, unless the planner's measured plan for the shape names 2);
+  // the environment variable GLM5RT_MLA_COMBINE=1 (or 2 / 3 / 5) overrides the automatic choice.
   // 1 = round 3's combine kernel (one 128-thread block per (t, h) row, a PDL launch after the main kernel);
   // 2 = chunked combine kernel (a block per (t, h) row and 128-dim quarter, every split's partial loaded
   //     at once: one L2 round trip instead of nsplit / 8);
@@ -99,6 +99,10 @@ struct SparseMlaParams {
   //     workspace, reset by that CTA) merges the other splits' partials from L2 itself; no second launch.
   //     Needs splits * heads_per_cta <= kMlaFusedMaxPartials and T * H / heads_per_cta <=
   //     kMlaCombineCounters; elsewhere the launcher runs 2 instead.
+  // 4 = rejected (session 4's cluster merge, measured slower everywhere on the H200 and removed).
+  // 5 (appended in session 4) = chunked combine over bf16 partials: the main kernel rounds its normalised
+  //     partial output to bf16 (the split LSEs stay fp32), half the bytes to write and to merge; the
+  //     automatic choice where the fused merge cannot run (GLM5RT_MLA_COMBINE=2 = the fp32 partials).
   int combine = 0;
   // Appended in round 5: how the plan (heads per CTA and split count) is chosen when they are automatic.
   // 0 = automatic: the round-5 planner (2) unless GLM5RT_MLA_PLANNER=1 is set in the environment;

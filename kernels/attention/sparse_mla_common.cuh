@@ -36,6 +36,9 @@ struct KernelArgs {
   int num_pools;
   int pool_layer;
   int* counters;  // fused combine (SparseMlaParams::combine = 3): [T * H / HC] arrival counters, else nullptr
+  // bf16 partials (SparseMlaParams::combine = 5, session 4): part_o holds bf16 values (same layout, half the
+  // bytes), merged by the chunked combine's bf16 instance. 0 = fp32 partials.
+  int part_bf16;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -312,6 +315,12 @@ __device__ __forceinline__ float4 ld_cg_pinned(const float* p) {
                : "l"(p));
   return v;
 }
+// The bf16 form (combine = 5): 4 partial values = 8 bytes, kept raw until they are used.
+__device__ __forceinline__ uint2 ld_cg_pinned_u2(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
 
 // Fused combine (SparseMlaParams::combine = 3), after this CTA wrote its split's partial: the CTA that
 // finishes last among the nsplit CTAs of (t, head group hg) merges all their partials (L2-resident, read
@@ -429,10 +438,27 @@ __device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* 
     if (tid < HC) a.lse[row0 + tid] = lse_s[tid] * kLn2;  // -inf stays -inf
   } else {
     const int64_t prow0 = static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-    for (int c = tid; c < HC * 128; c += NTHREADS) {
-      const int h = c >> 7, d = (c & 127) * 4;
-      *reinterpret_cast<float4*>(a.part_o + (prow0 + h) * kMlaLatentDim + d) =
-          *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+    if (a.part_bf16) {
+      // combine = 5: the normalised partial rounded to bf16 (half the bytes to write and to merge); the
+      // split LSE stays fp32.
+      __nv_bfloat16* pb = reinterpret_cast<__nv_bfloat16*>(a.part_o);
+      for (int c = tid; c < HC * 64; c += NTHREADS) {
+        const int h = c >> 6, d = (c & 63) * 8;
+        const float4 x = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+        const float4 y = *reinterpret_cast<const float4*>(stg + h * kStgStride + d + 4);
+        uint4 o;
+        o.x = mma::pack_bf16x2(x.x, x.y);
+        o.y = mma::pack_bf16x2(x.z, x.w);
+        o.z = mma::pack_bf16x2(y.x, y.y);
+        o.w = mma::pack_bf16x2(y.z, y.w);
+        *reinterpret_cast<uint4*>(pb + (prow0 + h) * kMlaLatentDim + d) = o;
+      }
+    } else {
+      for (int c = tid; c < HC * 128; c += NTHREADS) {
+        const int h = c >> 7, d = (c & 127) * 4;
+        *reinterpret_cast<float4*>(a.part_o + (prow0 + h) * kMlaLatentDim + d) =
+            *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+      }
     }
     if (tid < HC) a.part_lse[prow0 + tid] = lse_s[tid];
     // Fused merge: only where it can run (nsplit >= 2, so HC <= 16); the 32-head kernels never compile it

@@ -20,8 +20,6 @@ cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs
 // The warp-specialized kernel (producer warp + 16-head consumer groups on mbarriers), same grid and arguments.
 cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// kernel_variant 6: the warp-specialized kernel with FP8 records gathered by bulk copies (sm_90+).
-cudaError_t launch_ws_fp8_bulk(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 cudaError_t launch_reg_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 
@@ -76,10 +74,10 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
+template <int HC, bool FP8, bool CHAIN = false>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   using C = WsKernelCfg<HC, FP8, CHAIN>;  // the shorter chain: +4 KB per group (the planner counts WsCfg's)
-  auto kernel = sparse_mla_ws_kernel<HC, FP8, FP8_BULK, CHAIN>;
+  auto kernel = sparse_mla_ws_kernel<HC, FP8, CHAIN>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);

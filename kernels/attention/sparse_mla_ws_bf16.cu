@@ -20,7 +20,7 @@ bool short_chain() {
 
 template <int HC>
 cudaError_t launch_chain(const KernelArgs& a, cudaStream_t stream) {
-  return short_chain() ? launch_ws_one<HC, false, false, true>(a, stream) : launch_ws_one<HC, false>(a, stream);
+  return short_chain() ? launch_ws_one<HC, false, true>(a, stream) : launch_ws_one<HC, false>(a, stream);
 }
 }  // namespace
 

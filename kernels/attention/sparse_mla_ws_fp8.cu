@@ -13,13 +13,4 @@ cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t s
   }
 }
 
-cudaError_t launch_ws_fp8_bulk(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
-  switch (heads_per_cta) {
-    case 8: return launch_ws_one<8, true, true>(a, stream);
-    case 16: return launch_ws_one<16, true, true>(a, stream);
-    case 32: return launch_ws_one<32, true, true>(a, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -78,9 +78,9 @@ struct WsCfgT {
   static constexpr int kOffInvL = kOffAlpha + HC * 4;
   static constexpr int kOffLse = kOffInvL + HC * 4;
   static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
-  // full[kRing], empty[kRing], then (FP8) raw_full[kRawStages] for the bulk-copy gather (kernel_variant 6)
+  // full[kRing], empty[kRing] (the raw_full[kRawStages] of kernel_variant 6's FP8 bulk gather went with it)
   static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
-  static constexpr int kSmemBytes = kOffBar + 2 * kRing * 8 + kRawStages * 8;
+  static constexpr int kSmemBytes = kOffBar + 2 * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
@@ -90,14 +90,12 @@ using WsCfg = WsCfgT<HC, FP8>;
 template <int HC, bool FP8, bool CHAIN>
 using WsKernelCfg = WsCfgT<HC, FP8, CHAIN ? 2 : 1>;
 
-// FP8_BULK (kernel_variant 6, round 5): FP8 records gathered as bf16 ones are, one cp.async.bulk per 656-byte
-// record by the first producer warp's lanes 0..15 into the raw ring (completing on a per-slot mbarrier with
-// the expected bytes), so that every producer thread only dequantizes (variant 5: each producer thread also
-// issues ~10 16-byte cp.async per step). sm_80 (no bulk copy) and bf16 records: the same as variant 5.
+// (kernel_variant 6, round 5's FP8 records gathered by bulk copies in this kernel, measured slower than
+// variant 5 / 7 everywhere, was removed in session 4: git history before commit "remove kernel_variant 6".)
 // CHAIN (bf16 records only; session 4, opt-in: GLM5RT_MLA_V5_CHAIN=1): the shorter consumer chain of
 // sparse_mla_chain.cuh (one barrier per step, GEMM1 in 3 accumulator sets, every warp computing the softmax
 // into its own GEMM2 fragments). Measured 1.15x slower at T=128 H=64 (docs/PERFORMANCE.md).
-template <int HC, bool FP8, bool FP8_BULK = false, bool CHAIN = false>
+template <int HC, bool FP8, bool CHAIN = false>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
   using C = WsKernelCfg<HC, FP8, CHAIN>;
@@ -110,10 +108,8 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   // rate bounding the kernel, and the bulk copies 1.2-1.7x faster than 4 / 2 cp.async producer warps). FP8
   // keeps cp.async (its producers are bound by the dequantization).
   constexpr bool kBulk = !FP8;
-  constexpr bool kBulkFp8 = FP8 && FP8_BULK;
 #else
   constexpr bool kBulk = false;
-  constexpr bool kBulkFp8 = false;
 #endif
   extern __shared__ __align__(16) uint8_t smem[];
 
@@ -158,12 +154,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
-  const uint32_t bar_raw = bar_full + 2 * NST * 8;  // FP8 bulk gather: raw_full[kRawStages]
   if (tid == 0) {
-    if constexpr (kBulkFp8) {
-#pragma unroll
-      for (int s = 0; s < C::kRawStages; ++s) mbar_init(bar_raw + s * 8, 32);  // the first producer warp
-    }
 #pragma unroll
     for (int s = 0; s < NST; ++s) {
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
@@ -233,51 +224,6 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
           }
           if (lane != 0) mbar_arrive(bar);
         }
-      }
-    } else if constexpr (kBulkFp8) {
-      // Raw ring of kRawStages slots filled by bulk copies (lanes 0..15 of the first producer warp, one record
-      // each); the producers stay in step on their named barrier, which also frees the raw slot of step - 1
-      // for the copies of step + kRawStages - 1.
-      constexpr int NR = C::kRawStages;
-      constexpr int kProducerBar = 1 + C::kGroups;
-      auto raw_slot = [&](int step) { return C::kOffRaw + (step % NR) * C::kRawTileBytes; };
-      auto issue_bulk = [&](int step) {
-        if (ptid >= 32) return;
-        const int r = lane & 15;
-        const int idx = s_idx[step * C::kBT + r];
-        const bool valid = idx >= 0;
-        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, lane < 16 && valid));
-        const uint32_t bar = bar_raw + (step % NR) * 8;
-        uint8_t* row = smem + raw_slot(step) + r * C::kRawRowBytes;
-        fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-        if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaFp8RecordBytes);
-        if (lane < 16) {
-          if (valid) {
-            bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes,
-                          kMlaFp8RecordBytes, bar);
-          } else {
-            // Unused entry: a zero record (zero values and scales) dequantizes to zeros: V stays finite.
-            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-            for (int c = 0; c < kMlaFp8RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
-          }
-        }
-        if (lane != 0) mbar_arrive(bar);
-      };
-      for (int s = 0; s < NR - 1 && s < nsteps; ++s) issue_bulk(s);
-      for (int step = 0; step < nsteps; ++step) {
-        named_bar_sync(kProducerBar, C::kProducerThreads);  // every producer is done with the raw slot of step-1
-        if (step + NR - 1 < nsteps) issue_bulk(step + NR - 1);
-        mbar_wait_parity(bar_raw + (step % NR) * 8, (step / NR) & 1);  // step's records landed
-        const int slot = step % NST, use = step / NST;
-        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-        const uint8_t* raw = smem + raw_slot(step);
-        uint8_t* tile = smem + slot * C::kTileBytes;
-#pragma unroll 3
-        for (int c = ptid; c < C::kBT * 72; c += C::kProducerThreads) {
-          const int r = c / 72, col = c - r * 72;
-          *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = dequant_chunk(raw + r * C::kRawRowBytes, col);
-        }
-        mbar_arrive(bar_full + slot * 8);
       }
     } else if constexpr (!FP8) {
       for (int step = 0; step < nsteps; ++step) {

@@ -109,18 +109,22 @@ struct Fp8GemmParams {
   // waiting for SwiGLU, which waits for the gate_up GEMM's tail) overlaps more weight traffic. A hint
   // only: results do not depend on it. 0: none.
   int decode_l2_prefetch = 0;
+  // The cp.async decode kernel copies whole 128-byte lines: each copy instruction of a warp covers 4
+  // weight rows x 128 contiguous bytes instead of 8 rows x 64 bytes, so every line of weights is asked of
+  // the memory system once, whole, instead of as two halves by two instructions (half the requests per
+  // byte), through a swizzled stage that each warp shares between its lanes. The same bits. Not in the
+  // general form (varied parts / strided weights), which ignores it. false: the previous copy geometry.
+  bool decode_line_copies = false;
+  // Warps per block of the cp.async decode kernel's plain form (2 or 4; 0 means 4, 1 runs 2): 16 weight
+  // rows per warp, so 32 / 64 rows per block. Smaller blocks spread a one-wave grid more evenly over the SMs
+  // (T=1 gate_up: 576 blocks of 4 warps land 4 or 5 per SM, 20 warps on the busiest SMs; 1152 blocks of 2
+  // warps land 8 or 9, 18 warps at most), and may allow a deeper ring in the one-wave fit. The same
+  // per-warp arithmetic: the same bits. Not with the fused combine / SwiGLU or the general form (those
+  // keep 4 warps).
+  int decode_block_warps = 0;
   // The cp.async decode kernel's weight copies carry the L2 evict_first policy (weights read once give
-  // way first, e.g. to lines the MoE router prefetched with evict_last). A hint: results do not depend on it.
+  // way first to data that is read again). A hint: results do not depend on it.
   bool decode_evict_first = false;
-  // Before its PDL wait (group_info_ready false), every thread of the cp.async decode kernel (its plain form:
-  // not with the fused combine / SwiGLU) asks L2 for a
-  // share of K blocks [0, pre_wait_prefetch_kblocks) of every row of the weights pre_wait_prefetch_w[0 ..
-  // pre_wait_prefetch_parts) (device pointers to [pre_wait_prefetch_rows, k] e4m3), K block 0 first: weights
-  // known before the routing (the MoE's shared expert) stream into L2 while the grid waits for the front.
-  // A hint: results do not depend on it. 0 K blocks: none.
-  const uint8_t* const* pre_wait_prefetch_w = nullptr;
-  int pre_wait_prefetch_parts = 0, pre_wait_prefetch_rows = 0, pre_wait_prefetch_kblocks = 0;
-  bool pre_wait_prefetch_evict_last = false;
 
   // Optional fused epilogue (MoE decode): the weighted combine of the grouped rows back to token order,
   // done by the GEMM itself instead of a separate kernel after it. Each warp owns 16 output columns; after

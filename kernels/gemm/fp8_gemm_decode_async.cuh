@@ -21,8 +21,8 @@ namespace glm5rt::kernels::detail {
 
 constexpr int kDecodeAsyncStageBytes = 4 * 512;  // per warp and K block
 
-template <int DEPTH>
-constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeAsyncStageBytes; }
+template <int DEPTH, int WARPS = kDecodeWarps>
+constexpr int decode_async_smem_bytes() { return WARPS * DEPTH * kDecodeAsyncStageBytes; }
 
 // The fused MoE combine (Fp8GemmParams::combine_*) for the 16 output columns [col0, col0 + 16) of one
 // warp, run by the warp that arrived last for them: every other warp's C values for these columns are
@@ -77,41 +77,30 @@ inline size_t decode_swiglu_smem_bytes(int rows, int k) {
   return static_cast<size_t>(rows) * decode_swiglu_row_stride(k) + sizeof(float) * rows * (k / kFp8Block);
 }
 
-// Fp8GemmParams::pre_wait_prefetch_*: K block major, spread over every thread of the grid; one prefetch per
-// 128-byte K block of a row (k is a multiple of 128 and the weights are 256-byte aligned).
-__device__ __forceinline__ void decode_pre_wait_prefetch(const Fp8GemmParams& p) {
-  const long long nthreads = static_cast<long long>(gridDim.x) * gridDim.y * blockDim.x;
-  const long long tid = (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-  const long long per_kb = static_cast<long long>(p.pre_wait_prefetch_parts) * p.pre_wait_prefetch_rows;
-  const long long total = per_kb * p.pre_wait_prefetch_kblocks;
-  for (long long i = tid; i < total; i += nthreads) {
-    const int kb = static_cast<int>(i / per_kb);
-    const long long rest = i - kb * per_kb;
-    const int part = static_cast<int>(rest / p.pre_wait_prefetch_rows);
-    const int row = static_cast<int>(rest - static_cast<long long>(part) * p.pre_wait_prefetch_rows);
-    const uint8_t* w = p.pre_wait_prefetch_w[part] + static_cast<size_t>(row) * p.k + static_cast<size_t>(kb) * kFp8Block;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (p.pre_wait_prefetch_evict_last)
-      asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(w));
-    else
-#endif
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(w));
-  }
-}
-
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
-// GENERAL: unequal parts / strided weights (decode_part_of).
-template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false>
-__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
+// GENERAL: unequal parts / strided weights (decode_part_of). WARPS: warps per block (Fp8GemmParams::
+// decode_block_warps; 4 in the fused and general forms); the register cap stays the same per thread
+// (7 blocks of 4 warps per SM = 28 warps). LINES: whole-line copies (Fp8GemmParams::decode_line_copies;
+// its own instantiation, so that the kernels without it keep their code and registers): each cp.async
+// instruction of a warp copies 4 rows x 128 contiguous bytes (every 128-byte line of weights requested once,
+// whole) instead of 8 rows x 64 bytes (each line requested as two halves by two instructions); lane l copies
+// chunk l % 8 of rows 4i + l / 8 into row * 128 + ((chunk ^ ((row & 1) << 2)) << 4) of the warp's stage (the
+// XOR keeps both the copies and the fragment reads free of bank conflicts), and since a lane then reads bytes
+// that other lanes copied, a __syncwarp follows each cp.async wait. The same bytes reach the same mma
+// operands: the same bits.
+template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false, int WARPS = kDecodeWarps,
+          bool LINES = false>
+__global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
+    fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
+  static_assert(WARPS == kDecodeWarps || (!COMBINE && !SWIGLU && !GENERAL), "smaller blocks: plain form only");
+  static_assert(!LINES || !GENERAL, "whole-line copies need 128-byte aligned rows (not the general form)");
+  constexpr int kRows = WARPS * 16;  // weight rows per block
 #if GLM5RT_HAS_FP8_MMA
   // With group_info_ready the group metadata and the weights were complete before the previous kernel
   // started: look up the group and start streaming the first K blocks of weights, then wait for the
   // previous kernel (whose output, A, is read only after the wait).
   const bool early = p.group_info_ready;
   if (threadIdx.x == 0) stamp(p.debug_stamps, kStampStart);
-  if constexpr (!COMBINE && !SWIGLU) {  // the fused forms serve the MoE down GEMM, which never asks for it
-    if (!early && p.pre_wait_prefetch_kblocks > 0) decode_pre_wait_prefetch(p);
-  }
   if (!early) pdl_wait_and_release();
   extern __shared__ __align__(16) uint8_t decode_smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -124,7 +113,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
         // counters, so the first row of blocks writes the combine (all zeros, as moe_combine would).
         if (active == 0 && blockIdx.y == 0) {
           if (early) pdl_wait_and_release();
-          const int col0 = blockIdx.x * kDecodeRows + warp * 16;
+          const int col0 = blockIdx.x * kRows + warp * 16;
           if (col0 < p.n) decode_fused_combine(p, col0, lane);
         }
       }
@@ -135,7 +124,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     rows = p.group_offsets[g + 1] - row_begin;
   }
   if (rows <= 0) return;
-  const int n_block = blockIdx.x * kDecodeRows;
+  const int n_block = blockIdx.x * kRows;
   const DecodePart dp = decode_part_of<GENERAL>(p, n_block);
   const int part = dp.part;
   const int n_in_part = n_block - dp.first;
@@ -156,10 +145,33 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
   const int n_lo = dp.first + r_lo;
   const uint8_t* a_base = p.a + c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+  // LINES: this lane's copy source (chunk lane % 8 of row lane / 8, + 4i rows for copy i), its stage offset,
+  // the rows of this warp inside the part (rows past them read row 0, never stored), and the stage offset
+  // of its first fragment (row gq, bytes 16c; +64 bytes: rd0 ^ 64; row gq + 8: + 1024).
+  const int lq = lane / 8, lj = lane % 8;
+  const int valid = part_valid_rows - warp_row;
+  const uint8_t* w_line = W + static_cast<size_t>(warp_row) * ldw + lj * 16;
+  const uint32_t line_dst =
+      smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lq * 128 + ((lj ^ ((lq & 1) << 2)) << 4);
+  const int rd0 = gq * 128 + ((c ^ ((gq & 1) << 2)) << 4);
 
   const bool evict_first = p.decode_evict_first;
   const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
   auto issue = [&](int kb) {
+    if constexpr (LINES) {
+      const uint8_t* w = w_line + static_cast<size_t>(kb) * kFp8Block;
+      const uint32_t dst = line_dst + (kb % DEPTH) * kDecodeAsyncStageBytes;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 4 * i + lq;
+        const uint8_t* src = w + (r < valid ? r : 0) * ldw;
+        if (evict_first)
+          cp_async_16_hint(dst + 512 * i, src, 16, policy);
+        else
+          cp_async_16(dst + 512 * i, src, 16);
+      }
+      return;
+    }
     const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
     const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
     if (evict_first) {
@@ -175,6 +187,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     }
   };
   const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
+  const uint8_t* stage_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes;  // LINES
 
   auto prologue = [&] {
 #pragma unroll
@@ -203,7 +216,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
 
   // Rows of a group per pass: 8 (the mma's N), or with the SwiGLU prologue the rows it has room for.
   const int step = SWIGLU ? p.swiglu_rows : 8;
-  uint8_t* const h_sm = decode_smem + kDecodeWarps * DEPTH * kDecodeAsyncStageBytes;
+  uint8_t* const h_sm = decode_smem + WARPS * DEPTH * kDecodeAsyncStageBytes;
   const int h_ld = decode_swiglu_row_stride(p.k);
   float* const hs_sm = reinterpret_cast<float*>(h_sm + static_cast<size_t>(SWIGLU ? p.swiglu_rows : 0) * h_ld);
   for (int tok0 = 0; tok0 < rows; tok0 += step) {
@@ -214,7 +227,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
       // multiples of 64), then a barrier. Indices below are rows of the pass (0 .. step-1), -1 outside.
       const int nr = min(step, rows - tok0);
       if (tok0 > 0) __syncthreads();  // every warp has finished reading the previous pass's rows
-      for (int item = warp; item < nr * kblocks; item += kDecodeWarps) {
+      for (int item = warp; item < nr * kblocks; item += WARPS) {
         const int r = item / kblocks, grp = item - r * kblocks;
         const __nv_bfloat16* src =
             p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
@@ -239,15 +252,26 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int kb = 0; kb < kblocks; ++kb) {
       cp_async_wait<DEPTH - 2>();  // this lane's copies of K block kb have landed
+      // LINES: and every other lane's (whose bytes this lane reads); also orders the previous iteration's
+      // reads of the slot refilled below before the refill.
+      if constexpr (LINES) __syncwarp();
       {
         const int nk = kb + DEPTH - 1;  // refills the slot read in the previous iteration
         if (nk < kblocks) issue(nk);
         cp_async_commit();
       }
-      const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
       uint4 wv[4];
+      if constexpr (LINES) {
+        const uint8_t* st = stage_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
+        wv[0] = *reinterpret_cast<const uint4*>(st + rd0);
+        wv[1] = *reinterpret_cast<const uint4*>(st + (rd0 ^ 64));
+        wv[2] = *reinterpret_cast<const uint4*>(st + rd0 + 1024);
+        wv[3] = *reinterpret_cast<const uint4*>(st + (rd0 ^ 64) + 1024);
+      } else {
+        const uint8_t* st = ring_ptr + (kb % DEPTH) * kDecodeAsyncStageBytes;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
+        for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
+      }
       const float ws = __ldg(ws_row + kb);
       uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
       if (b_src >= 0) {
@@ -285,6 +309,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kerne
       acc[3] = fmaf(d[3], s1, acc[3]);
     }
     cp_async_wait<0>();  // no copy may still target the ring when the next pass refills it
+    if constexpr (LINES) __syncwarp();  // nor may another lane still read a slot this lane refills
     if (tok0 + step < rows) prologue();
 
 #pragma unroll

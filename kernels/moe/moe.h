@@ -32,17 +32,6 @@ struct RouterParams {
   int* topk_ids = nullptr;                // out [tokens, top_k]
   float* topk_weights = nullptr;          // out [tokens, top_k]
   bool pdl = false;                       // programmatic dependent launch (kernels/gemm/launch.cuh)
-  // Optional L2 prefetch (MoeParams::shared_l2_prefetch): after its logits, the few-token logits kernel
-  // (<= 16 tokens) asks L2 for K blocks [0, kblocks) (128 bytes each) of every row of each listed weight
-  // (*w: a device-resident pointer to [rows, k] e4m3, k a multiple of 128), in list order, first K block
-  // first within an entry. A hint: results never depend on it. Entries with kblocks 0 are skipped.
-  struct L2Prefetch {
-    const uint8_t* const* w = nullptr;
-    int rows = 0, k = 0, kblocks = 0;
-  };
-  static constexpr int kMaxL2Prefetch = 3;
-  L2Prefetch l2_prefetch[kMaxL2Prefetch];
-  bool l2_prefetch_evict_last = false;  // prefetch.global.L2::evict_last (sm_80+) instead of the plain form
   // Few-token logits kernel: stage x with cp.async (every piece in flight at once; x 16-byte aligned)
   // instead of a load-then-store loop. The same logits.
   bool stage_async = false;
@@ -177,24 +166,6 @@ struct MoeParams {
   // -> 11.8 us after its wait, layer 0.1262 -> 0.1234 ms (graph) with evict_first; T=8 logits 25.9 -> 9.2
   // us, front 24.5 -> 15.6 us, layer 0.5708 -> 0.5439 ms. Flip: false.
   bool fast_front = true;
-  // L2 prefetch of the shared expert's gate_up weights (decode, T <= 16 with the fused front, the shared
-  // expert on this stream): the first shared_l2_prefetch K blocks (128 bytes of each of the 2 x inter
-  // weight rows: 0.5 MB per K block at GLM-5 size; clamped to hidden/128 = 48 = 25 MB), K block 0 first,
-  // asked of L2 while nothing streams yet, so the gate_up GEMM's shared blocks read them from L2. Where
-  // (shared_l2_prefetch_site): 1 (default) the gate_up GEMM's blocks before their PDL wait (the front then
-  // releases them before its own wait, so they are resident during the router); 0 the router logits
-  // kernel once its logits are written (measured slower: its grid's completion waits for the prefetches).
-  // A hint: results do not depend on it. 0: off. GLM5RT_MOE_SHARED_L2_PREFETCH=<n> and
-  // GLM5RT_MOE_SHARED_L2_SITE=0|1 override them (read once per process).
-  // Off by default: measured no gain on the H200 (round 5, T=1, same process: 48 K blocks at site 1
-  // 0.1240 / 0.1244 ms graph / 8-layer graph against 0.1234 / 0.1197 without; the routed experts' stream
-  // after it ends later, 89.1 against 83.7 us). Flip: 48.
-  int shared_l2_prefetch = 0;
-  int shared_l2_prefetch_site = 1;
-  // Site 0 only: also every K block of the shared expert's down_proj (12.6 MB). GLM5RT_MOE_SHARED_L2_DOWN.
-  bool shared_l2_prefetch_down = false;
-  // The prefetches carry the evict_last L2 priority. GLM5RT_MOE_SHARED_L2_EVICT_LAST=0|1 overrides it.
-  bool shared_l2_evict_last = false;
   // The expert GEMMs' weight streams (cp.async decode kernel, T <= 64 here) carry the evict_first L2
   // policy: read once, they give way first, so x, the router's and front's data, the kernels' code and
   // prefetched lines stay in L2. Measured on the H200 (round 5, call 1): T=1 0.1273 -> 0.1234 ms, T=8
@@ -209,26 +180,24 @@ struct MoeParams {
   // test with it (router bit-equal to the CPU, MoE block variants); its timing is the bench's fast-sel /
   // slow-sel rows. Flip: false.
   bool fast_select = true;
-  // The front inside the router logits kernel (round 7; predictions in docs/PERFORMANCE.md "MoE round 7"):
-  // the few-token logits kernel's last block to finish (ticket below) runs the front's selection,
-  // permutation and counter zeroing itself (router_front_tail.cuh: the same selection and permutation code
-  // as the fused front kernel, so the same bits), so the gate_up GEMM waits on one kernel instead of two.
-  // Applies where the fast front's logits kernel quantises x (<= 16 tokens, router not skipped, front_path
-  // 0, fast_front, 16-byte aligned x) and router_ticket is given; the fused front kernel otherwise.
-  // GLM5RT_MOE_FUSED_ROUTER_FRONT=0|1 overrides it. Off by default (not yet measured). Flip: true (and a
-  // router_ticket from the caller).
-  bool fused_router_front = false;
-  // The last-block ticket of fused_router_front: a device word that is zero before the first call and
-  // that nothing else writes (not in the workspace: the workspace may be poisoned or shared with other
-  // kernels between calls); every launch leaves it zero again. One per concurrently running moe_forward
-  // (calls in sequence on one stream may share one). Null: fused_router_front does not apply.
-  unsigned int* router_ticket = nullptr;
   // The permutation's single-pass form (PermuteParams::single_pass: ranks from the counting atomics, one
   // fused scan, 3 barriers instead of 5; round 7) in whichever kernel runs it (the fused front, the
   // router's last block, moe_permute). The same outputs. GLM5RT_MOE_PERMUTE_SINGLE_PASS=0|1 overrides it.
   // On by default since the H200 run at 595abea (T=1 graph 0.1160 -> 0.1140 ms, T=8 0.5353 -> 0.5329).
   // Flip: false.
   bool permute_single_pass = true;
+  // Session 4 (docs/PERFORMANCE.md "MoE", "Session 4"): decode GEMM streaming knobs. Each is a hint or a
+  // work split that keeps every value's bits (the same per-warp arithmetic), selectable at run time.
+  // gate_up_block_warps (GLM5RT_MOE_GATE_UP_BLOCK_WARPS=0|1|2|4): warps per block of the routed gate_up
+  // GEMM's cp.async decode kernel (Fp8GemmParams::decode_block_warps; 0 = 4, the previous form).
+  int gate_up_block_warps = 0;
+  // gate_up_line_copies / down_line_copies (GLM5RT_MOE_GATE_UP_LINES / GLM5RT_MOE_DOWN_LINES = 0|1): the
+  // cp.async decode kernels of the gate_up / down GEMMs copy whole 128-byte lines (Fp8GemmParams::
+  // decode_line_copies; the same bits). Ignored with shared_stream (see moe_forward.cu: that combination
+  // stopped with an illegal-instruction error on the H200, cause not found). Speed not yet measured
+  // (docs/PERFORMANCE.md "MoE session 4"). false: the previous copy geometry.
+  bool gate_up_line_copies = false;
+  bool down_line_copies = false;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

@@ -23,15 +23,13 @@ int env_int(const char* name) {
   return v && *v ? std::atoi(v) : -1;
 }
 struct MoeEnv {
-  int shared_l2_prefetch = env_int("GLM5RT_MOE_SHARED_L2_PREFETCH");
-  int shared_l2_evict_last = env_int("GLM5RT_MOE_SHARED_L2_EVICT_LAST");
-  int shared_l2_down = env_int("GLM5RT_MOE_SHARED_L2_DOWN");
-  int shared_l2_site = env_int("GLM5RT_MOE_SHARED_L2_SITE");
   int stream_evict_first = env_int("GLM5RT_MOE_STREAM_EVICT_FIRST");
   int fast_select = env_int("GLM5RT_MOE_FAST_SELECT");
-  int fused_router_front = env_int("GLM5RT_MOE_FUSED_ROUTER_FRONT");
   int permute_single_pass = env_int("GLM5RT_MOE_PERMUTE_SINGLE_PASS");
   int fast_front = env_int("GLM5RT_MOE_FAST_FRONT");
+  int gate_up_block_warps = env_int("GLM5RT_MOE_GATE_UP_BLOCK_WARPS");
+  int gate_up_lines = env_int("GLM5RT_MOE_GATE_UP_LINES");
+  int down_lines = env_int("GLM5RT_MOE_DOWN_LINES");
 };
 const MoeEnv& moe_env() {
   static const MoeEnv e;
@@ -188,6 +186,11 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const bool side = p.with_shared && p.shared_stream && p.shared_stream != stream && p.shared_events[0] &&
                     p.shared_events[1] && T <= kMoeFrontMaxTokens && decode_path;
   const bool main_shared = p.with_shared && !side;
+  // Whole-line weight copies (MoeParams::gate_up_line_copies / down_line_copies) only without the second
+  // stream: with it, the H200 call of 0844c2c stopped with cudaErrorIllegalInstruction at T=1 (every
+  // one-stream configuration and the GEMM alone gave the default's bits); the cause is not found.
+  const bool gate_up_lines = !side && env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
+  const bool down_lines = !side && env_flag(moe_env().down_lines, p.down_line_copies);
   const int G = E + (main_shared ? 1 : 0);
   const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 
@@ -231,32 +234,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   rp.topk_weights = wts;
   rp.debug_stamps = stamp_slot(p, kMoeStampLogits);  // and the front's slot right after it
   rp.fast_select = env_flag(moe_env().fast_select, p.fast_select);
-  // The shared expert's weights into L2 before anything streams (MoeParams::shared_l2_prefetch): only with
-  // the shared expert on this stream (the side stream streams them itself), the fused front and <= 16
-  // tokens. Site 0: the router logits kernel issues them; site 1: the gate_up GEMM before its wait.
   const bool evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
   const bool fast_front = env_flag(moe_env().fast_front, p.fast_front);
-  int l2pf_kb = env_or(moe_env().shared_l2_prefetch, p.shared_l2_prefetch);
-  l2pf_kb = l2pf_kb < H / kFp8Block ? l2pf_kb : H / kFp8Block;
-  if (!(main_shared && T <= 16 && p.front_path == 0 && decode_path)) l2pf_kb = 0;
-  const int l2pf_site = env_or(moe_env().shared_l2_site, p.shared_l2_prefetch_site);
-  const bool l2pf_evict_last = env_flag(moe_env().shared_l2_evict_last, p.shared_l2_evict_last);
-  if (l2pf_kb > 0 && l2pf_site == 0 && !routed) {
-    for (int part = 0; part < 2; ++part) {
-      rp.l2_prefetch[part].w = p.gate_up_w + 2 * static_cast<size_t>(E) + part;
-      rp.l2_prefetch[part].rows = I;
-      rp.l2_prefetch[part].k = H;
-      rp.l2_prefetch[part].kblocks = l2pf_kb;
-    }
-    if (env_flag(moe_env().shared_l2_down, p.shared_l2_prefetch_down)) {
-      rp.l2_prefetch[2].w = p.down_w + E;
-      rp.l2_prefetch[2].rows = H;
-      rp.l2_prefetch[2].k = I;
-      rp.l2_prefetch[2].kblocks = I / kFp8Block;
-    }
-    rp.l2_prefetch_evict_last = l2pf_evict_last;
-  }
-  const bool l2pf_gemm = l2pf_kb > 0 && l2pf_site == 1;
 
   PermuteParams pp;
   pp.pdl = pdl;
@@ -293,32 +272,17 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
         flags |= kMoeFrontNoQuantize;
       }
     }
-    // The gate_up GEMM prefetches before its wait: let it launch (and become resident) during the router.
-    if (l2pf_gemm) flags |= kMoeFrontReleaseEarly;
-    // MoeParams::fused_router_front: the front in the logits kernel's last block (where the logits kernel
-    // also quantises x, i.e. rp.xq was set above).
-    if (rp.xq && p.router_ticket && env_flag(moe_env().fused_router_front, p.fused_router_front)) {
-      RouterFrontFusion f;
-      f.pp = pp;
-      f.ticket = p.router_ticket;
-      f.zero_ints = counters;
-      f.n_zero = n_counters;
-      if (cudaError_t e = moe_router_logits_front(rp, f, stream); e != cudaSuccess) return e;
-      for (int stage = 0; stage < 3; ++stage)
-        if (cudaError_t e = mark(stage); e != cudaSuccess) return e;
-    } else {
-      if (!routed) {
-        if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
-      }
-      rp.xq = nullptr;  // the front reads rp only for the selection
-      rp.xs = nullptr;
-      if (cudaError_t e = mark(0); e != cudaSuccess) return e;
-      if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters, flags);
-          e != cudaSuccess)
-        return e;
-      if (cudaError_t e = mark(1); e != cudaSuccess) return e;
-      if (cudaError_t e = mark(2); e != cudaSuccess) return e;
+    if (!routed) {
+      if (cudaError_t e = moe_router_logits(rp, stream); e != cudaSuccess) return e;
     }
+    rp.xq = nullptr;  // the front reads rp only for the selection
+    rp.xs = nullptr;
+    if (cudaError_t e = mark(0); e != cudaSuccess) return e;
+    if (cudaError_t e = moe_front(rp, /*select=*/!routed, pp, xq, xs, stream, counters, n_counters, flags);
+        e != cudaSuccess)
+      return e;
+    if (cudaError_t e = mark(1); e != cudaSuccess) return e;
+    if (cudaError_t e = mark(2); e != cudaSuccess) return e;
   } else {
     if (!routed) {
       if (cudaError_t e = moe_route(rp, stream); e != cudaSuccess) return e;
@@ -365,13 +329,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
   g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
   g1.decode_evict_first = evict_first;
-  if (l2pf_gemm) {
-    g1.pre_wait_prefetch_w = p.gate_up_w + 2 * static_cast<size_t>(E);
-    g1.pre_wait_prefetch_parts = 2;
-    g1.pre_wait_prefetch_rows = I;
-    g1.pre_wait_prefetch_kblocks = l2pf_kb;
-    g1.pre_wait_prefetch_evict_last = l2pf_evict_last;
-  }
+  g1.decode_block_warps = env_or(moe_env().gate_up_block_warps, p.gate_up_block_warps);
+  g1.decode_line_copies = gate_up_lines;
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
   if (cudaError_t e = mark(3); e != cudaSuccess) return e;
@@ -387,7 +346,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
-  g2.pre_wait_prefetch_kblocks = 0;
   g2.n = H;
   g2.k = I;
   g2.a = hq;
@@ -406,6 +364,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
   g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.decode_line_copies = down_lines;
+  g2.decode_block_warps = 0;  // 4-warp blocks (the fused forms need them)
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   g2.debug_stamps = stamp_slot(p, kMoeStampDown);
   if (fused_combine) {

@@ -16,10 +16,7 @@ constexpr int kFrontWarps = 32;
 
 // kCompact (kMoeFrontCompact): the selection's top-k rounds as a loop (router_select_token<true>), ~16x
 // less code for a kernel that runs once per step from a cold instruction cache. flags: kMoeFrontNoQuantize
-// (x was quantised elsewhere, e.g. by the router logits kernel), kMoeFrontReleaseEarly (the next kernel may
-// launch before this one's wait: the gate_up GEMM then becomes resident during the router logits and can
-// prefetch weights into L2 before its own wait; its wait still covers this kernel and, transitively, the
-// logits kernel this one waits for).
+// (x was quantised elsewhere, e.g. by the router logits kernel).
 template <bool kCompact>
 __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const RouterParams rp, bool select,
                                                                      const PermuteParams pp, uint8_t* xq,
@@ -30,16 +27,7 @@ __global__ void __launch_bounds__(kFrontWarps * 32) moe_front_kernel(const Route
   unsigned long long* const phases =
       rp.debug_stamps ? rp.debug_stamps + static_cast<size_t>(kMoeStampFrontPhases) * detail::kStampWords : nullptr;
   if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampStart);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (flags & kMoeFrontReleaseEarly) {
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  } else {
-    detail::pdl_wait_and_release();
-  }
-#else
   detail::pdl_wait_and_release();
-#endif
   if (threadIdx.x == 0) detail::stamp(stamps, detail::kStampWaited);
   // Counters of the down GEMM's fused combine (moe_forward's decode fusion): zero before the down GEMM,
   // which runs after this kernel has completed (gate_up and SwiGLU wait for their predecessors).

@@ -14,21 +14,6 @@ cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream);
 // cp.async and quantise it: RouterParams::stage_async / xq).
 bool moe_router_small_kernel(int tokens, int hidden);
 
-// The front's work (selection + permutation + counter zeroing) inside the router logits kernel's last
-// block (MoeParams::fused_router_front; router_front_tail.cuh): the permutation pp (pp.topk_ids must be
-// p.topk_ids), a ticket (device word, zero before the launch; the last block leaves it zero: one ticket
-// per concurrently running launch), zero_ints[0 .. n_zero) set to 0 as moe_front does.
-struct RouterFrontFusion {
-  PermuteParams pp;
-  unsigned int* ticket = nullptr;
-  int* zero_ints = nullptr;
-  int n_zero = 0;
-};
-// moe_router_logits (the few-token kernel: moe_router_small_kernel must hold, and p.xq / p.xs must be set:
-// the front's quantisation is the logits kernel's then) followed, in its last block, by the selection into
-// p.topk_ids / p.topk_weights (p.bias, p.fast_select as moe_route) and the permutation of f.pp.
-cudaError_t moe_router_logits_front(const RouterParams& p, const RouterFrontFusion& f, cudaStream_t stream);
-
 // Up to this many tokens, moe_forward runs selection + permutation + activation quantisation as one
 // single-block kernel (moe_front): at decode sizes each of those is a few microseconds of launch and
 // dependency, not of work.
@@ -49,7 +34,7 @@ constexpr int kMoeCombineFuseMaxTokens = 2;
 // select is false, e.g. forced routing). rp.tokens == pp.tokens <= kMoeFrontMaxTokens. Also sets
 // zero_ints[0 .. n_zero) to 0 (the down GEMM's fused-combine counters; n_zero 0: none).
 // flags: kMoeFront* below (0: the original kernel).
-constexpr int kMoeFrontCompact = 1, kMoeFrontNoQuantize = 2, kMoeFrontReleaseEarly = 4;
+constexpr int kMoeFrontCompact = 1, kMoeFrontNoQuantize = 2;
 cudaError_t moe_front(const RouterParams& rp, bool select, const PermuteParams& pp, uint8_t* xq, float* xs,
                       cudaStream_t stream, int* zero_ints = nullptr, int n_zero = 0, int flags = 0);
 

@@ -15,7 +15,6 @@
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_internal.h"
 #include "kernels/moe/router_math.h"
-#include "kernels/moe/router_front_tail.cuh"
 #include "kernels/moe/router_select.cuh"
 
 namespace glm5rt::kernels {
@@ -43,39 +42,6 @@ constexpr int kSmallBatch = 24;  // 16-byte weight loads per lane in flight (hid
 constexpr int kSmallMaxTokens = 16;
 constexpr int kSmallSmemLimit = 48 * 1024;  // dynamic shared memory without an opt-in
 
-// RouterParams::l2_prefetch: K block kb of row r, K block major within an entry (the GEMM reads K block 0
-// first), spread over every thread of the grid. One prefetch per 128-byte K block of a row (rows of the
-// checkpoint's weights start on 128-byte lines: k is a multiple of 128 and tensors are 256-aligned).
-// Not inlined (and given its inputs by value, not the kernel's parameter block): it runs after the logits
-// and would otherwise add to the logits loop's register allocation.
-__device__ __noinline__ void router_l2_prefetch_list(const RouterParams::L2Prefetch f0, const RouterParams::L2Prefetch f1,
-                                                     const RouterParams::L2Prefetch f2, bool evict_last) {
-  const long long nthreads = static_cast<long long>(gridDim.x) * gridDim.y * blockDim.x;
-  const long long tid = (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-  static_assert(RouterParams::kMaxL2Prefetch == 3, "entries passed one by one");
-#pragma unroll 1
-  for (int j = 0; j < RouterParams::kMaxL2Prefetch; ++j) {
-    const RouterParams::L2Prefetch& f = j == 0 ? f0 : j == 1 ? f1 : f2;
-    if (f.kblocks <= 0) continue;
-    const uint8_t* base = *f.w;
-    const long long total = static_cast<long long>(f.rows) * f.kblocks;
-    for (long long i = tid; i < total; i += nthreads) {
-      const int kb = static_cast<int>(i / f.rows), row = static_cast<int>(i - static_cast<long long>(kb) * f.rows);
-      const uint8_t* w = base + static_cast<size_t>(row) * f.k + static_cast<size_t>(kb) * 128;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-      if (evict_last)
-        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(w));
-      else
-#endif
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(w));
-    }
-  }
-}
-__device__ __forceinline__ void router_l2_prefetch(const RouterParams& p) {
-  if (p.l2_prefetch[0].kblocks > 0 || p.l2_prefetch[1].kblocks > 0 || p.l2_prefetch[2].kblocks > 0)
-    router_l2_prefetch_list(p.l2_prefetch[0], p.l2_prefetch[1], p.l2_prefetch[2], p.l2_prefetch_evict_last);
-}
-
 // The per-token-group FP8 quantisation of x (RouterParams::xq) from the logits kernel's staged copy, one
 // warp per (token, 128-group) item: the front kernel then has none of it to do. Not inlined: it runs before
 // the logits loop and would otherwise crowd its registers (sm_120: the 1-token kernel at its 128-register
@@ -92,11 +58,8 @@ __device__ __noinline__ void router_quantize_staged_x(const __nv_bfloat16* xs_st
   }
 }
 
-// kFront (MoeParams::fused_router_front): the last block to finish its logits then runs the MoE front
-// (router_front_tail.cuh) with f; otherwise f is unused.
-template <int TOK, bool kFront>
-__global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(const RouterParams p,
-                                                                               const RouterFrontFusion f) {
+template <int TOK>
+__global__ void __launch_bounds__(kSmallWarps * 32, 1) router_logits_small_kernel(const RouterParams p) {
   if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampStart);
   detail::pdl_wait_and_release();
   if (threadIdx.x == 0) detail::stamp(p.debug_stamps, detail::kStampWaited);
@@ -132,14 +95,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
     router_quantize_staged_x(reinterpret_cast<const __nv_bfloat16*>(router_smem), TOK, t0, p.tokens, p.hidden, p.xq,
                              p.xs, blockIdx.y * kSmallWarps + warp, gridDim.y * kSmallWarps);
   const int e = blockIdx.y * kSmallWarps + warp;
-  if (e >= p.num_experts) {
-    router_l2_prefetch(p);
-    if constexpr (kFront) {  // every warp reaches the ticket's barriers (whole warps here: e is per warp;
-                             // sm_70+ counts barrier arrivals per barrier, not per instruction)
-      if (detail::router_last_block(f.ticket)) detail::router_front_tail(p, f, router_smem);
-    }
-    return;
-  }
+  if (e >= p.num_experts) return;
   const uint4* wrow = reinterpret_cast<const uint4*>(p.weight + static_cast<size_t>(e) * p.hidden);
   float acc[TOK];
 #pragma unroll
@@ -174,10 +130,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32) router_logits_small_kernel(c
     if (lane == 0 && t0 + t < p.tokens) p.logits[static_cast<size_t>(t0 + t) * p.num_experts + e] = v;
   }
   if (lane == 0) detail::stamp(p.debug_stamps, detail::kStampEnd);
-  router_l2_prefetch(p);  // after this warp's logits: the prefetches do not delay them
-  if constexpr (kFront) {
-    if (detail::router_last_block(f.ticket)) detail::router_front_tail(p, f, router_smem);
-  }
 }
 
 // ---- many tokens ----
@@ -296,20 +248,8 @@ bool router_params_ok(const RouterParams& p) {
 template <int TOK>
 cudaError_t launch_small(const RouterParams& p, cudaStream_t stream) {
   const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kSmallWarps - 1) / kSmallWarps);
-  return detail::launch(router_logits_small_kernel<TOK, false>, grid, dim3(kSmallWarps * 32),
-                        static_cast<size_t>(TOK) * p.hidden * 2, stream, p.pdl, p, RouterFrontFusion{});
-}
-
-// With the front in the last block: the dynamic shared memory also covers the tail's (it reuses the
-// staged-x area).
-template <int TOK>
-cudaError_t launch_small_front(const RouterParams& p, const RouterFrontFusion& f, cudaStream_t stream) {
-  const dim3 grid((p.tokens + TOK - 1) / TOK, (p.num_experts + kSmallWarps - 1) / kSmallWarps);
-  const size_t staged = static_cast<size_t>(TOK) * p.hidden * 2;
-  const size_t tail = detail::router_front_tail_smem(p.tokens, p.num_experts, p.top_k, kSmallWarps);
-  const size_t smem = staged > tail ? staged : tail;
-  if (smem > kSmallSmemLimit) return cudaErrorInvalidValue;
-  return detail::launch(router_logits_small_kernel<TOK, true>, grid, dim3(kSmallWarps * 32), smem, stream, p.pdl, p, f);
+  return detail::launch(router_logits_small_kernel<TOK>, grid, dim3(kSmallWarps * 32),
+                        static_cast<size_t>(TOK) * p.hidden * 2, stream, p.pdl, p);
 }
 
 // moe_router_logits' checks past the shape (p.tokens > 0).
@@ -318,9 +258,6 @@ bool logits_args_ok(const RouterParams& p) {
   if ((p.xq && (!p.xs || p.hidden % kFp8Block != 0)) ||
       (p.stage_async && (reinterpret_cast<uintptr_t>(p.x) & 15u) != 0))
     return false;
-  for (const RouterParams::L2Prefetch& f : p.l2_prefetch)
-    if (f.kblocks < 0 || (f.kblocks > 0 && (!f.w || f.rows < 1 || f.k < 128 || f.k % 128 != 0 || f.kblocks > f.k / 128)))
-      return false;
   return true;
 }
 
@@ -328,22 +265,6 @@ bool logits_args_ok(const RouterParams& p) {
 
 bool moe_router_small_kernel(int tokens, int hidden) {
   return tokens >= 1 && tokens <= kSmallMaxTokens && 4 * hidden * 2 <= kSmallSmemLimit;
-}
-
-cudaError_t moe_router_logits_front(const RouterParams& p, const RouterFrontFusion& f, cudaStream_t stream) {
-  if (!router_params_ok(p)) return cudaErrorInvalidValue;
-  if (p.tokens == 0) return cudaSuccess;
-  if (!moe_router_small_kernel(p.tokens, p.hidden) || !logits_args_ok(p) || !p.bias || !p.topk_ids ||
-      !p.topk_weights || !p.xq || !f.ticket || f.n_zero < 0 || (f.n_zero > 0 && !f.zero_ints))
-    return cudaErrorInvalidValue;
-  const PermuteParams& pp = f.pp;
-  if (pp.tokens != p.tokens || pp.top_k < 1 || pp.top_k > kRouterMaxTopK || pp.num_experts < 1 ||
-      pp.num_experts > kRouterMaxExperts || pp.tile_rows < 1 || pp.topk_ids != p.topk_ids || !pp.group_offsets ||
-      !pp.active_groups || !pp.num_active || !pp.tile_prefix || !pp.row_token || !pp.slot_row)
-    return cudaErrorInvalidValue;
-  if (p.tokens == 1) return launch_small_front<1>(p, f, stream);
-  if (p.tokens == 2) return launch_small_front<2>(p, f, stream);
-  return launch_small_front<4>(p, f, stream);
 }
 
 cudaError_t moe_router_logits(const RouterParams& p, cudaStream_t stream) {

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "kernels/gemm/fp8_gemm.h"
@@ -38,6 +40,8 @@ struct GroupedCase {
   int mma = 0;         // Fp8GemmParams::prefill_mma
   int depth = 0;       // Fp8GemmParams::decode_depth
   int decode_kernel = 0;  // Fp8GemmParams::decode_kernel (0 automatic, 1 register ring, 2 cp.async ring)
+  int block_warps = 0;    // Fp8GemmParams::decode_block_warps
+  bool lines = false;     // Fp8GemmParams::decode_line_copies
 };
 
 // Runs one (possibly grouped) GEMM against the CPU reference.
@@ -124,6 +128,8 @@ void run_case(const GroupedCase& tc) {
   p.prefill_mma = tc.mma;
   p.decode_depth = tc.depth;
   p.decode_kernel = tc.decode_kernel;
+  p.decode_block_warps = tc.block_warps;
+  p.decode_line_copies = tc.lines;
   CUDA_OK(k::fp8_gemm(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto hc = dc.download();
@@ -146,7 +152,7 @@ void run_case(const GroupedCase& tc) {
                                                                 : "prefill/" + std::to_string(tc.tile_rows) +
                                                                       "/mma" + std::to_string(tc.mma);
   MESSAGE("n=" << tc.n << " k=" << tc.k << " rows=" << rows << " groups=" << G << " path=" << path
-               << " rel_l2=" << cmp.rel_l2
+               << " block_warps=" << tc.block_warps << " lines=" << tc.lines << " rel_l2=" << cmp.rel_l2
                << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad << " non-finite=" << cmp.non_finite);
   CHECK(cmp.non_finite == 0);
   CHECK(cmp.bad == 0);
@@ -197,6 +203,16 @@ TEST_CASE("fp8 gemm decode, both kernels (register ring, cp.async ring), 1-token
     run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, dk});  // down
     run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk});       // dense kv_a, 1 token
   }
+  // The cp.async ring in 2-warp blocks (decode_block_warps; 1 runs 2 as well) and with whole-line copies
+  // (decode_line_copies), each alone and together, automatic and forced kernel choice; a dense shape whose
+  // last warp has 2 valid rows (n = 594: rows past the part are read from row 0 and never stored).
+  for (int dk : {0, 2})
+    for (const auto& [bw, lines] : std::vector<std::pair<int, bool>>{{2, false}, {0, true}, {2, true}, {1, true}}) {
+      run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});
+      run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});
+      run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});  // 576 = 18 x 32 rows
+      run_case({594, 2048, 1, {3}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});
+    }
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {
@@ -265,6 +281,9 @@ TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
     p.decode_l2_prefetch = -1;
     CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
     p.decode_l2_prefetch = 0;
+    p.decode_block_warps = 3;
+    CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
+    p.decode_block_warps = 0;
     // The fused MoE epilogue / prologue need the grouped form (and the prologue the epilogue): rejected
     // on this dense call rather than run half-configured.
     DeviceBuffer<int> counters(8);

@@ -334,32 +334,23 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   CUDA_OK(cudaStreamDestroy(st));
 }
 
-// The front inside the router logits kernel's last block (MoeParams::fused_router_front, round 7) against
-// the default run (`expect`, `expect_ids`, `expect_wts`: its output, ids and weights; the ids and weights are
-// compared with the CPU router by check_moe, so equal bits here are the CPU's too): eagerly twice and
-// from a captured graph replayed twice, the workspace poisoned before the first run of each; the ticket
-// must be zero again after every launch (a wrong reset would leave the next launch without a last
-// block). The captured graph has exactly one kernel node fewer where the fusion applies (`applies`), so a
-// silent fallback to the front kernel fails; where it does not apply, the same graph. Then the same with
-// the shared expert on a second stream (check_shared_stream: fork and bits), and one run with the
-// timeline on (the front's slot is written by the last block).
-void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size_t ws_bytes,
-                              DeviceBuffer<uint16_t>& dout, DeviceBuffer<int>& dids, DeviceBuffer<float>& dwts,
-                              const std::vector<uint16_t>& expect, const std::vector<int>& expect_ids,
-                              const std::vector<float>& expect_wts, bool applies, bool forks, bool fused = true,
-                              bool single_pass = false) {
-  CAPTURE(fused);
+// The permutation's form in the MoE block (MoeParams::permute_single_pass, round 7: single pass or the
+// general two-pass form) against the default run (`expect`, `expect_ids`, `expect_wts`: its output, ids and
+// weights; the ids and weights are compared with the CPU router by check_moe, so equal bits here are the
+// CPU's too): eagerly twice and from a captured graph replayed twice, the workspace poisoned before the first
+// run of each, the captured graph as many kernel nodes as the default's; one run with the timeline on (the
+// front's slot written where the fused front runs); then with the shared expert on a second stream
+// (check_shared_stream: fork and bits).
+void check_permute_form(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size_t ws_bytes,
+                        DeviceBuffer<uint16_t>& dout, DeviceBuffer<int>& dids, DeviceBuffer<float>& dwts,
+                        const std::vector<uint16_t>& expect, const std::vector<int>& expect_ids,
+                        const std::vector<float>& expect_wts, bool forks, bool single_pass) {
   CAPTURE(single_pass);
-  applies = applies && fused;
   cudaStream_t st;
   CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  DeviceBuffer<unsigned int> ticket(1);
-  CUDA_OK(cudaMemset(ticket.ptr, 0, sizeof(unsigned int)));
   k::MoeParams pf = p0;
-  pf.fused_router_front = fused;
-  pf.router_ticket = ticket.ptr;
   pf.permute_single_pass = single_pass;
-  size_t out_differ = 0, route_differ = 0, ticket_bad = 0;
+  size_t out_differ = 0, route_differ = 0;
   auto run_and_compare = [&](auto&& launch, bool poison_ws) {
     dout.poison();
     dids.poison();
@@ -372,7 +363,6 @@ void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws,
     for (size_t i = 0; i < got.size(); ++i) out_differ += got[i] != expect[i];
     route_differ += dids.download() != expect_ids;
     route_differ += dwts.download() != expect_wts;
-    ticket_bad += ticket.download()[0] != 0;
   };
   for (int rep = 0; rep < 2; ++rep)
     run_and_compare([&] { CUDA_OK(k::moe_forward(pf, ws.ptr, ws_bytes, st)); }, rep == 0);
@@ -382,7 +372,7 @@ void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws,
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, g_new, 0));
   for (int rep = 0; rep < 2; ++rep) run_and_compare([&] { CUDA_OK(cudaGraphLaunch(exec, st)); }, rep == 0);
-  {  // Timeline on: the same bits, and the front's slot written by the logits kernel's last block.
+  {  // Timeline on: the same bits, and the front's slot written by the fused front kernel.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
     std::vector<unsigned long long> init(dst.count);
     for (size_t i = 0; i < init.size(); ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
@@ -392,26 +382,20 @@ void check_fused_router_front(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws,
     run_and_compare([&] { CUDA_OK(k::moe_forward(ps, ws.ptr, ws_bytes, st)); }, true);
     const auto stamps = dst.download();
     const size_t front = static_cast<size_t>(k::kMoeStampFront) * k::kMoeStampWords;
-    // The front's slot is stamped by the fused front kernel or the logits kernel's last block, which run
-    // only up to kMoeFrontMaxTokens tokens on front path 0; larger T runs the separate front kernels.
-    if (p0.tokens <= glm5rt::kernels::kMoeFrontMaxTokens && p0.front_path == 0)
-      CHECK(stamps[front] != ~0ull);
-    if (applies) CHECK(stamps[front] >= stamps[0]);  // after the first logits block started
+    // The fused front kernel runs only up to kMoeFrontMaxTokens tokens on front path 0; larger T runs the
+    // separate front kernels.
+    if (p0.tokens <= glm5rt::kernels::kMoeFrontMaxTokens && p0.front_path == 0) CHECK(stamps[front] != ~0ull);
   }
-  MESSAGE("fused router front " << fused << ", single-pass permutation " << single_pass << ": T=" << p0.tokens
-                                 << " applies=" << applies << " graph nodes " << n_old << " -> "
-                                   << n_new << ", differing outputs " << out_differ << ", routing runs differing "
-                                   << route_differ << ", ticket not reset " << ticket_bad);
+  MESSAGE("single-pass permutation " << single_pass << ": T=" << p0.tokens << " graph nodes " << n_old << " -> "
+                                     << n_new << ", differing outputs " << out_differ << ", routing runs differing "
+                                     << route_differ);
   CHECK(out_differ == 0);
   CHECK(route_differ == 0);
-  CHECK(ticket_bad == 0);
-  CHECK(n_new + (applies ? 1 : 0) == n_old);
+  CHECK(n_new == n_old);
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(g_old));
   CUDA_OK(cudaGraphDestroy(g_new));
-  // With the shared expert on a second stream (the bench's fused-rf-shstrm row): the same bits, the fork.
   check_shared_stream(pf, ws, ws_bytes, dout, expect, forks);
-  CHECK(ticket.download()[0] == 0);
   CUDA_OK(cudaStreamDestroy(st));
 }
 
@@ -515,12 +499,12 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     CHECK(differ == 0);
   }
   {  // Round 5's and 6's options against the default run (fast front, evict_first streams and fast selection
-     // on, shared-expert L2 prefetch off by default), each with the debug timeline on:
+     // on by default), each with the debug timeline on:
      // v0 all off (the previous default: unrolled front kernel quantising x, plain logits staging);
-     // v1 the prefetch issued by the router logits kernel instead (every K block of gate_up and of down,
-     // evict_last); v2 the GEMM-site prefetch with evict_last and the fast front off; v3 the previous
-     // selection (fast_select off) in the fused front; v4 the fast selection with the compact front off.
-     // Hints, staging, selection form and timestamps only: the same bits. At <= 16 tokens the logits
+     // v1 the evict_first streams off alone; v2 the fast front off alone; v3 the previous selection
+     // (fast_select off) in the fused front; v4 the fast selection with the compact front off.
+     // (Rounds 5-6 also had the shared expert's L2 prefetch here; removed in session 4 with the option.)
+     // Staging, selection form, hints and timestamps only: the same bits. At <= 16 tokens the logits
      // kernel's timeline slot must be written.
     DeviceBuffer<unsigned long long> dst(static_cast<size_t>(k::kMoeStampSlots) * k::kMoeStampWords);
     for (int v = 0; v < 5; ++v) {
@@ -532,12 +516,8 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
       if (v == 0) {
         pf.fast_front = false;
         pf.stream_evict_first = false;
-        pf.shared_l2_prefetch = 0;
       } else if (v == 1) {
-        pf.shared_l2_prefetch = H / 128 + 5;  // more than there are: clamped to every K block
-        pf.shared_l2_prefetch_site = 0;
-        pf.shared_l2_prefetch_down = true;
-        pf.shared_l2_evict_last = true;
+        pf.stream_evict_first = false;
       } else if (v == 3) {
         // Round 6: the previous selection (fast_select is on by default) in the fused front, with the
         // timeline (its select_phases slot); the front's permutation then reads the ids from global memory.
@@ -549,9 +529,6 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
         pf.fast_front = false;
       } else {
         pf.fast_front = false;
-        pf.shared_l2_prefetch = 48;  // at GLM-5 size every K block; clamped below that
-        pf.shared_l2_prefetch_site = 1;
-        pf.shared_l2_evict_last = true;
       }
       dout.poison();
       CUDA_OK(k::moe_forward(pf, ws.ptr, ws_bytes, nullptr));
@@ -573,14 +550,46 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
-  // Round 7: the front in the router logits kernel's last block: applies up to 16 tokens (the few-token
-  // logits kernel that quantises x; GLM-5's hidden 6144 fits its staging), not beyond.
-  // And the single-pass permutation (MoeParams::permute_single_pass) there and in the front kernel.
+  {  // Session 4: the decode GEMMs' knobs against the default run, one at a time and together: v0 the routed
+     // gate_up GEMM in 2-warp blocks (gate_up_block_warps), v1 whole-line weight copies in the gate_up GEMM
+     // (gate_up_line_copies), v2 in the down GEMM (down_line_copies; at T <= 2 its fused SwiGLU form), v4
+     // whole-line copies in both with decode_fusion 1 (the combine-only fused down kernel), v3 all of v0-v2.
+     // A work split and copy geometry only: the same bits, eagerly over a poisoned workspace; v3 also with
+     // the shared expert on a second stream, eagerly and from a graph replayed twice (check_shared_stream;
+     // moe_forward ignores the line copies there: with them that form stopped with an illegal-instruction
+     // error on the H200 at T=1, cause not found).
+    auto knobs = [&](int v) {
+      k::MoeParams ps = p0;
+      if (v == 0 || v == 3) ps.gate_up_block_warps = 2;
+      if (v == 1 || v == 3 || v == 4) ps.gate_up_line_copies = true;
+      if (v == 2 || v == 3 || v == 4) ps.down_line_copies = true;
+      if (v == 4) ps.decode_fusion = 1;
+      return ps;
+    };
+    for (int v = 0; v < 5; ++v) {
+      dout.poison();
+      dids.poison();
+      dwts.poison();
+      ws.poison();
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(k::moe_forward(knobs(v), ws.ptr, ws_bytes, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto again = dout.download();
+      size_t differ = 0;
+      for (size_t i = 0; i < again.size(); ++i) differ += again[i] != out_bits[i];
+      MESSAGE("session-4 variant " << v << " at T=" << T << ": differing outputs " << differ);
+      CHECK(differ == 0);
+      CHECK(dids.download() == gid);
+      CHECK(dwts.download() == gw);
+    }
+    check_shared_stream(knobs(3), ws, ws_bytes, dout, out_bits,
+                        T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+  }
+  // Round 7: the permutation's two forms (MoeParams::permute_single_pass) in whichever kernel runs it.
   {
     const bool forks = T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8));
-    check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16, forks, true, false);
-    check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16, forks, true, true);
-    check_fused_router_front(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, T <= 16, forks, false, true);
+    check_permute_form(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, forks, false);
+    check_permute_form(p0, ws, ws_bytes, dout, dids, dwts, out_bits, gid, gw, forks, true);
   }
   // The fusion applies at <= 2 tokens (kMoeCombineFuseMaxTokens) on the cp.async decode kernel (<= 4 routed
   // rows per expert expected).

@@ -247,10 +247,11 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 6, 7, 0};
+constexpr int kVariants[] = {1, 2, 3, 5, 7, 0};  // 6 was removed in session 4 (rejected: see below)
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
-// allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases).
-constexpr int kCombines[] = {1, 2, 3};
+// allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
+// 5 = chunked combine over bf16 partials (session 4).
+constexpr int kCombines[] = {1, 2, 3, 5};
 
 // Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
 void run_and_check(const Problem& pb) {
@@ -319,6 +320,7 @@ void run_and_check(const Problem& pb) {
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
     const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
     CHECK((nsplit > 1) == (ws_bytes > 0));
+    if (p.combine == 5 && nsplit > 1) CHECK(glm5rt::kernels::sparse_mla_combine_kind(p) == 5);  // bf16 partials run
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
     if (ws_bytes)
@@ -674,7 +676,9 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.kernel_variant = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
   REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) <= (1u << 20));
-  p.combine = 4;  // no such combine
+  p.combine = 6;  // no such combine
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.combine = 4;  // session 4's cluster merge: removed, rejected
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.combine = -1;
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
@@ -686,6 +690,8 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.planner = 0;
   p.num_splits = 8;
   p.kernel_variant = 4;  // removed in round 3
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 6;  // removed in session 4 (FP8 bulk gather)
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   p.q = static_cast<char*>(buf.p) + 2;  // misaligned
