@@ -74,10 +74,10 @@ cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int HC, bool FP8, bool CHAIN = false>
+template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
-  using C = WsKernelCfg<HC, FP8, CHAIN>;  // the shorter chain: +4 KB per group (the planner counts WsCfg's)
-  auto kernel = sparse_mla_ws_kernel<HC, FP8, CHAIN>;
+  using C = WsCfg<HC, FP8>;
+  auto kernel = sparse_mla_ws_kernel<HC, FP8>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);

@@ -26,21 +26,16 @@
 // fragments too (36 registers per thread). Shared memory <= 99 KB per block (static_assert); only mma.sync,
 // ldmatrix, cp.async, mbarrier and named barriers (sm_80 / sm_90 / sm_120), and on sm_90+ the TMA bulk copy
 // (cp.async.bulk without a tensor map or a cluster launch; SM120 has it).
-// Session 4: an opt-in shorter consumer chain (CHAIN, sparse_mla_chain.cuh, GLM5RT_MLA_V5_CHAIN=1) measured 1.15x
-// slower at T=128 H=64: the consumers are not bound by a warp's dependency chain (docs/PERFORMANCE.md).
 // Measured (docs/PERFORMANCE.md, "Round 3"): the gather issue rate bounded every earlier version of this
 // kernel (one cp.async producer warp: 2.2x slower than round 2; four: 1.1x faster; bulk copies: 1.3x).
 #pragma once
 
-#include "kernels/attention/sparse_mla_chain.cuh"
 #include "kernels/attention/sparse_mla_common.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-// SPART_BUFS: 2 for the shorter consumer chain (sparse_mla_chain.cuh; a fast warp's next stores must not hit
-// partials a slow warp still reads), else 1.
-template <int HC, bool FP8, int SPART_BUFS = 1>
-struct WsCfgT {
+template <int HC, bool FP8>
+struct WsCfg {
   static constexpr int kHG = HC >= 16 ? 16 : HC;  // heads per consumer group
   static constexpr int kGroups = HC / kHG;        // 2 for 32 heads per CTA, else 1
   static constexpr int kGroupThreads = 128;       // 4 warps
@@ -68,12 +63,11 @@ struct WsCfgT {
   static constexpr int kOffRaw = kRing * kTileBytes;
   static constexpr int kStageAreaBytes = kOffRaw + kRawStages * kRawTileBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
-  static constexpr int kSpartFloats = kKQ * kHG * kBT;  // per group and buffer
-  static constexpr int kSpartBufs = SPART_BUFS;
+  static constexpr int kSpartFloats = kKQ * kHG * kBT;  // per group
   static constexpr int kPRowBytes = (kBT + 8) * 2;      // P[head][tok], 48 B rows: conflict-free ldmatrix
   static constexpr int kPBytes = kHG * kPRowBytes;      // per group
   static constexpr int kOffSpart = kStageAreaBytes;
-  static constexpr int kOffP = kOffSpart + kGroups * kSpartFloats * kSpartBufs * 4;
+  static constexpr int kOffP = kOffSpart + kGroups * kSpartFloats * 4;
   static constexpr int kOffAlpha = kOffP + kGroups * kPBytes;
   static constexpr int kOffInvL = kOffAlpha + HC * 4;
   static constexpr int kOffLse = kOffInvL + HC * 4;
@@ -84,21 +78,13 @@ struct WsCfgT {
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
-template <int HC, bool FP8>
-using WsCfg = WsCfgT<HC, FP8>;
-// The configuration a kernel instance runs with (CHAIN: see sparse_mla_ws_kernel).
-template <int HC, bool FP8, bool CHAIN>
-using WsKernelCfg = WsCfgT<HC, FP8, CHAIN ? 2 : 1>;
 
 // (kernel_variant 6, round 5's FP8 records gathered by bulk copies in this kernel, measured slower than
 // variant 5 / 7 everywhere, was removed in session 4: git history before commit "remove kernel_variant 6".)
-// CHAIN (bf16 records only; session 4, opt-in: GLM5RT_MLA_V5_CHAIN=1): the shorter consumer chain of
-// sparse_mla_chain.cuh (one barrier per step, GEMM1 in 3 accumulator sets, every warp computing the softmax
-// into its own GEMM2 fragments). Measured 1.15x slower at T=128 H=64 (docs/PERFORMANCE.md).
-template <int HC, bool FP8, bool CHAIN = false>
+template <int HC, bool FP8>
 __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
-  using C = WsKernelCfg<HC, FP8, CHAIN>;
+  using C = WsCfg<HC, FP8>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -278,39 +264,6 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
     };
-    if constexpr (CHAIN) {
-      static_assert(!FP8, "the shorter chain is built for bf16 records only");
-      constexpr int NT = C::kNT2;
-      float* spart2 = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats * C::kSpartBufs;
-      float cm[NT], cl[NT];
-#pragma unroll
-      for (int i = 0; i < NT; ++i) cm[i] = kNegInf, cl[i] = 0.f;
-      for (int step = 0; step < nsteps; ++step) {
-        float* sp = spart2 + (step & 1) * C::kSpartFloats;
-        wait_full(step);
-        qk_chain_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, lane, sp);
-        named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
-        uint32_t bfr[NT][2];
-        float al[NT];
-        softmax_chain_step<NT>(sp, s_idx + step * C::kBT, a.scale_log2, lane, bfr, al, cm, cl);
-        rescale_chain(acc, al, lane);
-#pragma unroll
-        for (int mt = 0; mt < C::kMT2; ++mt) pv_mt(acc, bfr, tile_of(step), C::kRowBytes, d0, mt, lane);
-        release(step);
-      }
-      // Total softmax sum per head (over the 4 lanes of head g + 8 i); every warp holds the same values.
-#pragma unroll
-      for (int i = 0; i < NT; ++i) {
-        float l = cl[i];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        if (wq == 0 && (lane & 3) == 0) {
-          const int h = gi * C::kHG + (lane >> 2) + 8 * i;
-          inv_l_s[h] = l > 0.f ? 1.f / l : 0.f;
-          lse_s[h] = l > 0.f ? cm[i] + log2f(l) : kNegInf;
-        }
-      }
-    } else {
     for (int step = 0; step < nsteps; ++step) {
       wait_full(step);
       qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
@@ -328,7 +281,6 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       inv_l_s[gi * C::kHG + sh] = l > 0.f ? 1.f / l : 0.f;
       lse_s[gi * C::kHG + sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
     }
-    }  // !CHAIN
   }
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
