@@ -417,6 +417,23 @@ __device__ __forceinline__ void fused_combine(const KernelArgs& a, float* scratc
   }
 }
 
+// The staged fp32 rows of HC heads -> bf16 rows of kMlaLatentDim values at dst (8 values per thread and
+// iteration: two float4 loads, one 16-byte store).
+template <int HC, int NTHREADS>
+__device__ __forceinline__ void store_staged_bf16(const float* stg, __nv_bfloat16* dst, int tid) {
+  for (int c = tid; c < HC * 64; c += NTHREADS) {
+    const int h = c >> 6, d = (c & 63) * 8;
+    const float4 x = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+    const float4 y = *reinterpret_cast<const float4*>(stg + h * kStgStride + d + 4);
+    uint4 o;
+    o.x = mma::pack_bf16x2(x.x, x.y);
+    o.y = mma::pack_bf16x2(x.z, x.w);
+    o.z = mma::pack_bf16x2(y.x, y.y);
+    o.w = mma::pack_bf16x2(y.z, y.w);
+    *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(h) * kMlaLatentDim + d) = o;
+  }
+}
+
 // Epilogue, part 2 (after a barrier that makes the staging complete): the HC heads of group hg of token t
 // -> out (bf16) and lse (natural log), or for nsplit > 1 -> the split's fp32 partial and log2 LSE.
 template <int HC, int NTHREADS>
@@ -424,17 +441,7 @@ __device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* 
                                               int hg, int split, int tid) {
   const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;  // first (t, head) row of the group
   if (a.nsplit == 1) {
-    for (int c = tid; c < HC * 64; c += NTHREADS) {
-      const int h = c >> 6, d = (c & 63) * 8;
-      const float4 x = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
-      const float4 y = *reinterpret_cast<const float4*>(stg + h * kStgStride + d + 4);
-      uint4 o;
-      o.x = mma::pack_bf16x2(x.x, x.y);
-      o.y = mma::pack_bf16x2(x.z, x.w);
-      o.z = mma::pack_bf16x2(y.x, y.y);
-      o.w = mma::pack_bf16x2(y.z, y.w);
-      *reinterpret_cast<uint4*>(a.out + (row0 + h) * kMlaLatentDim + d) = o;
-    }
+    store_staged_bf16<HC, NTHREADS>(stg, a.out + row0 * kMlaLatentDim, tid);
     if (tid < HC) a.lse[row0 + tid] = lse_s[tid] * kLn2;  // -inf stays -inf
   } else {
     const int64_t prow0 = static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
@@ -442,17 +449,7 @@ __device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* 
       // combine = 5: the normalised partial rounded to bf16 (half the bytes to write and to merge); the
       // split LSE stays fp32.
       __nv_bfloat16* pb = reinterpret_cast<__nv_bfloat16*>(a.part_o);
-      for (int c = tid; c < HC * 64; c += NTHREADS) {
-        const int h = c >> 6, d = (c & 63) * 8;
-        const float4 x = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
-        const float4 y = *reinterpret_cast<const float4*>(stg + h * kStgStride + d + 4);
-        uint4 o;
-        o.x = mma::pack_bf16x2(x.x, x.y);
-        o.y = mma::pack_bf16x2(x.z, x.w);
-        o.z = mma::pack_bf16x2(y.x, y.y);
-        o.w = mma::pack_bf16x2(y.z, y.w);
-        *reinterpret_cast<uint4*>(pb + (prow0 + h) * kMlaLatentDim + d) = o;
-      }
+      store_staged_bf16<HC, NTHREADS>(stg, pb + prow0 * kMlaLatentDim, tid);
     } else {
       for (int c = tid; c < HC * 128; c += NTHREADS) {
         const int h = c >> 7, d = (c & 127) * 4;
