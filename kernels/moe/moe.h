@@ -198,6 +198,8 @@ struct MoeParams {
   // (docs/PERFORMANCE.md "MoE session 4"). false: the previous copy geometry.
   bool gate_up_line_copies = false;
   bool down_line_copies = false;
+  // Diagnosis (session 4): the line copies also with shared_stream (GLM5RT_MOE_SIDE_LINES=0|1).
+  bool side_line_copies = false;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

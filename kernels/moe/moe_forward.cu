@@ -30,6 +30,12 @@ struct MoeEnv {
   int gate_up_block_warps = env_int("GLM5RT_MOE_GATE_UP_BLOCK_WARPS");
   int gate_up_lines = env_int("GLM5RT_MOE_GATE_UP_LINES");
   int down_lines = env_int("GLM5RT_MOE_DOWN_LINES");
+  // Diagnosis of the illegal-instruction error with line copies beside the second stream (session 4):
+  // 1 lets the line copies run beside it (MoeParams::side_line_copies); the routed down GEMM beside the
+  // second stream without its early start (0) / without PDL (0).
+  int side_lines = env_int("GLM5RT_MOE_SIDE_LINES");
+  int side_down_early = env_int("GLM5RT_MOE_SIDE_DOWN_EARLY");
+  int side_down_pdl = env_int("GLM5RT_MOE_SIDE_DOWN_PDL");
 };
 const MoeEnv& moe_env() {
   static const MoeEnv e;
@@ -189,8 +195,9 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // Whole-line weight copies (MoeParams::gate_up_line_copies / down_line_copies) only without the second
   // stream: with it, the H200 call of 0844c2c stopped with cudaErrorIllegalInstruction at T=1 (every
   // one-stream configuration and the GEMM alone gave the default's bits); the cause is not found.
-  const bool gate_up_lines = !side && env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
-  const bool down_lines = !side && env_flag(moe_env().down_lines, p.down_line_copies);
+  const bool lines_here = !side || env_flag(moe_env().side_lines, p.side_line_copies);
+  const bool gate_up_lines = lines_here && env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
+  const bool down_lines = lines_here && env_flag(moe_env().down_lines, p.down_line_copies);
   const int G = E + (main_shared ? 1 : 0);
   const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 
@@ -362,7 +369,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // The permutation ran two launches earlier (gate_up and SwiGLU since, and the gate_up GEMM waited for
   // it before SwiGLU could launch): the down GEMM may start streaming its weights before its wait, while
   // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
-  g2.group_info_ready = true;
+  g2.group_info_ready = !side || env_flag(moe_env().side_down_early, true);
+  if (side && !env_flag(moe_env().side_down_pdl, true)) g2.pdl = false;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.decode_line_copies = down_lines;
   g2.decode_block_warps = 0;  // 4-warp blocks (the fused forms need them)

@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 #include <string>
 
 #include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
 #include "tests/gpu/fp8_reference.hpp"
 
 using namespace fp8ref;
@@ -298,4 +300,161 @@ TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
     CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
   }
   CHECK(k::fp8_quantize_groups(nullptr, 64, 1, 64, nullptr, 64, nullptr, 1, nullptr) == cudaErrorInvalidValue);
+}
+
+// Session 4 diagnosis: whole-line weight copies (decode_line_copies) in the cp.async decode kernel's plain
+// depth-4 form, started early (group_info_ready: weights streamed before the PDL wait) after a PDL
+// predecessor that is still running, optionally beside a second stream running a dense decode GEMM at the
+// same time: the configuration of the MoE down GEMM at T=1 with the shared expert on a second stream, which
+// stopped with cudaErrorIllegalInstruction on the H200 at 0844c2c. Every run must give the bits of the plain
+// form started after its predecessor (itself checked against the CPU in the cases above).
+namespace {
+
+__global__ void spin_after_wait_kernel(long long ns) {
+  glm5rt::kernels::detail::pdl_wait_and_release();
+  long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+void run_early_lines_chain(bool lines, bool side, int iters) {
+  auto rng = fresh_rng();
+  const int n = 6144, kd = 2048, G = 8;  // the routed down GEMM at T=1: 8 groups of one row, 768 blocks
+  const auto x = random_bf16(static_cast<size_t>(G + 1) * kd, rng);
+  DeviceBuffer<uint8_t> dq(static_cast<size_t>(G + 1) * kd);
+  DeviceBuffer<float> ds(static_cast<size_t>(G + 1) * (kd / 128));
+  std::vector<uint8_t> hq;
+  std::vector<float> hs;
+  quantize_on_gpu(x, G + 1, kd, dq, ds, hq, hs);
+  std::vector<DeviceBuffer<uint8_t>*> dw;
+  std::vector<DeviceBuffer<float>*> dws;
+  std::vector<const uint8_t*> wptr;
+  std::vector<const float*> sptr;
+  for (int g = 0; g <= G; ++g) {  // G routed groups + the side GEMM's weight
+    const auto w = random_weight(n, kd, rng);
+    dw.push_back(new DeviceBuffer<uint8_t>(w.q.size()));
+    dws.push_back(new DeviceBuffer<float>(w.scale.size()));
+    dw.back()->upload(w.q);
+    dws.back()->upload(w.scale);
+    wptr.push_back(dw.back()->ptr);
+    sptr.push_back(dws.back()->ptr);
+  }
+  DeviceBuffer<const uint8_t*> d_wptr(wptr.size());
+  DeviceBuffer<const float*> d_sptr(sptr.size());
+  d_wptr.upload(wptr);
+  d_sptr.upload(sptr);
+  std::vector<int> offsets(G + 1), active(G);
+  for (int g = 0; g <= G; ++g) offsets[g] = g;
+  for (int g = 0; g < G; ++g) active[g] = g;
+  DeviceBuffer<int> d_off(G + 1), d_tiles(G + 1), d_active(G), d_nact(1);
+  d_off.upload(offsets);
+  d_tiles.upload(offsets);
+  d_active.upload(active);
+  d_nact.upload({G});
+  DeviceBuffer<uint16_t> dc(static_cast<size_t>(G) * n), dc_side(n);
+
+  k::Fp8GemmParams p;
+  p.n = n;
+  p.k = kd;
+  p.a = dq.ptr;
+  p.a_scale = ds.ptr;
+  p.lda = kd;
+  p.ld_scale = kd / 128;
+  p.w = d_wptr.ptr;
+  p.w_scale = d_sptr.ptr;
+  p.part_rows = n;
+  p.c = reinterpret_cast<__nv_bfloat16*>(dc.ptr);
+  p.ldc = n;
+  p.num_groups = G;
+  p.max_rows = G;
+  p.group_offsets = d_off.ptr;
+  p.active_groups = d_active.ptr;
+  p.num_active = d_nact.ptr;
+  p.tile_prefix = d_tiles.ptr;
+  p.max_active = G;
+  p.path = k::Fp8GemmPath::decode;
+  p.expected_rows_per_group = 1;
+  // Reference: the plain copy geometry, started after its wait, alone.
+  dc.poison();
+  CUDA_OK(k::fp8_gemm(p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto expect = dc.download();
+
+  // The side stream's GEMM: dense, one row (the last of A), the last weight, early start and PDL, as the
+  // shared expert's down GEMM.
+  k::Fp8GemmParams ps = p;
+  ps.a = dq.ptr + static_cast<size_t>(G) * kd;
+  ps.a_scale = ds.ptr + static_cast<size_t>(G) * (kd / 128);
+  ps.w = d_wptr.ptr + G;
+  ps.w_scale = d_sptr.ptr + G;
+  ps.c = reinterpret_cast<__nv_bfloat16*>(dc_side.ptr);
+  ps.num_groups = 1;
+  ps.max_rows = 1;
+  ps.group_offsets = nullptr;
+  ps.active_groups = nullptr;
+  ps.num_active = nullptr;
+  ps.tile_prefix = nullptr;
+  ps.max_active = 0;
+  ps.group_info_ready = true;
+  ps.pdl = true;
+
+  k::Fp8GemmParams pe = p;
+  pe.decode_line_copies = lines;
+  pe.group_info_ready = true;
+  pe.pdl = true;
+  pe.decode_evict_first = true;
+  cudaStream_t st, side_st;
+  cudaEvent_t ev[2];
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&side_st, cudaStreamNonBlocking));
+  for (auto& e : ev) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const dim3 spin_grid(132 * 2), spin_block(128);
+  size_t differ = 0;
+  for (int it = 0; it < iters; ++it) {
+    dc.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    if (side) {
+      CUDA_OK(cudaEventRecord(ev[0], st));
+      CUDA_OK(cudaStreamWaitEvent(side_st, ev[0], 0));
+      CUDA_OK(glm5rt::kernels::detail::launch(spin_after_wait_kernel, spin_grid, spin_block, 0, side_st, false,
+                                              5000ll));
+      CUDA_OK(k::fp8_gemm(ps, side_st));
+      CUDA_OK(cudaEventRecord(ev[1], side_st));
+    }
+    CUDA_OK(glm5rt::kernels::detail::launch(spin_after_wait_kernel, spin_grid, spin_block, 0, st, true,
+                                            static_cast<long long>(2000 + 1000 * (it % 8))));
+    CUDA_OK(k::fp8_gemm(pe, st));
+    if (side) CUDA_OK(cudaStreamWaitEvent(st, ev[1], 0));
+    CUDA_OK(cudaStreamSynchronize(st));
+    const auto got = dc.download();
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
+  }
+  MESSAGE("line copies " << lines << ", early start after a PDL predecessor, second stream " << side << ": "
+                         << iters << " runs, differing outputs " << differ);
+  CHECK(differ == 0);
+  for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
+  CUDA_OK(cudaStreamDestroy(st));
+  CUDA_OK(cudaStreamDestroy(side_st));
+  for (auto* b : dw) delete b;
+  for (auto* b : dws) delete b;
+}
+
+}  // namespace
+
+// GLM5RT_TEST_CHAIN_ITERS: runs per form (default 8; fewer under compute-sanitizer).
+int chain_iters() {
+  const char* v = std::getenv("GLM5RT_TEST_CHAIN_ITERS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 8;
+}
+
+TEST_CASE("fp8 gemm early-start chain: line copies after a PDL predecessor, one stream") {
+  run_early_lines_chain(false, false, chain_iters());
+  run_early_lines_chain(true, false, chain_iters());
+}
+
+TEST_CASE("fp8 gemm early-start chain: line copies after a PDL predecessor, beside a second stream") {
+  run_early_lines_chain(false, true, chain_iters());
+  run_early_lines_chain(true, true, chain_iters());
 }

@@ -582,8 +582,18 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
       CHECK(dids.download() == gid);
       CHECK(dwts.download() == gw);
     }
-    check_shared_stream(knobs(3), ws, ws_bytes, dout, out_bits,
-                        T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+    const bool forks_here = T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8));
+    check_shared_stream(knobs(3), ws, ws_bytes, dout, out_bits, forks_here);
+    // The line copies beside the second stream (side_line_copies): lines in both GEMMs with 4-warp gate_up
+    // blocks, then every knob (v3). At 0844c2c (where the line copies always applied there) the T=1 form
+    // stopped with cudaErrorIllegalInstruction.
+    for (const int v : {4, 3}) {
+      k::MoeParams pl = knobs(v);
+      pl.decode_fusion = p0.decode_fusion;  // v4's fusion level does not apply beside the second stream anyway
+      pl.side_line_copies = true;
+      MESSAGE("line copies beside the second stream, variant " << v << " at T=" << T);
+      check_shared_stream(pl, ws, ws_bytes, dout, out_bits, forks_here);
+    }
   }
   // Round 7: the permutation's two forms (MoeParams::permute_single_pass) in whichever kernel runs it.
   {
