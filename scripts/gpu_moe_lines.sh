@@ -32,8 +32,11 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 
 say "compute-sanitizer: ${SAN:-none}; cuobjdump: $(command -v cuobjdump || echo none)"
 
 # 1. Diagnosis, one process per case (a sticky error ends only its own process).
+BUDGET=${GLM5RT_BUDGET_S:-165}  # whole script; each step's timeout is cut to what is left
+cap() { local left=$(( BUDGET - ($(date +%s) - T0) - 8 )); [ "$left" -lt 1 ] && left=1; [ "$1" -lt "$left" ] && echo "$1" || echo "$left"; }
 run_case() {  # name, timeout, command...
-  local name=$1 to=$2; shift 2
+  local name=$1 to=$(cap "$2"); shift 2
+  if [ "$to" -lt 5 ]; then say "$name skipped (out of time)"; return 124; fi
   timeout "$to" "$@" >"$A/$name.txt" 2>&1
   local rc=$?
   local why=$(grep -m1 -iE "illegal|error|FAILED|cudaError" "$A/$name.txt" | cut -c1-160)
@@ -42,43 +45,46 @@ run_case() {  # name, timeout, command...
   return $rc
 }
 export GLM5RT_TEST_CHAIN_ITERS=8
-run_case gemm-chain-1strm 40 "$tests" -tc="fp8 gemm early-start chain*one stream"
-run_case gemm-chain-side 40 "$tests" -tc="fp8 gemm early-start chain*second stream"
+run_case gemm-chain-1strm 25 "$tests" -tc="fp8 gemm early-start chain*one stream"
+run_case gemm-chain-side 25 "$tests" -tc="fp8 gemm early-start chain*second stream"
 gemm_side_rc=$?
 B1=(--no-gemm-ceilings --tokens 1)
-for row in lines-shstrm gu-lines-shstrm dn-lines-shstrm lines-shstrm-nopdl gu-w2-lines-shstrm; do
-  run_case "bench-$row" 30 "$bench" "${B1[@]}" --rows "$row"
+for row in lines-shstrm gu-lines-shstrm dn-lines-shstrm lines-shstrm-nopdl; do
+  run_case "bench-$row" 20 "$bench" "${B1[@]}" --rows "$row"
 done
-GLM5RT_MOE_SIDE_DOWN_EARLY=0 run_case bench-lines-shstrm-noearly 30 "$bench" "${B1[@]}" --rows lines-shstrm
-GLM5RT_MOE_SIDE_DOWN_PDL=0 run_case bench-lines-shstrm-downnopdl 30 "$bench" "${B1[@]}" --rows lines-shstrm
+GLM5RT_MOE_SIDE_DOWN_EARLY=0 run_case bench-lines-shstrm-noearly 20 "$bench" "${B1[@]}" --rows lines-shstrm
+GLM5RT_MOE_SIDE_DOWN_PDL=0 run_case bench-lines-shstrm-downnopdl 20 "$bench" "${B1[@]}" --rows lines-shstrm
 if [ -n "$SAN" ]; then
   # memcheck reports a device exception with the kernel, the PC and (with -lineinfo) the source line.
   if [ $gemm_side_rc -ne 0 ]; then
-    GLM5RT_TEST_CHAIN_ITERS=3 run_case san-memcheck 70 "$SAN" --tool memcheck --show-backtrace device \
+    GLM5RT_TEST_CHAIN_ITERS=3 run_case san-memcheck 40 "$SAN" --tool memcheck --show-backtrace device \
       "$tests" -tc="fp8 gemm early-start chain*second stream"
   else
-    run_case san-memcheck 70 "$SAN" --tool memcheck --show-backtrace device "$bench" "${B1[@]}" --rows lines-shstrm
+    run_case san-memcheck 40 "$SAN" --tool memcheck --show-backtrace device "$bench" "${B1[@]}" --rows lines-shstrm
   fi
   grep -B2 -A12 -m3 -iE "illegal|Invalid|error" "$A/san-memcheck.txt" | head -60 | tee -a "$S"
-  GLM5RT_TEST_CHAIN_ITERS=1 run_case san-synccheck 40 "$SAN" --tool synccheck \
-    "$tests" -tc="fp8 gemm early-start chain*one stream"
-  grep -m5 -iE "ERROR SUMMARY|hazard|Barrier|invalid" "$A/san-synccheck.txt" | tee -a "$S"
 fi
 
 # 2. Timing: defaults against the line copies in one process (rows print as they finish).
 say "bench"
-timeout 90 "$bench" --json "$OUT/moe-lines.json" --commit "$commit" --tokens 1,8 \
+timeout "$(cap 80)" "$bench" --json "$OUT/moe-lines.json" --commit "$commit" --tokens 1,8 \
   --rows "${GLM5RT_BENCH_ROWS:-default,s4-base,shared-strm,s4-base-shstrm,gu-lines,dn-lines,lines,gu-w2-lines,lines-fc}" \
   >"$OUT/bench.txt" 2>&1
 say "bench rc=$?"
 
 # 3. Tests: everything of this family but the MoE decode case and the diagnosis chain, then the MoE decode case.
-timeout 80 "$tests" --duration=true -tc="*fp8*,*router*,*permutation*,*MoE*" \
+timeout "$(cap 70)" "$tests" --duration=true -tc="*fp8*,*router*,*permutation*,*MoE*" \
   -tce="MoE block at GLM-5 size*,fp8 gemm early-start chain*" >"$A/tests-main.txt" 2>&1
 say "tests (main) rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$A/tests-main.txt" | tr '\n' ' ')"
-timeout 60 "$tests" --duration=true -tc="MoE block at GLM-5 size*" >"$A/tests-moe-decode.txt" 2>&1
+timeout "$(cap 50)" "$tests" --duration=true -tc="MoE block at GLM-5 size*" >"$A/tests-moe-decode.txt" 2>&1
 say "tests (MoE decode T=6,1,2) rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$A/tests-moe-decode.txt" | tr '\n' ' ')"
 grep -E "FAILED|ERROR|line copies beside|second stream:" "$A/tests-main.txt" "$A/tests-moe-decode.txt" | cut -c1-220 | head -30 | tee -a "$S"
+
+if [ -n "$SAN" ]; then
+  GLM5RT_TEST_CHAIN_ITERS=1 run_case san-synccheck 30 "$SAN" --tool synccheck \
+    "$tests" -tc="fp8 gemm early-start chain*one stream"
+  grep -m5 -iE "ERROR SUMMARY|hazard|Barrier|invalid" "$A/san-synccheck.txt" | tee -a "$S"
+fi
 
 # 4. SASS of the line kernels (plain depth 4 and 3, 4 warps) for the record.
 if command -v cuobjdump >/dev/null; then
