@@ -464,6 +464,7 @@ int main(int argc, char** argv) {
     bool gate_up_line_copies = glm5rt::kernels::MoeParams{}.gate_up_line_copies;
     bool down_line_copies = glm5rt::kernels::MoeParams{}.down_line_copies;
     bool side_line_copies = glm5rt::kernels::MoeParams{}.side_line_copies;
+    int shared_line_copies = glm5rt::kernels::MoeParams{}.shared_line_copies;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -563,10 +564,12 @@ int main(int argc, char** argv) {
                 // the combination that stopped with an illegal instruction at 0844c2c.
                 {"lines-shstrm", -1, 1, 1, -1, true},  {"gu-lines-shstrm", -1, 1, 0, -1, true},
                 {"dn-lines-shstrm", -1, 0, 1, -1, true}, {"gu-w2-lines-shstrm", 2, 1, 1, -1, true},
-                {"lines-shstrm-nopdl", -1, 1, 1, -1, true}};
+                {"lines-shstrm-nopdl", -1, 1, 1, -1, true}, {"lines-shstrm-shl", -1, 1, 1, -1, true}};
       for (const auto& v : s4) {
         Config c{T, 0, 0, 0, std::strstr(v.name, "nopdl") == nullptr, v.name};
         c.side_line_copies = v.strm && (v.gu_lines > 0 || v.dn_lines > 0);
+        // "-shl": the shared expert's GEMMs with line copies too (0844c2c's form of "lines-shstrm").
+        if (std::strstr(v.name, "-shl")) c.shared_line_copies = 3;
         if (v.warps >= 0) c.gate_up_block_warps = v.warps;
         if (v.gu_lines >= 0) c.gate_up_line_copies = v.gu_lines != 0;
         if (v.dn_lines >= 0) c.down_line_copies = v.dn_lines != 0;
@@ -660,6 +663,7 @@ int main(int argc, char** argv) {
     p.gate_up_line_copies = cfg.gate_up_line_copies;
     p.down_line_copies = cfg.down_line_copies;
     p.side_line_copies = cfg.side_line_copies;
+    p.shared_line_copies = cfg.shared_line_copies;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];

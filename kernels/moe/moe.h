@@ -200,6 +200,9 @@ struct MoeParams {
   bool down_line_copies = false;
   // Diagnosis (session 4): the line copies also with shared_stream (GLM5RT_MOE_SIDE_LINES=0|1).
   bool side_line_copies = false;
+  // Diagnosis (session 4): the shared expert's own GEMMs on shared_stream with line copies (bit 0 gate_up,
+  // bit 1 down; GLM5RT_MOE_SHARED_LINES); 0844c2c had them on whenever the routed ones were.
+  int shared_line_copies = 0;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

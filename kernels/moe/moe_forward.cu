@@ -36,6 +36,7 @@ struct MoeEnv {
   int side_lines = env_int("GLM5RT_MOE_SIDE_LINES");
   int side_down_early = env_int("GLM5RT_MOE_SIDE_DOWN_EARLY");
   int side_down_pdl = env_int("GLM5RT_MOE_SIDE_DOWN_PDL");
+  int shared_lines = env_int("GLM5RT_MOE_SHARED_LINES");
 };
 const MoeEnv& moe_env() {
   static const MoeEnv e;
@@ -126,6 +127,10 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.pdl = pdl;
   g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
   g.decode_evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
+  // MoeParams::shared_line_copies: bit 0 the shared gate_up GEMM, bit 1 the shared down GEMM (what 0844c2c did
+  // with the routed line copies on).
+  const int shared_lines = env_or(moe_env().shared_lines, p.shared_line_copies);
+  g.decode_line_copies = (shared_lines & 1) != 0;
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -152,6 +157,7 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
+  g2.decode_line_copies = (shared_lines & 2) != 0;
   g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
   return fp8_gemm(g2, ss);
 }

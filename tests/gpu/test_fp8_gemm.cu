@@ -319,7 +319,7 @@ __global__ void spin_after_wait_kernel(long long ns) {
   } while (t - t0 < ns);
 }
 
-void run_early_lines_chain(bool lines, bool side, int iters) {
+void run_early_lines_chain(bool lines, bool side, int iters, bool side_lines = false) {
   auto rng = fresh_rng();
   const int n = 6144, kd = 2048, G = 8;  // the routed down GEMM at T=1: 8 groups of one row, 768 blocks
   const auto x = random_bf16(static_cast<size_t>(G + 1) * kd, rng);
@@ -399,6 +399,7 @@ void run_early_lines_chain(bool lines, bool side, int iters) {
   ps.max_active = 0;
   ps.group_info_ready = true;
   ps.pdl = true;
+  ps.decode_line_copies = side_lines;
 
   k::Fp8GemmParams pe = p;
   pe.decode_line_copies = lines;
@@ -431,7 +432,8 @@ void run_early_lines_chain(bool lines, bool side, int iters) {
     const auto got = dc.download();
     for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
   }
-  MESSAGE("line copies " << lines << ", early start after a PDL predecessor, second stream " << side << ": "
+  MESSAGE("line copies " << lines << ", early start after a PDL predecessor, second stream " << side
+                         << " (its GEMM with line copies " << side_lines << "): "
                          << iters << " runs, differing outputs " << differ);
   CHECK(differ == 0);
   for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
@@ -457,4 +459,5 @@ TEST_CASE("fp8 gemm early-start chain: line copies after a PDL predecessor, one 
 TEST_CASE("fp8 gemm early-start chain: line copies after a PDL predecessor, beside a second stream") {
   run_early_lines_chain(false, true, chain_iters());
   run_early_lines_chain(true, true, chain_iters());
+  run_early_lines_chain(true, true, chain_iters(), true);  // and the second stream's dense GEMM with them too
 }
