@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # MoE session 4, whole-line weight copies (issue 8): one device call from binaries prebuilt on the development
 # machine (scripts/prebuild_moe_sm90.sh, sm_90, -lineinfo; carried in $BIN or unpacked from $BIN.tar.xz).
-#  1. the illegal-instruction diagnosis: the GEMM-level repro (line copies started early after a PDL predecessor,
-#     one stream / beside a second stream) and the MoE bench rows with line copies beside the second stream, each
-#     in its own process; compute-sanitizer (memcheck, then synccheck) on the smallest case that fails;
+#  1. the GEMM-level chain (line copies with the evict_first hint started early after a PDL predecessor, one
+#     stream / beside a second stream) and the MoE bench rows with line copies beside the second stream, each in
+#     its own process (the form that stopped with an illegal instruction at 0844c2c); compute-sanitizer memcheck
+#     on the first that fails, else on the lines-shstrm row (GLM5RT_SANITIZE=0: none); synccheck at the end;
 #  2. the benchmark rows that compare the defaults and the line copies in one process (JSON);
 #  3. this family's GPU tests (fp8 GEMM, router, permutation, MoE), the T=1/2/6 MoE block case in its own process;
 #  4. the SASS of the line kernels (cuobjdump), everything else packed into $OUT/all.tgz; a summary printed last.
@@ -49,12 +50,11 @@ run_case gemm-chain-1strm 25 "$tests" -tc="fp8 gemm early-start chain*one stream
 run_case gemm-chain-side 25 "$tests" -tc="fp8 gemm early-start chain*second stream"
 gemm_side_rc=$?
 B1=(--no-gemm-ceilings --tokens 1)
-for row in lines-shstrm gu-lines-shstrm dn-lines-shstrm lines-shstrm-nopdl; do
+# Line copies beside the second stream, each row in its own process (the form that failed at 0844c2c).
+for row in lines-shstrm gu-lines-shstrm dn-lines-shstrm; do
   run_case "bench-$row" 20 "$bench" "${B1[@]}" --rows "$row"
 done
-GLM5RT_MOE_SIDE_DOWN_EARLY=0 run_case bench-lines-shstrm-noearly 20 "$bench" "${B1[@]}" --rows lines-shstrm
-GLM5RT_MOE_SIDE_DOWN_PDL=0 run_case bench-lines-shstrm-downnopdl 20 "$bench" "${B1[@]}" --rows lines-shstrm
-if [ -n "$SAN" ]; then
+if [ -n "$SAN" ] && [ "${GLM5RT_SANITIZE:-1}" = 1 ]; then
   # memcheck reports a device exception with the kernel, the PC and (with -lineinfo) the source line.
   if [ $gemm_side_rc -ne 0 ]; then
     GLM5RT_TEST_CHAIN_ITERS=3 run_case san-memcheck 40 "$SAN" --tool memcheck --show-backtrace device \
@@ -68,7 +68,7 @@ fi
 # 2. Timing: defaults against the line copies in one process (rows print as they finish).
 say "bench"
 timeout "$(cap 80)" "$bench" --json "$OUT/moe-lines.json" --commit "$commit" --tokens 1,8 \
-  --rows "${GLM5RT_BENCH_ROWS:-default,s4-base,shared-strm,s4-base-shstrm,gu-lines,dn-lines,lines,gu-w2-lines,lines-fc}" \
+  --rows "${GLM5RT_BENCH_ROWS:-default,s4-base,shared-strm,s4-base-shstrm,gu-lines,dn-lines,lines,gu-w2-lines,lines-fc,lines-shstrm}" \
   >"$OUT/bench.txt" 2>&1
 say "bench rc=$?"
 

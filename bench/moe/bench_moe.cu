@@ -463,8 +463,6 @@ int main(int argc, char** argv) {
     int gate_up_block_warps = glm5rt::kernels::MoeParams{}.gate_up_block_warps;
     bool gate_up_line_copies = glm5rt::kernels::MoeParams{}.gate_up_line_copies;
     bool down_line_copies = glm5rt::kernels::MoeParams{}.down_line_copies;
-    bool side_line_copies = glm5rt::kernels::MoeParams{}.side_line_copies;
-    int shared_line_copies = glm5rt::kernels::MoeParams{}.shared_line_copies;
   };
   std::vector<Config> configs;
   for (int T : token_counts) configs.push_back({T, 0, 0, 0, true, "default"});
@@ -543,33 +541,28 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Session 4: the decode GEMMs' knobs against the library defaults. "gu-w2": the routed gate_up GEMM in
-    // 2-warp blocks (MoeParams::gate_up_block_warps); "lines": whole-line weight copies in both GEMMs
-    // (gate_up_line_copies, down_line_copies; ignored beside a second stream), "gu-lines" / "dn-lines" in one
-    // of them; "-fc": with decode_fusion 1 (no SwiGLU prologue in the down GEMM); "-shstrm": with the shared
-    // expert on a second stream; "s4-base" / "s4-base-shstrm": every session-4 knob at its previous value, whatever the library
-    // default is now (while the defaults are unchanged, a second copy of "default" / "shared-strm" in the
-    // same process: the row-to-row noise).
+    // Session 4: the decode GEMMs' knobs, each row setting them explicitly. "gu-w2": the routed gate_up GEMM in
+    // 2-warp blocks (MoeParams::gate_up_block_warps), no line copies; "lines": whole-line weight copies in both
+    // GEMMs (gate_up_line_copies, down_line_copies; the default since the H200 run at 48a277e), "gu-lines" /
+    // "dn-lines" in one of them only; "-fc": with decode_fusion 1 (no SwiGLU prologue in the down GEMM);
+    // "-shstrm": with the shared expert on a second stream; "s4-base" / "s4-base-shstrm": every session-4 knob
+    // at its previous value (4-warp blocks, no line copies: the defaults before 48a277e).
     if (T <= 16) {
       const struct {
         const char* name;
         int warps, gu_lines, dn_lines, fusion;
         bool strm;
       } s4[] = {{"s4-base", 0, 0, 0, -1, false},      {"s4-base-shstrm", 0, 0, 0, -1, true},
-                {"gu-w2", 2, -1, -1, -1, false},      {"gu-lines", -1, 1, -1, -1, false},
-                {"dn-lines", -1, -1, 1, -1, false},   {"lines", -1, 1, 1, -1, false},
+                {"gu-w2", 2, 0, 0, -1, false},        {"gu-lines", -1, 1, 0, -1, false},
+                {"dn-lines", -1, 0, 1, -1, false},    {"lines", -1, 1, 1, -1, false},
                 {"gu-w2-lines", 2, 1, 1, -1, false},  {"lines-fc", -1, 1, 1, 1, false},
-                {"gu-w2-shstrm", 2, -1, -1, -1, true},
-                // Line copies beside the second stream (MoeParams::side_line_copies on in these rows):
-                // the combination that stopped with an illegal instruction at 0844c2c.
+                {"gu-w2-shstrm", 2, 0, 0, -1, true},
+                // Line copies beside the second stream (the combination that stopped with an illegal
+                // instruction at 0844c2c; see PERFORMANCE.md "MoE session 4, call 3").
                 {"lines-shstrm", -1, 1, 1, -1, true},  {"gu-lines-shstrm", -1, 1, 0, -1, true},
-                {"dn-lines-shstrm", -1, 0, 1, -1, true}, {"gu-w2-lines-shstrm", 2, 1, 1, -1, true},
-                {"lines-shstrm-nopdl", -1, 1, 1, -1, true}, {"lines-shstrm-shl", -1, 1, 1, -1, true}};
+                {"dn-lines-shstrm", -1, 0, 1, -1, true}, {"gu-w2-lines-shstrm", 2, 1, 1, -1, true}};
       for (const auto& v : s4) {
-        Config c{T, 0, 0, 0, std::strstr(v.name, "nopdl") == nullptr, v.name};
-        c.side_line_copies = v.strm && (v.gu_lines > 0 || v.dn_lines > 0);
-        // "-shl": the shared expert's GEMMs with line copies too (0844c2c's form of "lines-shstrm").
-        if (std::strstr(v.name, "-shl")) c.shared_line_copies = 3;
+        Config c{T, 0, 0, 0, true, v.name};
         if (v.warps >= 0) c.gate_up_block_warps = v.warps;
         if (v.gu_lines >= 0) c.gate_up_line_copies = v.gu_lines != 0;
         if (v.dn_lines >= 0) c.down_line_copies = v.dn_lines != 0;
@@ -662,8 +655,6 @@ int main(int argc, char** argv) {
     p.gate_up_block_warps = cfg.gate_up_block_warps;
     p.gate_up_line_copies = cfg.gate_up_line_copies;
     p.down_line_copies = cfg.down_line_copies;
-    p.side_line_copies = cfg.side_line_copies;
-    p.shared_line_copies = cfg.shared_line_copies;
     if (cfg.shared_stream) {
       p.shared_stream = side_stream;
       p.shared_events[0] = side_ev[0];

@@ -30,13 +30,6 @@ struct MoeEnv {
   int gate_up_block_warps = env_int("GLM5RT_MOE_GATE_UP_BLOCK_WARPS");
   int gate_up_lines = env_int("GLM5RT_MOE_GATE_UP_LINES");
   int down_lines = env_int("GLM5RT_MOE_DOWN_LINES");
-  // Diagnosis of the illegal-instruction error with line copies beside the second stream (session 4):
-  // 1 lets the line copies run beside it (MoeParams::side_line_copies); the routed down GEMM beside the
-  // second stream without its early start (0) / without PDL (0).
-  int side_lines = env_int("GLM5RT_MOE_SIDE_LINES");
-  int side_down_early = env_int("GLM5RT_MOE_SIDE_DOWN_EARLY");
-  int side_down_pdl = env_int("GLM5RT_MOE_SIDE_DOWN_PDL");
-  int shared_lines = env_int("GLM5RT_MOE_SHARED_LINES");
 };
 const MoeEnv& moe_env() {
   static const MoeEnv e;
@@ -127,10 +120,6 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g.pdl = pdl;
   g.debug_stamps = stamp_slot(p, kMoeStampSharedGateUp);
   g.decode_evict_first = env_flag(moe_env().stream_evict_first, p.stream_evict_first);
-  // MoeParams::shared_line_copies: bit 0 the shared gate_up GEMM, bit 1 the shared down GEMM (what 0844c2c did
-  // with the routed line copies on).
-  const int shared_lines = env_or(moe_env().shared_lines, p.shared_line_copies);
-  g.decode_line_copies = (shared_lines & 1) != 0;
   if (cudaError_t e = fp8_gemm(g, ss); e != cudaSuccess) return e;
   uint8_t* hq = reinterpret_cast<uint8_t*>(ws + l.hq) + row0 * I;
   float* hs = reinterpret_cast<float*>(ws + l.hs) + row0 * (I / kFp8Block);
@@ -157,7 +146,6 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
   g2.ldc = H;
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
-  g2.decode_line_copies = (shared_lines & 2) != 0;
   g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
   return fp8_gemm(g2, ss);
 }
@@ -198,12 +186,13 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const bool side = p.with_shared && p.shared_stream && p.shared_stream != stream && p.shared_events[0] &&
                     p.shared_events[1] && T <= kMoeFrontMaxTokens && decode_path;
   const bool main_shared = p.with_shared && !side;
-  // Whole-line weight copies (MoeParams::gate_up_line_copies / down_line_copies) only without the second
-  // stream: with it, the H200 call of 0844c2c stopped with cudaErrorIllegalInstruction at T=1 (every
-  // one-stream configuration and the GEMM alone gave the default's bits); the cause is not found.
-  const bool lines_here = !side || env_flag(moe_env().side_lines, p.side_line_copies);
-  const bool gate_up_lines = lines_here && env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
-  const bool down_lines = lines_here && env_flag(moe_env().down_lines, p.down_line_copies);
+  // Whole-line weight copies in the routed GEMMs (MoeParams::gate_up_line_copies / down_line_copies), with or
+  // without the second stream. (The shared expert's own GEMMs keep the previous copy geometry: with line copies
+  // they measured no different on the H200.) The illegal instruction that 0844c2c met beside the second
+  // stream was the plain depth-4 line kernel's evict_first-hinted cp.async in that build, not the two-stream
+  // path: see docs/PERFORMANCE.md "MoE session 4, call 3".
+  const bool gate_up_lines = env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
+  const bool down_lines = env_flag(moe_env().down_lines, p.down_line_copies);
   const int G = E + (main_shared ? 1 : 0);
   const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 
@@ -375,8 +364,7 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   // The permutation ran two launches earlier (gate_up and SwiGLU since, and the gate_up GEMM waited for
   // it before SwiGLU could launch): the down GEMM may start streaming its weights before its wait, while
   // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
-  g2.group_info_ready = !side || env_flag(moe_env().side_down_early, true);
-  if (side && !env_flag(moe_env().side_down_pdl, true)) g2.pdl = false;
+  g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.decode_line_copies = down_lines;
   g2.decode_block_warps = 0;  // 4-warp blocks (the fused forms need them)

@@ -44,6 +44,7 @@ struct GroupedCase {
   int decode_kernel = 0;  // Fp8GemmParams::decode_kernel (0 automatic, 1 register ring, 2 cp.async ring)
   int block_warps = 0;    // Fp8GemmParams::decode_block_warps
   bool lines = false;     // Fp8GemmParams::decode_line_copies
+  bool evict_first = false;  // Fp8GemmParams::decode_evict_first (the MoE's default: the hinted copy instructions)
 };
 
 // Runs one (possibly grouped) GEMM against the CPU reference.
@@ -132,6 +133,7 @@ void run_case(const GroupedCase& tc) {
   p.decode_kernel = tc.decode_kernel;
   p.decode_block_warps = tc.block_warps;
   p.decode_line_copies = tc.lines;
+  p.decode_evict_first = tc.evict_first;
   CUDA_OK(k::fp8_gemm(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto hc = dc.download();
@@ -154,7 +156,8 @@ void run_case(const GroupedCase& tc) {
                                                                 : "prefill/" + std::to_string(tc.tile_rows) +
                                                                       "/mma" + std::to_string(tc.mma);
   MESSAGE("n=" << tc.n << " k=" << tc.k << " rows=" << rows << " groups=" << G << " path=" << path
-               << " block_warps=" << tc.block_warps << " lines=" << tc.lines << " rel_l2=" << cmp.rel_l2
+               << " block_warps=" << tc.block_warps << " lines=" << tc.lines << " evict_first=" << tc.evict_first
+               << " rel_l2=" << cmp.rel_l2
                << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad << " non-finite=" << cmp.non_finite);
   CHECK(cmp.non_finite == 0);
   CHECK(cmp.bad == 0);
@@ -215,6 +218,17 @@ TEST_CASE("fp8 gemm decode, both kernels (register ring, cp.async ring), 1-token
       run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});  // 576 = 18 x 32 rows
       run_case({594, 2048, 1, {3}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});
     }
+  // Every cp.async instantiation above again with the evict_first hint (decode_evict_first, on in the MoE): the
+  // hinted copies are other instructions (the policy in a uniform register), and at 0844c2c they were what
+  // failed (cudaErrorIllegalInstruction in the plain depth-4 line kernel, the grouped down shape here), in the
+  // one MoE configuration that ran that kernel with the hint; these cases ran it without.
+  for (const auto& [bw, lines] :
+       std::vector<std::pair<int, bool>>{{0, false}, {2, false}, {0, true}, {2, true}}) {
+    run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+    run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+    run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+    run_case({594, 2048, 1, {3}, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+  }
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {
@@ -302,12 +316,13 @@ TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
   CHECK(k::fp8_quantize_groups(nullptr, 64, 1, 64, nullptr, 64, nullptr, 1, nullptr) == cudaErrorInvalidValue);
 }
 
-// Session 4 diagnosis: whole-line weight copies (decode_line_copies) in the cp.async decode kernel's plain
+// Whole-line weight copies (decode_line_copies) with the evict_first hint in the cp.async decode kernel's plain
 // depth-4 form, started early (group_info_ready: weights streamed before the PDL wait) after a PDL
-// predecessor that is still running, optionally beside a second stream running a dense decode GEMM at the
-// same time: the configuration of the MoE down GEMM at T=1 with the shared expert on a second stream, which
-// stopped with cudaErrorIllegalInstruction on the H200 at 0844c2c. Every run must give the bits of the plain
-// form started after its predecessor (itself checked against the CPU in the cases above).
+// predecessor that is still running, optionally beside a second stream running a dense decode GEMM (with or
+// without line copies) at the same time: the MoE down GEMM at T=1 with the shared expert on a second stream,
+// the configuration that stopped with cudaErrorIllegalInstruction on the H200 at 0844c2c (compute-sanitizer
+// put it on that kernel's hinted cp.async; docs/PERFORMANCE.md "MoE session 4, call 3"). Every run must give
+// the bits of the plain form started after its predecessor (itself checked against the CPU above).
 namespace {
 
 __global__ void spin_after_wait_kernel(long long ns) {
