@@ -2,7 +2,8 @@
 // weights, random routing through the real router) for several token counts, beside same-run ceilings:
 // device copy bandwidth and cuBLASLt GEMM rates (bf16; FP8 per-tensor; FP8 128-block-scaled if offered).
 // Prints a table and writes JSON. Usage: glm5rt_bench_moe [--json out.json] [--commit sha] [--tokens 1,8,...]
-// [--rows default,gu-w2,...] (only the MoE rows with these labels; the ceilings always run)
+// [--rows default,gu-w2,...] (only the MoE rows with these labels) [--no-gemm-ceilings] (only the copy ceiling:
+// quick diagnosis runs, e.g. under compute-sanitizer)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -320,12 +321,14 @@ int main(int argc, char** argv) {
   std::string json_path, commit = "unknown", command;
   std::vector<int> token_counts = {1, 8, 64, 512, 4096};
   std::set<std::string> only_rows;  // --rows a,b,...: only the MoE rows with these labels (empty: all)
+  bool gemm_ceilings = true;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) token_counts = parse_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) only_rows = parse_labels(argv[++i]);
+    else if (!std::strcmp(argv[i], "--no-gemm-ceilings")) gemm_ceilings = false;
   }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -355,6 +358,14 @@ int main(int argc, char** argv) {
   std::printf("copy bandwidth: %.0f GB/s (read + write)\n", copy_gbps);
 
   // ---- ceiling 2: cuBLASLt ----
+  std::vector<LtResult> lts;
+  struct Dense {
+    int bm, mma;
+    double tflops;
+  };
+  std::vector<Dense> dense = {{64, 1, 0}, {64, 2, 0}, {128, 1, 0}, {128, 2, 0}};
+  double ours_dense = 0, mma_fp8 = -1, mma_bf16 = -1;
+  if (gemm_ceilings) {
   cublasLtHandle_t lt;
   if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
     std::printf("cublasLtCreate failed\n");
@@ -363,7 +374,6 @@ int main(int argc, char** argv) {
   const size_t lt_ws_bytes = size_t(64) << 20;
   void* lt_ws = nullptr;
   CK(cudaMalloc(&lt_ws, lt_ws_bytes));
-  std::vector<LtResult> lts;
   lts.push_back(lt_gemm(lt, "cublaslt_bf16", CUDA_R_16BF, 0, 8192, 8192, 8192, s, lt_ws, lt_ws_bytes));
   lts.push_back(lt_gemm(lt, "cublaslt_fp8_tensor_scale", CUDA_R_8F_E4M3, 0, 8192, 8192, 8192, s, lt_ws, lt_ws_bytes));
   lts.push_back(lt_gemm(lt, "cublaslt_fp8_block128_scale", CUDA_R_8F_E4M3, 1, 8192, 8192, 8192, s, lt_ws, lt_ws_bytes));
@@ -373,23 +383,19 @@ int main(int argc, char** argv) {
     std::printf("%-40s %5dx%5dx%5d  %8.1f TFLOP/s  %s\n", r.name.c_str(), r.m, r.n, r.k, r.tflops, r.status.c_str());
   // Our prefill kernel, each shape (64/128-row tiles) x tensor-core instruction (1 native FP8 mma,
   // 2 f16 mma after in-register conversion).
-  struct Dense {
-    int bm, mma;
-    double tflops;
-  };
-  std::vector<Dense> dense = {{64, 1, 0}, {64, 2, 0}, {128, 1, 0}, {128, 2, 0}};
   for (auto& d : dense) {
     d.tflops = ours_dense_rate(8192, 8192, 8192, d.bm, d.mma, s);
     std::printf("ours_fp8_prefill bm%-3d %-9s 8192x8192x8192  %8.1f TFLOP/s\n", d.bm, d.mma == 1 ? "fp8-mma" : "f16-mma",
                 d.tflops);
   }
-  double ours_dense = 0;
   for (const auto& d : dense) ours_dense = std::max(ours_dense, d.tflops);
-  const double mma_fp8 = mma_peak<true>(prop.multiProcessorCount, s);
-  const double mma_bf16 = mma_peak<false>(prop.multiProcessorCount, s);
+  mma_fp8 = mma_peak<true>(prop.multiProcessorCount, s);
+  mma_bf16 = mma_peak<false>(prop.multiProcessorCount, s);
   std::printf("mma.sync register-only peak: fp8 m16n8k32 %.1f TFLOP/s, bf16 m16n8k16 %.1f TFLOP/s\n", mma_fp8, mma_bf16);
   CK(cudaFree(lt_ws));
   cublasLtDestroy(lt);
+  }
+  std::fflush(stdout);
 
   // ---- the MoE layer ----
   const int H = 6144, I = 2048, E = 256, K = 8;
@@ -535,23 +541,26 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Session 4: the decode GEMMs' knobs against the library defaults. "gu-w2": the routed gate_up GEMM in
-    // 2-warp blocks (MoeParams::gate_up_block_warps); "lines": whole-line weight copies in both GEMMs
-    // (gate_up_line_copies, down_line_copies; ignored beside a second stream), "gu-lines" / "dn-lines" in one
-    // of them; "-fc": with decode_fusion 1 (no SwiGLU prologue in the down GEMM); "-shstrm": with the shared
-    // expert on a second stream; "s4-base" / "s4-base-shstrm": every session-4 knob at its previous value, whatever the library
-    // default is now (while the defaults are unchanged, a second copy of "default" / "shared-strm" in the
-    // same process: the row-to-row noise).
+    // Session 4: the decode GEMMs' knobs, each row setting them explicitly. "gu-w2": the routed gate_up GEMM in
+    // 2-warp blocks (MoeParams::gate_up_block_warps), no line copies; "lines": whole-line weight copies in both
+    // GEMMs (gate_up_line_copies, down_line_copies; the default since the H200 run at 48a277e), "gu-lines" /
+    // "dn-lines" in one of them only; "-fc": with decode_fusion 1 (no SwiGLU prologue in the down GEMM);
+    // "-shstrm": with the shared expert on a second stream; "s4-base" / "s4-base-shstrm": every session-4 knob
+    // at its previous value (4-warp blocks, no line copies: the defaults before 48a277e).
     if (T <= 16) {
       const struct {
         const char* name;
         int warps, gu_lines, dn_lines, fusion;
         bool strm;
       } s4[] = {{"s4-base", 0, 0, 0, -1, false},      {"s4-base-shstrm", 0, 0, 0, -1, true},
-                {"gu-w2", 2, -1, -1, -1, false},      {"gu-lines", -1, 1, -1, -1, false},
-                {"dn-lines", -1, -1, 1, -1, false},   {"lines", -1, 1, 1, -1, false},
+                {"gu-w2", 2, 0, 0, -1, false},        {"gu-lines", -1, 1, 0, -1, false},
+                {"dn-lines", -1, 0, 1, -1, false},    {"lines", -1, 1, 1, -1, false},
                 {"gu-w2-lines", 2, 1, 1, -1, false},  {"lines-fc", -1, 1, 1, 1, false},
-                {"gu-w2-shstrm", 2, -1, -1, -1, true}};
+                {"gu-w2-shstrm", 2, 0, 0, -1, true},
+                // Line copies beside the second stream (the combination that stopped with an illegal
+                // instruction at 0844c2c; see PERFORMANCE.md "MoE session 4, call 3").
+                {"lines-shstrm", -1, 1, 1, -1, true},  {"gu-lines-shstrm", -1, 1, 0, -1, true},
+                {"dn-lines-shstrm", -1, 0, 1, -1, true}, {"gu-w2-lines-shstrm", 2, 1, 1, -1, true}};
       for (const auto& v : s4) {
         Config c{T, 0, 0, 0, true, v.name};
         if (v.warps >= 0) c.gate_up_block_warps = v.warps;
@@ -749,6 +758,10 @@ int main(int argc, char** argv) {
     r.gemm_gbps = r.weight_bytes / (gemm_ms * 1e-3) / 1e9;
     r.gemm_tflops = r.flops / (gemm_ms * 1e-3) / 1e12;
     results.push_back(r);
+    // One line per row as it finishes (a crash in a later row keeps the earlier figures).
+    std::printf("row %-20s T=%-4d ms graph %.4f b2b %.4f layers8 %.4f strm %.4f\n", r.label.c_str(), T, r.ms_graph,
+                r.ms_graph_b2b, r.ms_graph_layers, r.ms_stream);
+    std::fflush(stdout);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
     CK(cudaFree(ws));

@@ -191,13 +191,14 @@ struct MoeParams {
   // gate_up_block_warps (GLM5RT_MOE_GATE_UP_BLOCK_WARPS=0|1|2|4): warps per block of the routed gate_up
   // GEMM's cp.async decode kernel (Fp8GemmParams::decode_block_warps; 0 = 4, the previous form).
   int gate_up_block_warps = 0;
-  // gate_up_line_copies / down_line_copies (GLM5RT_MOE_GATE_UP_LINES / GLM5RT_MOE_DOWN_LINES = 0|1): the
-  // cp.async decode kernels of the gate_up / down GEMMs copy whole 128-byte lines (Fp8GemmParams::
-  // decode_line_copies; the same bits). Ignored with shared_stream (see moe_forward.cu: that combination
-  // stopped with an illegal-instruction error on the H200, cause not found). Speed not yet measured
-  // (docs/PERFORMANCE.md "MoE session 4"). false: the previous copy geometry.
-  bool gate_up_line_copies = false;
-  bool down_line_copies = false;
+  // gate_up_line_copies / down_line_copies (GLM5RT_MOE_GATE_UP_LINES / GLM5RT_MOE_DOWN_LINES = 0|1): the routed
+  // GEMMs' cp.async decode kernels copy whole 128-byte lines (Fp8GemmParams::decode_line_copies: every weight line
+  // requested once, whole, instead of as two 64-byte halves; the same bits), also beside shared_stream. On by
+  // default since the H200 run at 48a277e (docs/PERFORMANCE.md "MoE session 4, call 3"; 8-layer graph per layer):
+  // T=1 0.1183 -> 0.1042 ms (77% of copy bandwidth), with the shared expert on a second stream 0.1122 -> 0.1034,
+  // T=8 0.5302 -> 0.4979 ms; nearly all of it from the gate_up GEMM (gate_up alone: T=1 0.1060). Flip: false.
+  bool gate_up_line_copies = true;
+  bool down_line_copies = true;
   // Benchmarks only: the per-kernel timeline (kMoeStampSlots x kStampWords u64, %globaltimer min / max of
   // block start, past the PDL wait, end of work; slots below). The caller fills the min words with
   // ~0 and the max words with 0 before a run. Null: off.

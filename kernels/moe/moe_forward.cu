@@ -186,11 +186,13 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const bool side = p.with_shared && p.shared_stream && p.shared_stream != stream && p.shared_events[0] &&
                     p.shared_events[1] && T <= kMoeFrontMaxTokens && decode_path;
   const bool main_shared = p.with_shared && !side;
-  // Whole-line weight copies (MoeParams::gate_up_line_copies / down_line_copies) only without the second
-  // stream: with it, the H200 call of 0844c2c stopped with cudaErrorIllegalInstruction at T=1 (every
-  // one-stream configuration and the GEMM alone gave the default's bits); the cause is not found.
-  const bool gate_up_lines = !side && env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
-  const bool down_lines = !side && env_flag(moe_env().down_lines, p.down_line_copies);
+  // Whole-line weight copies in the routed GEMMs (MoeParams::gate_up_line_copies / down_line_copies), with or
+  // without the second stream. (The shared expert's own GEMMs keep the previous copy geometry: with line copies
+  // they measured no different on the H200.) The illegal instruction that 0844c2c met beside the second
+  // stream was the plain depth-4 line kernel's evict_first-hinted cp.async in that build, not the two-stream
+  // path: see docs/PERFORMANCE.md "MoE session 4, call 3".
+  const bool gate_up_lines = env_flag(moe_env().gate_up_lines, p.gate_up_line_copies);
+  const bool down_lines = env_flag(moe_env().down_lines, p.down_line_copies);
   const int G = E + (main_shared ? 1 : 0);
   const int R = T * K + (main_shared ? T : 0);  // rows of the main stream's grouped GEMMs
 

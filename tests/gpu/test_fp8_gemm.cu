@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 #include <string>
 
 #include "kernels/gemm/fp8_gemm.h"
+#include "kernels/gemm/launch.cuh"
 #include "tests/gpu/fp8_reference.hpp"
 
 using namespace fp8ref;
@@ -42,6 +44,7 @@ struct GroupedCase {
   int decode_kernel = 0;  // Fp8GemmParams::decode_kernel (0 automatic, 1 register ring, 2 cp.async ring)
   int block_warps = 0;    // Fp8GemmParams::decode_block_warps
   bool lines = false;     // Fp8GemmParams::decode_line_copies
+  bool evict_first = false;  // Fp8GemmParams::decode_evict_first (the MoE's default: the hinted copy instructions)
 };
 
 // Runs one (possibly grouped) GEMM against the CPU reference.
@@ -130,6 +133,7 @@ void run_case(const GroupedCase& tc) {
   p.decode_kernel = tc.decode_kernel;
   p.decode_block_warps = tc.block_warps;
   p.decode_line_copies = tc.lines;
+  p.decode_evict_first = tc.evict_first;
   CUDA_OK(k::fp8_gemm(p, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   const auto hc = dc.download();
@@ -152,7 +156,8 @@ void run_case(const GroupedCase& tc) {
                                                                 : "prefill/" + std::to_string(tc.tile_rows) +
                                                                       "/mma" + std::to_string(tc.mma);
   MESSAGE("n=" << tc.n << " k=" << tc.k << " rows=" << rows << " groups=" << G << " path=" << path
-               << " block_warps=" << tc.block_warps << " lines=" << tc.lines << " rel_l2=" << cmp.rel_l2
+               << " block_warps=" << tc.block_warps << " lines=" << tc.lines << " evict_first=" << tc.evict_first
+               << " rel_l2=" << cmp.rel_l2
                << " max|d|/rms=" << cmp.max_abs_over_rms << " bad=" << cmp.bad << " non-finite=" << cmp.non_finite);
   CHECK(cmp.non_finite == 0);
   CHECK(cmp.bad == 0);
@@ -213,6 +218,17 @@ TEST_CASE("fp8 gemm decode, both kernels (register ring, cp.async ring), 1-token
       run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});  // 576 = 18 x 32 rows
       run_case({594, 2048, 1, {3}, false, k::Fp8GemmPath::decode, 64, 0, 0, dk, bw, lines});
     }
+  // Every cp.async instantiation above again with the evict_first hint (decode_evict_first, on in the MoE): the
+  // hinted copies are other instructions (the policy in a uniform register), and at 0844c2c they were what
+  // failed (cudaErrorIllegalInstruction in the plain depth-4 line kernel, the grouped down shape here), in the
+  // one MoE configuration that ran that kernel with the hint; these cases ran it without.
+  for (const auto& [bw, lines] :
+       std::vector<std::pair<int, bool>>{{0, false}, {2, false}, {0, true}, {2, true}}) {
+    run_case({4096, 6144, 2, counts, true, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+    run_case({6144, 2048, 1, counts, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+    run_case({576, 6144, 1, {1}, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+    run_case({594, 2048, 1, {3}, false, k::Fp8GemmPath::decode, 64, 0, 0, 2, bw, lines, true});
+  }
 }
 
 TEST_CASE("fp8 gemm dense, decode path with several token passes, down_proj shape") {
@@ -298,4 +314,165 @@ TEST_CASE("fp8 gemm rejects bad parameters with cudaErrorInvalidValue") {
     CHECK(k::fp8_gemm(p, nullptr) == cudaErrorInvalidValue);
   }
   CHECK(k::fp8_quantize_groups(nullptr, 64, 1, 64, nullptr, 64, nullptr, 1, nullptr) == cudaErrorInvalidValue);
+}
+
+// Whole-line weight copies (decode_line_copies) with the evict_first hint in the cp.async decode kernel's plain
+// depth-4 form, started early (group_info_ready: weights streamed before the PDL wait) after a PDL
+// predecessor that is still running, optionally beside a second stream running a dense decode GEMM (with or
+// without line copies) at the same time: the MoE down GEMM at T=1 with the shared expert on a second stream,
+// the configuration that stopped with cudaErrorIllegalInstruction on the H200 at 0844c2c (compute-sanitizer
+// put it on that kernel's hinted cp.async; docs/PERFORMANCE.md "MoE session 4, call 3"). Every run must give
+// the bits of the plain form started after its predecessor (itself checked against the CPU above).
+namespace {
+
+__global__ void spin_after_wait_kernel(long long ns) {
+  glm5rt::kernels::detail::pdl_wait_and_release();
+  long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+void run_early_lines_chain(bool lines, bool side, int iters, bool side_lines = false) {
+  auto rng = fresh_rng();
+  const int n = 6144, kd = 2048, G = 8;  // the routed down GEMM at T=1: 8 groups of one row, 768 blocks
+  const auto x = random_bf16(static_cast<size_t>(G + 1) * kd, rng);
+  DeviceBuffer<uint8_t> dq(static_cast<size_t>(G + 1) * kd);
+  DeviceBuffer<float> ds(static_cast<size_t>(G + 1) * (kd / 128));
+  std::vector<uint8_t> hq;
+  std::vector<float> hs;
+  quantize_on_gpu(x, G + 1, kd, dq, ds, hq, hs);
+  std::vector<DeviceBuffer<uint8_t>*> dw;
+  std::vector<DeviceBuffer<float>*> dws;
+  std::vector<const uint8_t*> wptr;
+  std::vector<const float*> sptr;
+  for (int g = 0; g <= G; ++g) {  // G routed groups + the side GEMM's weight
+    const auto w = random_weight(n, kd, rng);
+    dw.push_back(new DeviceBuffer<uint8_t>(w.q.size()));
+    dws.push_back(new DeviceBuffer<float>(w.scale.size()));
+    dw.back()->upload(w.q);
+    dws.back()->upload(w.scale);
+    wptr.push_back(dw.back()->ptr);
+    sptr.push_back(dws.back()->ptr);
+  }
+  DeviceBuffer<const uint8_t*> d_wptr(wptr.size());
+  DeviceBuffer<const float*> d_sptr(sptr.size());
+  d_wptr.upload(wptr);
+  d_sptr.upload(sptr);
+  std::vector<int> offsets(G + 1), active(G);
+  for (int g = 0; g <= G; ++g) offsets[g] = g;
+  for (int g = 0; g < G; ++g) active[g] = g;
+  DeviceBuffer<int> d_off(G + 1), d_tiles(G + 1), d_active(G), d_nact(1);
+  d_off.upload(offsets);
+  d_tiles.upload(offsets);
+  d_active.upload(active);
+  d_nact.upload({G});
+  DeviceBuffer<uint16_t> dc(static_cast<size_t>(G) * n), dc_side(n);
+
+  k::Fp8GemmParams p;
+  p.n = n;
+  p.k = kd;
+  p.a = dq.ptr;
+  p.a_scale = ds.ptr;
+  p.lda = kd;
+  p.ld_scale = kd / 128;
+  p.w = d_wptr.ptr;
+  p.w_scale = d_sptr.ptr;
+  p.part_rows = n;
+  p.c = reinterpret_cast<__nv_bfloat16*>(dc.ptr);
+  p.ldc = n;
+  p.num_groups = G;
+  p.max_rows = G;
+  p.group_offsets = d_off.ptr;
+  p.active_groups = d_active.ptr;
+  p.num_active = d_nact.ptr;
+  p.tile_prefix = d_tiles.ptr;
+  p.max_active = G;
+  p.path = k::Fp8GemmPath::decode;
+  p.expected_rows_per_group = 1;
+  // Reference: the plain copy geometry, started after its wait, alone.
+  dc.poison();
+  CUDA_OK(k::fp8_gemm(p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto expect = dc.download();
+
+  // The side stream's GEMM: dense, one row (the last of A), the last weight, early start and PDL, as the
+  // shared expert's down GEMM.
+  k::Fp8GemmParams ps = p;
+  ps.a = dq.ptr + static_cast<size_t>(G) * kd;
+  ps.a_scale = ds.ptr + static_cast<size_t>(G) * (kd / 128);
+  ps.w = d_wptr.ptr + G;
+  ps.w_scale = d_sptr.ptr + G;
+  ps.c = reinterpret_cast<__nv_bfloat16*>(dc_side.ptr);
+  ps.num_groups = 1;
+  ps.max_rows = 1;
+  ps.group_offsets = nullptr;
+  ps.active_groups = nullptr;
+  ps.num_active = nullptr;
+  ps.tile_prefix = nullptr;
+  ps.max_active = 0;
+  ps.group_info_ready = true;
+  ps.pdl = true;
+  ps.decode_line_copies = side_lines;
+
+  k::Fp8GemmParams pe = p;
+  pe.decode_line_copies = lines;
+  pe.group_info_ready = true;
+  pe.pdl = true;
+  pe.decode_evict_first = true;
+  cudaStream_t st, side_st;
+  cudaEvent_t ev[2];
+  CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&side_st, cudaStreamNonBlocking));
+  for (auto& e : ev) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const dim3 spin_grid(132 * 2), spin_block(128);
+  size_t differ = 0;
+  for (int it = 0; it < iters; ++it) {
+    dc.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    if (side) {
+      CUDA_OK(cudaEventRecord(ev[0], st));
+      CUDA_OK(cudaStreamWaitEvent(side_st, ev[0], 0));
+      CUDA_OK(glm5rt::kernels::detail::launch(spin_after_wait_kernel, spin_grid, spin_block, 0, side_st, false,
+                                              5000ll));
+      CUDA_OK(k::fp8_gemm(ps, side_st));
+      CUDA_OK(cudaEventRecord(ev[1], side_st));
+    }
+    CUDA_OK(glm5rt::kernels::detail::launch(spin_after_wait_kernel, spin_grid, spin_block, 0, st, true,
+                                            static_cast<long long>(2000 + 1000 * (it % 8))));
+    CUDA_OK(k::fp8_gemm(pe, st));
+    if (side) CUDA_OK(cudaStreamWaitEvent(st, ev[1], 0));
+    CUDA_OK(cudaStreamSynchronize(st));
+    const auto got = dc.download();
+    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
+  }
+  MESSAGE("line copies " << lines << ", early start after a PDL predecessor, second stream " << side
+                         << " (its GEMM with line copies " << side_lines << "): "
+                         << iters << " runs, differing outputs " << differ);
+  CHECK(differ == 0);
+  for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
+  CUDA_OK(cudaStreamDestroy(st));
+  CUDA_OK(cudaStreamDestroy(side_st));
+  for (auto* b : dw) delete b;
+  for (auto* b : dws) delete b;
+}
+
+}  // namespace
+
+// GLM5RT_TEST_CHAIN_ITERS: runs per form (default 8; fewer under compute-sanitizer).
+int chain_iters() {
+  const char* v = std::getenv("GLM5RT_TEST_CHAIN_ITERS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 8;
+}
+
+TEST_CASE("fp8 gemm early-start chain: line copies after a PDL predecessor, one stream") {
+  run_early_lines_chain(false, false, chain_iters());
+  run_early_lines_chain(true, false, chain_iters());
+}
+
+TEST_CASE("fp8 gemm early-start chain: line copies after a PDL predecessor, beside a second stream") {
+  run_early_lines_chain(false, true, chain_iters());
+  run_early_lines_chain(true, true, chain_iters());
+  run_early_lines_chain(true, true, chain_iters(), true);  // and the second stream's dense GEMM with them too
 }

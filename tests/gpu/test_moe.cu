@@ -555,14 +555,13 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
      // (gate_up_line_copies), v2 in the down GEMM (down_line_copies; at T <= 2 its fused SwiGLU form), v4
      // whole-line copies in both with decode_fusion 1 (the combine-only fused down kernel), v3 all of v0-v2.
      // A work split and copy geometry only: the same bits, eagerly over a poisoned workspace; v3 also with
-     // the shared expert on a second stream, eagerly and from a graph replayed twice (check_shared_stream;
-     // moe_forward ignores the line copies there: with them that form stopped with an illegal-instruction
-     // error on the H200 at T=1, cause not found).
+     // the shared expert on a second stream, eagerly and from a graph replayed twice (check_shared_stream).
+     // The line copies are on by default since 48a277e: v1 / v2 then turn off the other GEMM's, v0 both.
     auto knobs = [&](int v) {
       k::MoeParams ps = p0;
       if (v == 0 || v == 3) ps.gate_up_block_warps = 2;
-      if (v == 1 || v == 3 || v == 4) ps.gate_up_line_copies = true;
-      if (v == 2 || v == 3 || v == 4) ps.down_line_copies = true;
+      ps.gate_up_line_copies = v == 1 || v == 3 || v == 4;
+      ps.down_line_copies = v == 2 || v == 3 || v == 4;
       if (v == 4) ps.decode_fusion = 1;
       return ps;
     };
@@ -582,8 +581,18 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
       CHECK(dids.download() == gid);
       CHECK(dwts.download() == gw);
     }
-    check_shared_stream(knobs(3), ws, ws_bytes, dout, out_bits,
-                        T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
+    const bool forks_here = T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8));
+    check_shared_stream(knobs(3), ws, ws_bytes, dout, out_bits, forks_here);
+    // And without any line copy (the previous copy geometry) beside the second stream; knobs(3) above has them
+    // in both routed GEMMs (at 0844c2c that T=1 form stopped with cudaErrorIllegalInstruction: the evict_first
+    // copies of its plain depth-4 line kernel, see docs/PERFORMANCE.md "MoE session 4, call 3").
+    {
+      k::MoeParams pl = p0;
+      pl.gate_up_line_copies = false;
+      pl.down_line_copies = false;
+      MESSAGE("no line copies beside the second stream at T=" << T);
+      check_shared_stream(pl, ws, ws_bytes, dout, out_bits, forks_here);
+    }
   }
   // Round 7: the permutation's two forms (MoeParams::permute_single_pass) in whichever kernel runs it.
   {
