@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The merged tree's whole device check in one call, from binaries built on the development machine
 # (scripts/pack_prebuilt.sh; no build on the device): every GPU test (scripts/gpu_check.sh, with the sm_120
-# ptxas / SASS report in the background), then the benchmarks of what changed in session 4: the mma.sync
-# ceilings of SM120-rule kernels on this card; the MoE layer at every issue size (whole-line weight copies
+# ptxas / SASS report in the background), then the benchmarks of what changed in session 4: the MoE layer at every issue size (whole-line weight copies
 # now the default; s4-base = the previous defaults) with the cuBLASLt ceilings; sparse MLA at T = 1, 8, 128 x
 # H = 8..128 and prefill 4096 x 64 (bf16 split partials now the automatic merge); the forward at GLM-5
 # dimensions (4 and 2 layers: one layer by difference; default, and the ungrouped split-K path that now reads
@@ -12,7 +11,7 @@
 #   bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt     (here; build-gpu90 = the default
 #                                      preset with -DCMAKE_CUDA_ARCHITECTURES=90, targets glm5rt_gpu_tests,
 #                                      glm5rt-bench, glm5rt_bench_moe, bench_indexer, glm5rt_bench_sparse_mla,
-#                                      glm5rt_bench_proj, glm5rt_bench_mma_peak)
+#                                      glm5rt_bench_proj)
 #   COMMIT=<hash> bash scripts/gpu_release_check.sh                      (device, carry .carry/final)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +26,6 @@ export LD_LIBRARY_PATH=$PWD/$P/lib
 J=$OUT/json; mkdir -p "$J"   # the JSON files come back as one archive (the tool returns at most 8 files)
 B=$P/bin
 {
-  stamp "mma.sync ceilings (registers only)"
-  timeout 30 "$B/glm5rt_bench_mma_peak" --commit "$COMMIT" --json "$J/mma-peak-h200.json" 2>&1 | tail -6
   stamp "moe: T = 1 .. 4096, defaults (line copies) and the previous defaults, with the GEMM ceilings"
   timeout 120 "$B/glm5rt_bench_moe" --tokens 1,8,64,512,4096 --commit "$COMMIT" --json "$J/moe-h200.json" \
     --rows default,shared-strm,s4-base,s4-base-shstrm 2>&1 | tail -40

@@ -13,8 +13,7 @@ build=$1 out=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
 for b in tests/glm5rt_gpu_tests bench/forward/glm5rt-bench bench/moe/glm5rt_bench_moe bench/sampling/bench_sampling \
-         bench/sparse_mla/glm5rt_bench_sparse_mla bench/indexer/bench_indexer bench/gemm/glm5rt_bench_proj \
-         bench/ceilings/glm5rt_bench_mma_peak; do
+         bench/sparse_mla/glm5rt_bench_sparse_mla bench/indexer/bench_indexer bench/gemm/glm5rt_bench_proj; do
   [ -x "$build/$b" ] && cp "$build/$b" "$out/bin/"
 done
 [ -x "$out/bin/glm5rt_gpu_tests" ] || { echo "no $build/tests/glm5rt_gpu_tests" >&2; exit 1; }
