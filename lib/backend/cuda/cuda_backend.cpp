@@ -969,6 +969,27 @@ glm5k::RowGemmParams per_head_gemm(const void* a, int64_t k, const void* w, int6
   p.c_batch_stride = n;
   return p;
 }
+
+// The same per-head products through absorbed_heads (set_attention_fusion): head h of row r reads k values
+// a_head_stride apart from head h - 1 and writes n bf16 values c_head_stride apart. The caller sets the
+// input (a, or a_f32) and the optional tail.
+glm5k::AbsorbedHeadsParams absorbed_heads_params(int64_t a_head_stride, const __nv_bfloat16* w, int64_t n, int64_t k,
+                                                 int64_t rows, int64_t heads, __nv_bfloat16* c, int64_t c_head_stride,
+                                                 bool pdl) {
+  glm5k::AbsorbedHeadsParams p;
+  p.lda = heads * a_head_stride;
+  p.a_head_stride = a_head_stride;
+  p.w = w;
+  p.rows = static_cast<int32_t>(rows);
+  p.heads = static_cast<int32_t>(heads);
+  p.n = static_cast<int32_t>(n);
+  p.k = static_cast<int32_t>(k);
+  p.c = c;
+  p.ldc = heads * c_head_stride;
+  p.c_head_stride = c_head_stride;
+  p.pdl = pdl;
+  return p;
+}
 }  // namespace
 
 // The dense SwiGLU MLP through fp8_gemm: one quantisation of x, one gate|up GEMM (the two weights as the
@@ -1166,25 +1187,14 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
   if (fuse_query) {
     // q_pack[r][h] = [bf16(W_UK_h^T bf16(q_nope[r][h])) | bf16(RoPE(q_rot[r][h]))] in one launch, read
     // from q_b's float32 output [R, H, nope + rope] (mla_prep skipped its query part).
-    glm5k::AbsorbedHeadsParams ap;
+    glm5k::AbsorbedHeadsParams ap = absorbed_heads_params(qkd, w.w_uk_t, kvr, nope, R, H, k.q_pack, qw, pdl_);
     ap.a_f32 = k.q;
-    ap.lda = H * qkd;
-    ap.a_head_stride = qkd;
-    ap.w = w.w_uk_t;
-    ap.rows = static_cast<int32_t>(R);
-    ap.heads = static_cast<int32_t>(H);
-    ap.n = static_cast<int32_t>(kvr);
-    ap.k = static_cast<int32_t>(nope);
-    ap.c = k.q_pack;
-    ap.ldc = H * qw;
-    ap.c_head_stride = qw;
     ap.tail = k.q + nope;
     ap.tail_ld = H * qkd;
     ap.tail_head_stride = qkd;
     ap.tail_cos = k.cos;
     ap.tail_sin = k.sin;
     ap.tail_n = static_cast<int32_t>(c.qk_rope_head_dim);
-    ap.pdl = pdl_;
     check(glm5k::launch_absorbed_heads(ap, stream_), "absorbed query (fused with the MLA query packing)");
     ++attn_fused_runs_;
   } else {
@@ -1233,19 +1243,8 @@ void CudaBackend::enqueue_attention(int64_t li, bool run_indexer, const glm5k::R
     check(glm5k::launch_sparse_mla(sm, stream_), "sparse mla");
   }
   if (fuse && glm5k::absorbed_heads_supported(static_cast<int32_t>(kvr))) {
-    glm5k::AbsorbedHeadsParams ap;
+    glm5k::AbsorbedHeadsParams ap = absorbed_heads_params(kvr, w.w_uv, vh, kvr, R, H, k.ob, vh, pdl_);
     ap.a = k.o_lat;
-    ap.lda = H * kvr;
-    ap.a_head_stride = kvr;
-    ap.w = w.w_uv;
-    ap.rows = static_cast<int32_t>(R);
-    ap.heads = static_cast<int32_t>(H);
-    ap.n = static_cast<int32_t>(vh);
-    ap.k = static_cast<int32_t>(kvr);
-    ap.c = k.ob;
-    ap.ldc = H * vh;
-    ap.c_head_stride = vh;
-    ap.pdl = pdl_;
     check(glm5k::launch_absorbed_heads(ap, stream_), "value up-projection (absorbed_heads)");
     ++attn_fused_runs_;
   } else {
