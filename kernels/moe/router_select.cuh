@@ -25,6 +25,30 @@ __device__ __forceinline__ void router_warp_argmax(float& v, int& e) {
 
 constexpr int kRouterPerLane = kRouterMaxExperts / 32;
 
+// The groups a token keeps (bit g of the result): lane g < n_group scores group g as the sum of its two
+// largest c (c_sh: the warp's c of every expert, gs experts a group), then topk_group warp argmax rounds
+// over the scores not yet kept (lower group wins ties; NaN never wins). The whole warp calls it.
+__device__ __forceinline__ uint32_t router_keep_groups(const RouterParams& p, const float* c_sh, int gs, int lane) {
+  float gscore = -INFINITY;
+  if (lane < p.n_group) {
+    float top1 = -INFINITY, top2 = -INFINITY;
+    for (int e = lane * gs; e < (lane + 1) * gs; ++e) {
+      const float v = c_sh[e];
+      if (v > top1) { top2 = top1; top1 = v; } else if (v > top2) { top2 = v; }
+    }
+    gscore = __fadd_rn(top1, top2);
+  }
+  uint32_t keep = 0;
+  for (int r = 0; r < p.topk_group; ++r) {
+    float v = (lane < p.n_group && !((keep >> lane) & 1u)) ? gscore : -INFINITY;
+    int e = (lane < p.n_group && !((keep >> lane) & 1u)) ? lane : INT_MAX;
+    if (v != v) v = -INFINITY;
+    router_warp_argmax(v, e);
+    if (e < 32) keep |= 1u << e;
+  }
+  return keep;
+}
+
 // Token t's experts from p.logits into p.topk_ids / p.topk_weights. The whole warp calls it; c_sh is the
 // warp's own [kRouterMaxExperts] floats of shared memory.
 // kCompact: the top-k rounds (and the group rounds) as loops instead of fully unrolled: the same
@@ -55,23 +79,7 @@ __device__ __forceinline__ void router_select_token(const RouterParams& p, int t
   const int gs = p.num_experts / p.n_group;
   uint32_t keep = 0xffffffffu;
   if (p.n_group > 1) {
-    float gscore = -INFINITY;
-    if (lane < p.n_group) {
-      float top1 = -INFINITY, top2 = -INFINITY;
-      for (int e = lane * gs; e < (lane + 1) * gs; ++e) {
-        const float v = c_sh[e];
-        if (v > top1) { top2 = top1; top1 = v; } else if (v > top2) { top2 = v; }
-      }
-      gscore = __fadd_rn(top1, top2);
-    }
-    keep = 0;
-    for (int r = 0; r < p.topk_group; ++r) {
-      float v = (lane < p.n_group && !((keep >> lane) & 1u)) ? gscore : -INFINITY;
-      int e = (lane < p.n_group && !((keep >> lane) & 1u)) ? lane : INT_MAX;
-      if (v != v) v = -INFINITY;
-      router_warp_argmax(v, e);
-      if (e < 32) keep |= 1u << e;
-    }
+    keep = router_keep_groups(p, c_sh, gs, lane);
   }
   __syncwarp();  // c_sh may be reused by the warp's next token
   // Candidates: c in kept groups, 0.0 elsewhere (transformers' masked_fill); NaN never wins.
@@ -186,23 +194,7 @@ __device__ __forceinline__ void router_select_token_fast(const RouterParams& p, 
     for (int j = 0; j < kRouterPerLane; ++j)
       if (lane + 32 * j < p.num_experts) c_sh[lane + 32 * j] = c[j];
     __syncwarp();
-    float gscore = -INFINITY;
-    if (lane < p.n_group) {
-      float top1 = -INFINITY, top2 = -INFINITY;
-      for (int e = lane * gs; e < (lane + 1) * gs; ++e) {
-        const float v = c_sh[e];
-        if (v > top1) { top2 = top1; top1 = v; } else if (v > top2) { top2 = v; }
-      }
-      gscore = __fadd_rn(top1, top2);
-    }
-    keep = 0;
-    for (int r = 0; r < p.topk_group; ++r) {
-      float v = (lane < p.n_group && !((keep >> lane) & 1u)) ? gscore : -INFINITY;
-      int e = (lane < p.n_group && !((keep >> lane) & 1u)) ? lane : INT_MAX;
-      if (v != v) v = -INFINITY;
-      router_warp_argmax(v, e);
-      if (e < 32) keep |= 1u << e;
-    }
+    keep = router_keep_groups(p, c_sh, gs, lane);
     __syncwarp();  // c_sh may be reused by the warp's next token
   }
   float cand[kRouterPerLane];
