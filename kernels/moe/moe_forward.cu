@@ -38,6 +38,25 @@ const MoeEnv& moe_env() {
 int env_or(int env, int param) { return env >= 0 ? env : param; }
 bool env_flag(int env, bool param) { return env >= 0 ? env != 0 : param; }
 
+// The operands of an expert GEMM (gate_up: 2 parts of I rows over k = H; down: 1 part of H rows over
+// k = I): e4m3 activations [rows, k] with their per-128 scales, the weights' device arrays of pointers,
+// and the bf16 output [rows, num_parts * part_rows]. Everything else in g is left as it is.
+void set_expert_operands(Fp8GemmParams& g, int k, const uint8_t* a, const float* a_scale, int num_parts,
+                         int part_rows, const uint8_t* const* w, const float* const* w_scale, __nv_bfloat16* c) {
+  g.n = num_parts * part_rows;
+  g.k = k;
+  g.a = a;
+  g.a_scale = a_scale;
+  g.lda = k;
+  g.ld_scale = k / kFp8Block;
+  g.w = w;
+  g.w_scale = w_scale;
+  g.num_parts = num_parts;
+  g.part_rows = part_rows;
+  g.c = c;
+  g.ldc = num_parts * part_rows;
+}
+
 constexpr size_t kAlign = 256;
 // K blocks (128 bytes per weight row each) of the down GEMM's weights asked of L2 before its PDL wait,
 // beyond its cp.async ring: at T=1 864 blocks x 64 rows x 4 x 128 B = 28 MB, half of the H200's L2.
@@ -99,18 +118,9 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
     return e;
   __nv_bfloat16* gate_up = reinterpret_cast<__nv_bfloat16*>(ws + l.gate_up) + row0 * 2 * I;
   Fp8GemmParams g;
-  g.n = 2 * I;
-  g.k = H;
-  g.a = xq;
-  g.a_scale = xs;
-  g.lda = H;
-  g.ld_scale = H / kFp8Block;
-  g.w = p.gate_up_w + 2 * static_cast<size_t>(E);  // device array of pointers: entries 2E, 2E + 1
-  g.w_scale = p.gate_up_s + 2 * static_cast<size_t>(E);
-  g.num_parts = 2;
-  g.part_rows = I;
-  g.c = gate_up;
-  g.ldc = 2 * I;
+  // Device arrays of pointers: the shared expert's entries are 2E, 2E + 1.
+  set_expert_operands(g, H, xq, xs, 2, I, p.gate_up_w + 2 * static_cast<size_t>(E),
+                      p.gate_up_s + 2 * static_cast<size_t>(E), gate_up);
   g.num_groups = 1;
   g.max_rows = T;
   g.expected_rows_per_group = expected;
@@ -132,18 +142,8 @@ cudaError_t launch_shared_expert(const MoeParams& p, const Layout& l, char* ws, 
       e != cudaSuccess)
     return e;
   Fp8GemmParams g2 = g;
-  g2.n = H;
-  g2.k = I;
-  g2.a = hq;
-  g2.a_scale = hs;
-  g2.lda = I;
-  g2.ld_scale = I / kFp8Block;
-  g2.w = p.down_w + E;
-  g2.w_scale = p.down_s + E;
-  g2.num_parts = 1;
-  g2.part_rows = H;
-  g2.c = reinterpret_cast<__nv_bfloat16*>(ws + l.y) + row0 * H;
-  g2.ldc = H;
+  set_expert_operands(g2, I, hq, hs, 1, H, p.down_w + E, p.down_s + E,
+                      reinterpret_cast<__nv_bfloat16*>(ws + l.y) + row0 * H);
   g2.group_info_ready = true;  // dense form: no group metadata; the weights were ready before the fork
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.debug_stamps = stamp_slot(p, kMoeStampSharedDown);
@@ -300,19 +300,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   const int max_active = G < R ? G : R;
 
   Fp8GemmParams g1;
-  g1.n = 2 * I;
-  g1.k = H;
-  g1.a = xq;
-  g1.a_scale = xs;
-  g1.lda = H;
-  g1.ld_scale = H / kFp8Block;
+  set_expert_operands(g1, H, xq, xs, 2, I, p.gate_up_w, p.gate_up_s, static_cast<__nv_bfloat16*>(at(l.gate_up)));
   g1.a_row_map = pp.row_token;
-  g1.w = p.gate_up_w;
-  g1.w_scale = p.gate_up_s;
-  g1.num_parts = 2;
-  g1.part_rows = I;
-  g1.c = static_cast<__nv_bfloat16*>(at(l.gate_up));
-  g1.ldc = 2 * I;
   g1.num_groups = G;
   g1.max_rows = R;
   g1.group_offsets = pp.group_offsets;
@@ -348,19 +337,8 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   if (cudaError_t e = mark(4); e != cudaSuccess) return e;
 
   Fp8GemmParams g2 = g1;
-  g2.n = H;
-  g2.k = I;
-  g2.a = hq;
-  g2.a_scale = hs;
-  g2.lda = I;
-  g2.ld_scale = I / kFp8Block;
+  set_expert_operands(g2, I, hq, hs, 1, H, p.down_w, p.down_s, static_cast<__nv_bfloat16*>(at(l.y)));
   g2.a_row_map = nullptr;
-  g2.w = p.down_w;
-  g2.w_scale = p.down_s;
-  g2.num_parts = 1;
-  g2.part_rows = H;
-  g2.c = static_cast<__nv_bfloat16*>(at(l.y));
-  g2.ldc = H;
   // The permutation ran two launches earlier (gate_up and SwiGLU since, and the gate_up GEMM waited for
   // it before SwiGLU could launch): the down GEMM may start streaming its weights before its wait, while
   // SwiGLU runs, and with early_down (SwiGLU releases it at once) already during the gate_up GEMM's tail.
