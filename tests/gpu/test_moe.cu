@@ -184,6 +184,33 @@ size_t captured_kernels(const k::MoeParams& p, DeviceBuffer<uint8_t>& ws, size_t
   return n;
 }
 
+// Outputs of dout whose bits differ from `expect`.
+size_t count_differ(const DeviceBuffer<uint16_t>& dout, const std::vector<uint16_t>& expect) {
+  const auto got = dout.download();
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
+  return differ;
+}
+
+// `graph` replayed `reps` times, dout poisoned before each replay and the workspace before the first only
+// (later replays reuse what the earlier ones left): the outputs differing from `expect`, summed.
+size_t replay_differ(cudaGraph_t graph, int reps, DeviceBuffer<uint8_t>& ws, DeviceBuffer<uint16_t>& dout,
+                     const std::vector<uint16_t>& expect, cudaStream_t st) {
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  size_t differ = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    dout.poison();
+    if (rep == 0) ws.poison();
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGraphLaunch(exec, st));
+    CUDA_OK(cudaStreamSynchronize(st));
+    differ += count_differ(dout, expect);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  return differ;
+}
+
 // The shared expert on a second stream (MoeParams::shared_stream): the same bits as the one-stream run
 // (`expect`), eagerly and replayed from a captured graph; the captured graph has the shared expert's
 // 4 extra kernels (quantise, gate_up, SwiGLU, down) exactly when the fork applies (`forks`), so the test
@@ -199,12 +226,6 @@ void check_shared_stream(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   ps.shared_stream = side;
   ps.shared_events[0] = ev[0];
   ps.shared_events[1] = ev[1];
-  auto differ_from_expect = [&] {
-    const auto got = dout.download();
-    size_t differ = 0;
-    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
-    return differ;
-  };
   // Eager: poison the workspace too, so that no shared-expert row of an earlier run can stand in.
   dout.poison();
   ws.poison();
@@ -212,7 +233,7 @@ void check_shared_stream(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   CUDA_OK(k::moe_forward(ps, ws.ptr, ws_bytes, st));
   CUDA_OK(cudaStreamSynchronize(st));
   CUDA_OK(cudaDeviceSynchronize());
-  const size_t eager_differ = differ_from_expect();
+  const size_t eager_differ = count_differ(dout, expect);
   // Graph replay, twice (the second replay reuses the workspace the first one left). The one-stream
   // count is taken with the separate combine (the side-stream form always has it).
   cudaGraph_t g_one = nullptr, g_two = nullptr;
@@ -220,24 +241,13 @@ void check_shared_stream(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   p_one.decode_fusion = 0;
   const size_t n_one = captured_kernels(p_one, ws, ws_bytes, st, g_one);
   const size_t n_two = captured_kernels(ps, ws, ws_bytes, st, g_two);
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, g_two, 0));
-  size_t graph_differ = 0;
-  for (int rep = 0; rep < 2; ++rep) {
-    dout.poison();
-    if (rep == 0) ws.poison();
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaGraphLaunch(exec, st));
-    CUDA_OK(cudaStreamSynchronize(st));
-    graph_differ += differ_from_expect();
-  }
+  const size_t graph_differ = replay_differ(g_two, 2, ws, dout, expect, st);
   MESSAGE("shared expert on a second stream: forks=" << forks << " graph nodes " << n_one << " -> " << n_two
                                                       << ", differing outputs eager=" << eager_differ
                                                       << " graph=" << graph_differ);
   CHECK(eager_differ == 0);
   CHECK(graph_differ == 0);
   CHECK(n_two == n_one + (forks ? 4 : 0));
-  CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(g_one));
   CUDA_OK(cudaGraphDestroy(g_two));
   for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
@@ -266,12 +276,6 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
   const auto expect = dout.download();
   size_t nan_old = 0;
   for (uint16_t v : expect) nan_old += (v & 0x7f80) == 0x7f80;
-  auto differ_from_expect = [&] {
-    const auto got = dout.download();
-    size_t differ = 0;
-    for (size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
-    return differ;
-  };
   size_t eager_differ = 0;
   for (int rep = 0; rep < 2; ++rep) {  // twice: the second run finds the counters the first one left
     dout.poison();
@@ -279,22 +283,12 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(k::moe_forward(p_new, ws.ptr, ws_bytes, st));
     CUDA_OK(cudaStreamSynchronize(st));
-    eager_differ += differ_from_expect();
+    eager_differ += count_differ(dout, expect);
   }
   cudaGraph_t g_old = nullptr, g_new = nullptr;
   const size_t n_old = captured_kernels(p_old, ws, ws_bytes, st, g_old);
   const size_t n_new = captured_kernels(p_new, ws, ws_bytes, st, g_new);
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, g_new, 0));
-  size_t graph_differ = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    dout.poison();
-    if (rep == 0) ws.poison();
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaGraphLaunch(exec, st));
-    CUDA_OK(cudaStreamSynchronize(st));
-    graph_differ += differ_from_expect();
-  }
+  const size_t graph_differ = replay_differ(g_new, 3, ws, dout, expect, st);
   MESSAGE("decode fusion level " << level << ": T=" << p0.tokens << " kernels fused away " << fused_kernels
                                   << ", graph nodes " << n_old << " -> "
                                                              << n_new << ", differing outputs eager=" << eager_differ
@@ -328,7 +322,6 @@ void check_decode_fusion(const k::MoeParams& p0, DeviceBuffer<uint8_t>& ws, size
     }
     CHECK(nonzero == 0);
   }
-  CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(g_old));
   CUDA_OK(cudaGraphDestroy(g_new));
   CUDA_OK(cudaStreamDestroy(st));
