@@ -63,6 +63,46 @@ __device__ __forceinline__ DecodePart decode_part_of(const Fp8GemmParams& p, int
   return {part, first, end - first};
 }
 
+// A warp's 16 weight rows from warp_row (inside part dp of group g; n_in_part: the block's first row in the
+// part) and this lane's share of them in the m16n8k32 fragments: rows gq and gq + 8 of the warp (ok_lo /
+// ok_hi: inside the part), bytes 16 c of each 64-byte half of a K block. Shared by the register
+// (fp8_gemm_decode_kernel) and cp.async (fp8_gemm_decode_async_kernel) forms, called once the warp is known
+// to have rows. The kernels form the activation base p.a + 16 c themselves: computed here, it cost the
+// sm_90 PTX its 32-bit (K offset | 16 c) fold.
+struct DecodeWarpRows {
+  const uint8_t* __restrict__ W;  // the part's weights
+  int kblocks;
+  int ldw;                        // weight row stride: a K slice of a wider weight has that weight's
+  const float* ws_row;            // scale_inv row of the warp's 128 rows
+  int gq, c;
+  bool ok_lo, ok_hi;
+  // One 64-bit base and two 32-bit offsets (rows past the end read row warp_row, never stored): fewer
+  // registers, so that more warps fit on an SM.
+  const uint8_t* w_base;
+  int off_lo, off_hi;
+  int n_lo;  // output column of c0/c1 (c2/c3: n_lo + 8)
+};
+template <bool GENERAL>
+__device__ __forceinline__ DecodeWarpRows decode_warp_rows(const Fp8GemmParams& p, int g, const DecodePart& dp,
+                                                           int n_in_part, int warp_row, int lane) {
+  DecodeWarpRows r;
+  r.W = p.w[g * p.num_parts + dp.part];
+  const float* __restrict__ WS = p.w_scale[g * p.num_parts + dp.part];
+  r.kblocks = p.k / kFp8Block;
+  r.ldw = GENERAL && p.ldw ? p.ldw : p.k;
+  r.ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * (GENERAL && p.ld_wscale ? p.ld_wscale : r.kblocks);
+  r.gq = lane / 4;
+  r.c = lane % 4;
+  const int r_lo = warp_row + r.gq, r_hi = r_lo + 8;
+  r.ok_lo = r_lo < dp.rows;
+  r.ok_hi = r_hi < dp.rows;
+  r.w_base = r.W + static_cast<size_t>(warp_row) * r.ldw + r.c * 16;
+  r.off_lo = r.ok_lo ? r.gq * r.ldw : 0;
+  r.off_hi = r.ok_hi ? (r.gq + 8) * r.ldw : 0;
+  r.n_lo = dp.first + r_lo;
+  return r;
+}
+
 // NT: token tiles of 8 per pass (rows of A held at once); DEPTH: K blocks of weights in flight per lane.
 template <int NT, int DEPTH, bool GENERAL = false>
 __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>())
@@ -80,37 +120,23 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>()
   if (rows <= 0) return;
   const int n_block = blockIdx.x * kDecodeRows;
   const DecodePart dp = decode_part_of<GENERAL>(p, n_block);
-  const int part = dp.part;
   const int n_in_part = n_block - dp.first;
   const int part_valid_rows = dp.rows;
   const int warp_row = n_in_part + warp * 16;  // first weight row (within the part) of this warp
   if (warp_row >= part_valid_rows) return;     // no block-level synchronisation below: safe to leave
-  const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
-  const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
-  const int kblocks = p.k / kFp8Block;
-  const int ldw = GENERAL && p.ldw ? p.ldw : p.k;  // a K slice of a wider weight: its row stride
-  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * (GENERAL && p.ld_wscale ? p.ld_wscale : kblocks);
-
-  const int gq = lane / 4, c = lane % 4;
-  const int r_lo = warp_row + gq, r_hi = r_lo + 8;
-  const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
-  // One 64-bit base and two 32-bit offsets (rows past the end read row warp_row, never stored): fewer
-  // registers, so that more warps fit on an SM.
-  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * ldw + c * 16;
-  const int off_lo = ok_lo ? gq * ldw : 0, off_hi = ok_hi ? (gq + 8) * ldw : 0;
-  const int n_lo = dp.first + r_lo;  // output column of c0/c1 (c2/c3: n_lo + 8)
-  const uint8_t* a_base = p.a + c * 16;
+  const DecodeWarpRows wr = decode_warp_rows<GENERAL>(p, g, dp, n_in_part, warp_row, lane);
+  const uint8_t* a_base = p.a + wr.c * 16;
 
   for (int tok0 = 0; tok0 < rows; tok0 += NT * 8) {
     // Per token tile: source row of this lane's B token (g) and of the two scale tokens (2c, 2c+1).
     int b_src[NT], s_src[NT][2];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      const int tb = tok0 + t * 8 + gq;
+      const int tb = tok0 + t * 8 + wr.gq;
       b_src[t] = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int ts = tok0 + t * 8 + 2 * c + e;
+        const int ts = tok0 + t * 8 + 2 * wr.c + e;
         s_src[t][e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
       }
     }
@@ -124,14 +150,14 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>()
     // Register ring of DEPTH K blocks: buf[s][0..1] = row lo bytes, buf[s][2..3] = row hi bytes.
     uint4 buf[DEPTH][4];
     auto load = [&](uint4(&dst)[4], int kb) {
-      const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
-      dst[0] = ldg_stream(w + off_lo);
-      dst[1] = ldg_stream(w + off_lo + 64);
-      dst[2] = ldg_stream(w + off_hi);
-      dst[3] = ldg_stream(w + off_hi + 64);
+      const uint8_t* w = wr.w_base + static_cast<size_t>(kb) * kFp8Block;
+      dst[0] = ldg_stream(w + wr.off_lo);
+      dst[1] = ldg_stream(w + wr.off_lo + 64);
+      dst[2] = ldg_stream(w + wr.off_hi);
+      dst[3] = ldg_stream(w + wr.off_hi + 64);
     };
     auto compute = [&](const uint4(&wv)[4], int kb) {
-      const float ws = __ldg(ws_row + kb);
+      const float ws = __ldg(wr.ws_row + kb);
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
@@ -161,13 +187,13 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>()
 
 #pragma unroll
     for (int s = 0; s < DEPTH - 1; ++s)
-      if (s < kblocks) load(buf[s], s);
-    for (int kb0 = 0; kb0 < kblocks; kb0 += DEPTH) {
+      if (s < wr.kblocks) load(buf[s], s);
+    for (int kb0 = 0; kb0 < wr.kblocks; kb0 += DEPTH) {
 #pragma unroll
       for (int s = 0; s < DEPTH; ++s) {
         const int kb = kb0 + s;
-        if (kb + DEPTH - 1 < kblocks) load(buf[(s + DEPTH - 1) % DEPTH], kb + DEPTH - 1);
-        if (kb < kblocks) compute(buf[s], kb);
+        if (kb + DEPTH - 1 < wr.kblocks) load(buf[(s + DEPTH - 1) % DEPTH], kb + DEPTH - 1);
+        if (kb < wr.kblocks) compute(buf[s], kb);
       }
     }
 
@@ -175,11 +201,11 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>()
     for (int t = 0; t < NT; ++t)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int ts = tok0 + t * 8 + 2 * c + e;
+        const int ts = tok0 + t * 8 + 2 * wr.c + e;
         if (ts >= rows) continue;
         __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
-        if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[t][e]);
-        if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[t][2 + e]);
+        if (wr.ok_lo) dst[wr.n_lo] = __float2bfloat16_rn(acc[t][e]);
+        if (wr.ok_hi) dst[wr.n_lo + 8] = __float2bfloat16_rn(acc[t][2 + e]);
       }
   }
 #endif

@@ -131,29 +131,18 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
   const int part_valid_rows = dp.rows;
   const int warp_row = n_in_part + warp * 16;
   if (warp_row >= part_valid_rows) return;  // no block-level synchronisation below: safe to leave
-  const uint8_t* __restrict__ W = p.w[g * p.num_parts + part];
-  const float* __restrict__ WS = p.w_scale[g * p.num_parts + part];
-  const int kblocks = p.k / kFp8Block;
-  const int ldw = GENERAL && p.ldw ? p.ldw : p.k;  // a K slice of a wider weight: its row stride
-  const float* ws_row = WS + static_cast<size_t>(n_in_part / kFp8Block) * (GENERAL && p.ld_wscale ? p.ld_wscale : kblocks);
-
-  const int gq = lane / 4, c = lane % 4;
-  const int r_lo = warp_row + gq, r_hi = r_lo + 8;
-  const bool ok_lo = r_lo < part_valid_rows, ok_hi = r_hi < part_valid_rows;
-  const uint8_t* w_base = W + static_cast<size_t>(warp_row) * ldw + c * 16;
-  const int off_lo = ok_lo ? gq * ldw : 0, off_hi = ok_hi ? (gq + 8) * ldw : 0;
-  const int n_lo = dp.first + r_lo;
-  const uint8_t* a_base = p.a + c * 16;
+  const DecodeWarpRows wr = decode_warp_rows<GENERAL>(p, g, dp, n_in_part, warp_row, lane);
+  const uint8_t* a_base = p.a + wr.c * 16;
   const uint32_t ring = smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
   // LINES: this lane's copy source (chunk lane % 8 of row lane / 8, + 4i rows for copy i), its stage offset,
   // the rows of this warp inside the part (rows past them read row 0, never stored), and the stage offset
   // of its first fragment (row gq, bytes 16c; +64 bytes: rd0 ^ 64; row gq + 8: + 1024).
   const int lq = lane / 8, lj = lane % 8;
   const int valid = part_valid_rows - warp_row;
-  const uint8_t* w_line = W + static_cast<size_t>(warp_row) * ldw + lj * 16;
+  const uint8_t* w_line = wr.W + static_cast<size_t>(warp_row) * wr.ldw + lj * 16;
   const uint32_t line_dst =
       smem_u32(decode_smem) + warp * DEPTH * kDecodeAsyncStageBytes + lq * 128 + ((lj ^ ((lq & 1) << 2)) << 4);
-  const int rd0 = gq * 128 + ((c ^ ((gq & 1) << 2)) << 4);
+  const int rd0 = wr.gq * 128 + ((wr.c ^ ((wr.gq & 1) << 2)) << 4);
 
   const bool evict_first = p.decode_evict_first;
   const uint64_t policy = evict_first ? l2_policy_evict_first() : 0;
@@ -164,7 +153,7 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = 4 * i + lq;
-        const uint8_t* src = w + (r < valid ? r : 0) * ldw;
+        const uint8_t* src = w + (r < valid ? r : 0) * wr.ldw;
         if (evict_first)
           cp_async_16_hint(dst + 512 * i, src, 16, policy);
         else
@@ -172,18 +161,18 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
       }
       return;
     }
-    const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
+    const uint8_t* w = wr.w_base + static_cast<size_t>(kb) * kFp8Block;
     const uint32_t dst = ring + (kb % DEPTH) * kDecodeAsyncStageBytes;
     if (evict_first) {
-      cp_async_16_hint(dst, w + off_lo, 16, policy);
-      cp_async_16_hint(dst + 512, w + off_lo + 64, 16, policy);
-      cp_async_16_hint(dst + 1024, w + off_hi, 16, policy);
-      cp_async_16_hint(dst + 1536, w + off_hi + 64, 16, policy);
+      cp_async_16_hint(dst, w + wr.off_lo, 16, policy);
+      cp_async_16_hint(dst + 512, w + wr.off_lo + 64, 16, policy);
+      cp_async_16_hint(dst + 1024, w + wr.off_hi, 16, policy);
+      cp_async_16_hint(dst + 1536, w + wr.off_hi + 64, 16, policy);
     } else {
-      cp_async_16(dst, w + off_lo, 16);
-      cp_async_16(dst + 512, w + off_lo + 64, 16);
-      cp_async_16(dst + 1024, w + off_hi, 16);
-      cp_async_16(dst + 1536, w + off_hi + 64, 16);
+      cp_async_16(dst, w + wr.off_lo, 16);
+      cp_async_16(dst + 512, w + wr.off_lo + 64, 16);
+      cp_async_16(dst + 1024, w + wr.off_hi, 16);
+      cp_async_16(dst + 1536, w + wr.off_hi + 64, 16);
     }
   };
   const uint8_t* ring_ptr = decode_smem + warp * DEPTH * kDecodeAsyncStageBytes + lane * 16;
@@ -192,7 +181,7 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
   auto prologue = [&] {
 #pragma unroll
     for (int s = 0; s < DEPTH - 1; ++s) {
-      if (s < kblocks) issue(s);
+      if (s < wr.kblocks) issue(s);
       cp_async_commit();
     }
   };
@@ -200,14 +189,14 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
   if (early) {
     // L2 prefetch of the next K blocks of this warp's 16 rows (one 128-byte K block per row: both
     // halves, since a row need not start on a 128-byte line); lanes c == 0 cover the warp's rows.
-    if (c == 0) {
-      const int kb_end = min(kblocks, DEPTH - 1 + p.decode_l2_prefetch);
+    if (wr.c == 0) {
+      const int kb_end = min(wr.kblocks, DEPTH - 1 + p.decode_l2_prefetch);
       for (int kb = DEPTH - 1; kb < kb_end; ++kb) {
-        const uint8_t* w = w_base + static_cast<size_t>(kb) * kFp8Block;
-        prefetch_l2(w + off_lo);
-        prefetch_l2(w + off_lo + 64);
-        prefetch_l2(w + off_hi);
-        prefetch_l2(w + off_hi + 64);
+        const uint8_t* w = wr.w_base + static_cast<size_t>(kb) * kFp8Block;
+        prefetch_l2(w + wr.off_lo);
+        prefetch_l2(w + wr.off_lo + 64);
+        prefetch_l2(w + wr.off_hi);
+        prefetch_l2(w + wr.off_hi + 64);
       }
     }
     pdl_wait_and_release();
@@ -227,37 +216,37 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
       // multiples of 64), then a barrier. Indices below are rows of the pass (0 .. step-1), -1 outside.
       const int nr = min(step, rows - tok0);
       if (tok0 > 0) __syncthreads();  // every warp has finished reading the previous pass's rows
-      for (int item = warp; item < nr * kblocks; item += WARPS) {
-        const int r = item / kblocks, grp = item - r * kblocks;
+      for (int item = warp; item < nr * wr.kblocks; item += WARPS) {
+        const int r = item / wr.kblocks, grp = item - r * wr.kblocks;
         const __nv_bfloat16* src =
             p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;
         float sc = 0.f;
         const uint32_t packed = swiglu_quantize_group_warp(src, src + p.k, &sc);
         *reinterpret_cast<uint32_t*>(h_sm + r * h_ld + grp * kFp8Block + lane * 4) = packed;
-        if (lane == 0) hs_sm[r * kblocks + grp] = sc;
+        if (lane == 0) hs_sm[r * wr.kblocks + grp] = sc;
       }
       __syncthreads();
-      b_src = gq < nr ? gq : -1;
+      b_src = wr.gq < nr ? wr.gq : -1;
 #pragma unroll
-      for (int e = 0; e < 2; ++e) s_src[e] = 2 * c + e < nr ? 2 * c + e : -1;
+      for (int e = 0; e < 2; ++e) s_src[e] = 2 * wr.c + e < nr ? 2 * wr.c + e : -1;
     } else {
-      const int tb = tok0 + gq;
+      const int tb = tok0 + wr.gq;
       b_src = tb < rows ? (p.a_row_map ? p.a_row_map[row_begin + tb] : row_begin + tb) : -1;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int ts = tok0 + 2 * c + e;
+        const int ts = tok0 + 2 * wr.c + e;
         s_src[e] = ts < rows ? (p.a_row_map ? p.a_row_map[row_begin + ts] : row_begin + ts) : -1;
       }
     }
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int kb = 0; kb < kblocks; ++kb) {
+    for (int kb = 0; kb < wr.kblocks; ++kb) {
       cp_async_wait<DEPTH - 2>();  // this lane's copies of K block kb have landed
       // LINES: and every other lane's (whose bytes this lane reads); also orders the previous iteration's
       // reads of the slot refilled below before the refill.
       if constexpr (LINES) __syncwarp();
       {
         const int nk = kb + DEPTH - 1;  // refills the slot read in the previous iteration
-        if (nk < kblocks) issue(nk);
+        if (nk < wr.kblocks) issue(nk);
         cp_async_commit();
       }
       uint4 wv[4];
@@ -272,11 +261,11 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
 #pragma unroll
         for (int i = 0; i < 4; ++i) wv[i] = *reinterpret_cast<const uint4*>(st + 512 * i);
       }
-      const float ws = __ldg(ws_row + kb);
+      const float ws = __ldg(wr.ws_row + kb);
       uint4 b0 = make_uint4(0, 0, 0, 0), b1 = make_uint4(0, 0, 0, 0);
       if (b_src >= 0) {
         if constexpr (SWIGLU) {
-          const uint8_t* b = h_sm + b_src * h_ld + kb * kFp8Block + c * 16;
+          const uint8_t* b = h_sm + b_src * h_ld + kb * kFp8Block + wr.c * 16;
           b0 = *reinterpret_cast<const uint4*>(b);
           b1 = *reinterpret_cast<const uint4*>(b + 64);
         } else {
@@ -297,8 +286,8 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
       }
       float s0, s1;
       if constexpr (SWIGLU) {
-        s0 = s_src[0] >= 0 ? hs_sm[s_src[0] * kblocks + kb] * ws : 0.f;
-        s1 = s_src[1] >= 0 ? hs_sm[s_src[1] * kblocks + kb] * ws : 0.f;
+        s0 = s_src[0] >= 0 ? hs_sm[s_src[0] * wr.kblocks + kb] * ws : 0.f;
+        s1 = s_src[1] >= 0 ? hs_sm[s_src[1] * wr.kblocks + kb] * ws : 0.f;
       } else {
         s0 = s_src[0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[0]) * p.ld_scale + kb) * ws : 0.f;
         s1 = s_src[1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[1]) * p.ld_scale + kb) * ws : 0.f;
@@ -314,11 +303,11 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
 
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int ts = tok0 + 2 * c + e;
-      if (ts >= rows || (SWIGLU && 2 * c + e >= step)) continue;
+      const int ts = tok0 + 2 * wr.c + e;
+      if (ts >= rows || (SWIGLU && 2 * wr.c + e >= step)) continue;
       __nv_bfloat16* dst = p.c + static_cast<size_t>(row_begin + ts) * p.ldc;
-      if (ok_lo) dst[n_lo] = __float2bfloat16_rn(acc[e]);
-      if (ok_hi) dst[n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
+      if (wr.ok_lo) dst[wr.n_lo] = __float2bfloat16_rn(acc[e]);
+      if (wr.ok_hi) dst[wr.n_lo + 8] = __float2bfloat16_rn(acc[2 + e]);
     }
   }
   if (lane == 0) stamp(p.debug_stamps, kStampEnd);
