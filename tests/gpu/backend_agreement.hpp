@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/cuda_backend.hpp"
 #include "model/config.hpp"
 
 namespace glm5rt_test {
@@ -78,6 +79,33 @@ inline std::vector<int32_t> scrambled_pages(int64_t n_pages, uint64_t seed) {
   for (int64_t p = 0; p < n_pages; ++p) bt[p] = static_cast<int32_t>(p);
   std::shuffle(bt.begin(), bt.end(), std::mt19937_64(seed));
   return bt;
+}
+
+// The reference of the decode checks: rows 0..n of `tokens` through `cpu` in one forward, on a fresh cache
+// of page size ps (pages scrambled with seed 3), probe on.
+inline Rows reference_rows(Backend& cpu, int32_t ps, const std::vector<int32_t>& tokens, int64_t n) {
+  auto cache = cpu.create_cache((n + ps - 1) / ps, ps);
+  return forward_rows(cpu, cache.get(), scrambled_pages((n + ps - 1) / ps, 3), ps, tokens, 0, n, nullptr);
+}
+
+// Rows 0..p of `tokens` in one forward, then rows p..n one at a time (the T = 1 paths), on a fresh cache of
+// `be` (page size ps, record dtypes dt, two spare pages, pages scrambled with seed 9), each with the
+// reference's selections and expert choices forced (`force`): each(r, row r's Rows) after row r.
+template <typename Each>
+void prefill_then_decode(Backend& be, const CacheDtypes& dt, int32_t ps, const std::vector<int32_t>& tokens, int64_t p,
+                         int64_t n, const ForwardProbe* force, Each&& each) {
+  const int64_t n_pages = (n + ps - 1) / ps + 2;
+  const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
+  auto cache = be.create_cache(n_pages, ps, dt);
+  (void)forward_rows(be, cache.get(), bt, ps, tokens, 0, p, force);
+  for (int64_t r = p; r < n; ++r) each(r, forward_rows(be, cache.get(), bt, ps, tokens, r, 1, force));
+}
+
+// The CUDA backend behind a Backend (the tests' make_cuda_backend result).
+inline cuda::CudaBackend& as_cuda(Backend& b) {
+  auto* cb = dynamic_cast<cuda::CudaBackend*>(&b);
+  REQUIRE(cb != nullptr);
+  return *cb;
 }
 
 struct Agreement {

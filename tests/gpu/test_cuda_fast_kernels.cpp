@@ -86,12 +86,6 @@ double topk_overlap(const std::vector<int32_t>& got, const std::vector<int32_t>&
   return overlap / static_cast<double>(N);
 }
 
-cuda::CudaBackend& as_cuda(Backend& b) {
-  auto* cb = dynamic_cast<cuda::CudaBackend*>(&b);
-  REQUIRE(cb != nullptr);
-  return *cb;
-}
-
 const char* dtype_name_of(const CacheDtypes& dt) { return dt.latent == GLM5RT_DTYPE_FP8_E4M3 ? "fp8" : "bf16"; }
 
 }  // namespace
@@ -210,8 +204,7 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
   auto gpu_ptr = make_cuda_backend(c, m->w, 0);
   auto& gpu = as_cuda(*gpu_ptr);
   const int32_t ps = 64;
-  auto ccache = cpu->create_cache((N + ps - 1) / ps, ps);
-  const Rows rc = forward_rows(*cpu, ccache.get(), scrambled_pages((N + ps - 1) / ps, 3), ps, tokens, 0, N, nullptr);
+  const Rows rc = reference_rows(*cpu, ps, tokens, N);
   const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
@@ -222,12 +215,7 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
     for (int which = 0; which < 3; ++which) {
       gpu.set_kernels(which ? "fast" : "simple");
       gpu.set_attention_fusion(which == 2);
-      const int64_t n_pages = (N + ps - 1) / ps + 2;
-      const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
-      auto cache = gpu.create_cache(n_pages, ps, dt);
-      (void)forward_rows(gpu, cache.get(), bt, ps, tokens, 0, P, &rc.probe);
-      for (int64_t r = P; r < N; ++r) {
-        const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
+      prefill_then_decode(gpu, dt, ps, tokens, P, N, &rc.probe, [&](int64_t r, const Rows& d) {
         CHECK(gpu.last_forward_used_fast_mla() == (which >= 1));
         CHECK(gpu.last_forward_used_fast_indexer() == (which >= 1));
         // Fused: 3 launches per layer (W_UK into the packed query, W_UV, the mla + indexer prep).
@@ -240,7 +228,7 @@ TEST_CASE("cuda fast kernels: decode rows one at a time against the CPU with for
           own_overlap[which] += topk_overlap(d.probe.topk[l], ref_row, K, &same);
           if (which == 0) ++own_count;
         }
-      }
+      });
     }
     const std::string tag = std::string(dtype_name_of(dt)) + " records, rows " + std::to_string(P) + ".." +
                             std::to_string(N - 1);

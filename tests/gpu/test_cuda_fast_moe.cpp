@@ -88,12 +88,6 @@ void check_fp8_activations(const Agreement& a, bool fp8_records) {
   if (!fp8_records) CHECK(a.argmax_mismatch * 20 <= a.argmax_checked);
 }
 
-cuda::CudaBackend& as_cuda(Backend& b) {
-  auto* cb = dynamic_cast<cuda::CudaBackend*>(&b);
-  REQUIRE(cb != nullptr);
-  return *cb;
-}
-
 // Dense FP8 projections of one forward of this model through fp8_gemm: q_a, kv_a, q_b and o_proj in every
 // layer, wq_b and wk where the indexer runs (layers 0 and 1), the dense MLP's gate|up and down (layer 0);
 // with moe_forward the MoE layers' shared experts run inside it, with the simple MoE they are two more
@@ -226,8 +220,7 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
   auto gpu_ptr = make_cuda_backend(c, m->w, 0);
   auto& gpu = as_cuda(*gpu_ptr);
   const int32_t ps = 16;
-  auto ccache = cpu->create_cache((N + ps - 1) / ps, ps);
-  const Rows rc = forward_rows(*cpu, ccache.get(), scrambled_pages((N + ps - 1) / ps, 3), ps, tokens, 0, N, nullptr);
+  const Rows rc = reference_rows(*cpu, ps, tokens, N);
   const std::vector<float> ref_decode(rc.logits.begin() + P * V, rc.logits.end());
   for (const CacheDtypes& dt : {CacheDtypes{}, CacheDtypes{GLM5RT_DTYPE_FP8_E4M3, GLM5RT_DTYPE_FP8_E4M3}}) {
     const bool fp8 = dt.latent == GLM5RT_DTYPE_FP8_E4M3;
@@ -243,12 +236,7 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
       gpu.set_proj_grouping(which >= 3);
       gpu.set_proj_group_early(which == 3);  // weights streamed before the PDL wait (with split-K)
       gpu.set_attention_fusion(which == 5);
-      const int64_t n_pages = (N + ps - 1) / ps + 2;
-      const std::vector<int32_t> bt = scrambled_pages(n_pages, 9);
-      auto cache = gpu.create_cache(n_pages, ps, dt);
-      (void)forward_rows(gpu, cache.get(), bt, ps, tokens, 0, P, &rc.probe);
-      for (int64_t r = P; r < N; ++r) {
-        const Rows d = forward_rows(gpu, cache.get(), bt, ps, tokens, r, 1, &rc.probe);
+      prefill_then_decode(gpu, dt, ps, tokens, P, N, &rc.probe, [&](int64_t, const Rows& d) {
         check_paths(gpu, k, 1);
         // Every layer groups at least x -> q_a | kv_a and o_proj (q_b alone or with wq_b as well).
         if (which >= 3) CHECK(gpu.last_forward_proj_groups() >= 3 * static_cast<int64_t>(c.num_hidden_layers));
@@ -257,7 +245,7 @@ TEST_CASE("cuda fast moe: decode rows one at a time against the CPU with forced 
         if (which == 5) CHECK(gpu.last_forward_attn_fused() == 3 * static_cast<int64_t>(c.num_hidden_layers));
         else CHECK(gpu.last_forward_attn_fused() == 0);
         got[which].insert(got[which].end(), d.logits.begin(), d.logits.end());
-      }
+      });
     }
     const std::string tag = std::string(fp8 ? "fp8" : "bf16") + " records, rows " + std::to_string(P) + ".." +
                             std::to_string(N - 1);
