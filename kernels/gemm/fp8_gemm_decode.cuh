@@ -103,6 +103,22 @@ __device__ __forceinline__ DecodeWarpRows decode_warp_rows(const Fp8GemmParams& 
   return r;
 }
 
+// One K block of a warp's 16 rows x 8 tokens: the four m16n8k32 products into d (zeroed first). wv: the
+// lane's weight bytes (wv[0..1] row lo, wv[2..3] row hi, 64-byte halves), b0 / b1 its token's two halves.
+__device__ __forceinline__ void decode_kblock_mma(float (&d)[4], const uint4 (&wv)[4], const uint4& b0, const uint4& b1) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] = 0.f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint4& lo = j < 2 ? wv[0] : wv[1];
+    const uint4& hi = j < 2 ? wv[2] : wv[3];
+    const uint4& bb = j < 2 ? b0 : b1;
+    const int w0 = (2 * j) % 4, w1 = (2 * j + 1) % 4;
+    mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1), word_of(bb, w0),
+                   word_of(bb, w1));
+  }
+}
+
 // NT: token tiles of 8 per pass (rows of A held at once); DEPTH: K blocks of weights in flight per lane.
 template <int NT, int DEPTH, bool GENERAL = false>
 __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>())
@@ -166,16 +182,8 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<NT, DEPTH>()
           b0 = __ldg(reinterpret_cast<const uint4*>(b));
           b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
         }
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint4& lo = j < 2 ? wv[0] : wv[1];
-          const uint4& hi = j < 2 ? wv[2] : wv[3];
-          const uint4& bb = j < 2 ? b0 : b1;
-          const int w0 = (2 * j) % 4, w1 = (2 * j + 1) % 4;
-          mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1),
-                         word_of(bb, w0), word_of(bb, w1));
-        }
+        float d[4];
+        decode_kblock_mma(d, wv, b0, b1);
         const float s0 = s_src[t][0] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[t][0]) * p.ld_scale + kb) * ws : 0.f;
         const float s1 = s_src[t][1] >= 0 ? __ldg(p.a_scale + static_cast<size_t>(s_src[t][1]) * p.ld_scale + kb) * ws : 0.f;
         acc[t][0] = fmaf(d[0], s0, acc[t][0]);

@@ -274,16 +274,8 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
           b1 = __ldg(reinterpret_cast<const uint4*>(b + 64));
         }
       }
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint4& lo = j < 2 ? wv[0] : wv[1];
-        const uint4& hi = j < 2 ? wv[2] : wv[3];
-        const uint4& bb = j < 2 ? b0 : b1;
-        const int w0 = (2 * j) % 4, w1 = (2 * j + 1) % 4;
-        mma_e4m3_16832(d, word_of(lo, w0), word_of(hi, w0), word_of(lo, w1), word_of(hi, w1), word_of(bb, w0),
-                       word_of(bb, w1));
-      }
+      float d[4];
+      decode_kblock_mma(d, wv, b0, b1);
       float s0, s1;
       if constexpr (SWIGLU) {
         s0 = s_src[0] >= 0 ? hs_sm[s_src[0] * wr.kblocks + kb] * ws : 0.f;
