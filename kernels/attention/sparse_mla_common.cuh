@@ -68,6 +68,37 @@ inline constexpr int kMaxSplitEntries = 2048;
 inline constexpr int kStgStride = kMlaLatentDim + 4;  // floats per head in the epilogue staging
 inline constexpr float kLn2 = 0.69314718055994531f;
 
+// Prologue pieces every kernel shares. The grid is T * nsplit * (H / HC) CTAs, the head group fastest:
+// blockIdx.x = (t * nsplit + split) * (H / HC) + hg.
+struct CtaPlace {
+  int hg, split, t;
+};
+template <int HC>
+__device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {
+  const int groups = a.num_heads / HC;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  return CtaPlace{hg, bid % a.nsplit, bid / a.nsplit};
+}
+
+// Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
+// CTA of this grid is resident; it waits for this grid's completion before reading anything.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Acc[..][..][4] = 0: the O^T accumulators before the first step.
+template <int MT, int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+}
+
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");

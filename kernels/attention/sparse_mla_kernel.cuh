@@ -65,12 +65,8 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   constexpr float kNegInf = -__builtin_huge_valf();
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 
@@ -153,10 +149,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   float m_run[2] = {kNegInf, kNegInf};  // running max (base-2 scaled units) of heads h0, h0+1
   float l_run[2] = {0.f, 0.f};          // this lane's share of the running sums
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
 
   if (n > 0) issue(0, 0);

@@ -75,19 +75,11 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   constexpr int NST = C::kStages;
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
-  // CTA of this grid is resident; it waits for this grid's completion before reading anything.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  allow_dependent_launch();  // the combine kernel (PDL)
 
   int len = a.topk;
   if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
@@ -164,10 +156,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   float l_run = 0.f;      // this thread's share of head sh's running sum
 
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
 
 #pragma unroll

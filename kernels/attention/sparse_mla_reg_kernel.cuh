@@ -156,18 +156,12 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   constexpr int kLR = C::kLatRowBytes;
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the combine kernel (PDL), as variant 2
-#endif
+  allow_dependent_launch();  // the combine kernel (PDL), as variant 2
 
   int len = a.topk;
   if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
@@ -239,10 +233,7 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   float l_run = 0.f;
 
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
   const int blk = d0 >> 7;  // the scale block of this warp's GEMM2 dims
 

@@ -99,19 +99,11 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
 #endif
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
-  // CTA of this grid is resident; it waits for this grid's completion before reading anything.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  allow_dependent_launch();  // the combine kernel (PDL)
 
   int len = a.topk;
   if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
@@ -155,10 +147,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   float* inv_l_s = reinterpret_cast<float*>(smem + C::kOffInvL);
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int sh = gtid / C::kTPH, ssub = gtid % C::kTPH;  // softmax role: head sh of the group
   float m_run = kNegInf;  // running max (base-2 scaled units) of head sh, identical on its kTPH threads
   float l_run = 0.f;      // this thread's share of head sh's running sum
