@@ -90,6 +90,34 @@ __device__ __forceinline__ void allow_dependent_launch() {
 #endif
 }
 
+// The split's entries of row t in the 16-token-step kernels (pipelined, warp-specialized, variant 7):
+// [first, first + cnt) of the row, the plan's tiles_per_split 32-token tiles clipped to the row's length,
+// in nsteps steps of BT tokens.
+struct SplitSpan {
+  int first, cnt, nsteps;
+};
+template <int BT>
+__device__ __forceinline__ SplitSpan split_span(const KernelArgs& a, int t, int split) {
+  int len = a.topk;
+  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
+  const int first = split * a.tiles_per_split * kTileTokens;
+  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
+  return SplitSpan{first, cnt, (cnt + BT - 1) / BT};
+}
+
+// The split's indices -> shared memory s_idx[0, entries), cleaned (-1 = unused: past the length, negative,
+// outside the pool); every thread of the CTA (NTHREADS) takes part; the caller places the barrier.
+template <int NTHREADS>
+__device__ __forceinline__ void stage_split_indices(int* s_idx, const int32_t* row_idx, const SplitSpan& sp,
+                                                    int entries, int64_t num_slots, int tid) {
+#pragma unroll 4
+  for (int i = tid; i < entries; i += NTHREADS) {
+    const int pos = sp.first + i;
+    const int v = i < sp.cnt ? __ldg(row_idx + pos) : -1;
+    s_idx[i] = (v >= 0 && v < num_slots) ? v : -1;
+  }
+}
+
 // Acc[..][..][4] = 0: the O^T accumulators before the first step.
 template <int MT, int NT>
 __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {

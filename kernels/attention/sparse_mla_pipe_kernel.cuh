@@ -81,12 +81,8 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   allow_dependent_launch();  // the combine kernel (PDL)
 
-  int len = a.topk;
-  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
-  // The split covers entries [first, first + tiles_per_split * 32) of the row (the plan's 32-token tiles).
-  const int first = split * a.tiles_per_split * kTileTokens;
-  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
-  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
   // GEMM1 role: warp = kq * kWH + wh.
@@ -95,14 +91,9 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   load_q_fragments(qf, a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + wh * C::kNTw * 8) * kMlaQkDim,
                    kq * C::kKSteps, lane);
 
-  // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
+  // The split's indices -> shared memory, cleaned.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-#pragma unroll 4
-  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int pos = first + i;
-    const int v = i < cnt ? __ldg(row_idx + pos) : -1;
-    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
-  }
+  stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
   __syncthreads();
 
   // Gather step `step` into ring slot `slot`; unused entries are zero-filled (V must stay finite).

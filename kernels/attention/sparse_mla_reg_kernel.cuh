@@ -163,11 +163,8 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   const int g = lane >> 2, tq = lane & 3;
   allow_dependent_launch();  // the combine kernel (PDL), as variant 2
 
-  int len = a.topk;
-  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
-  const int first = split * a.tiles_per_split * kTileTokens;
-  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
-  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
   // GEMM1 role: warp = kq * kWH + wh; Q^T fragments of the warp's heads over latent quarter kq (f16, in the
@@ -191,14 +188,9 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   uint32_t qr[1][C::kNTw][2];
   load_q_fragments<1, C::kNTw>(qr, q_w, kMlaLatentDim / 16 + kq, lane);
 
-  // The split's indices -> shared memory, cleaned (-1 = unused).
+  // The split's indices -> shared memory, cleaned.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-#pragma unroll 4
-  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int pos = first + i;
-    const int v = i < cnt ? __ldg(row_idx + pos) : -1;
-    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
-  }
+  stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
   __syncthreads();
 
   // Gather step `step` into ring slot `slot`: record chunks 0..32 (latent + scales) -> the latent row,

@@ -105,12 +105,8 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   allow_dependent_launch();  // the combine kernel (PDL)
 
-  int len = a.topk;
-  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
-  // The split covers entries [first, first + tiles_per_split * 32) of the row (the plan's 32-token tiles).
-  const int first = split * a.tiles_per_split * kTileTokens;
-  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
-  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
   const bool producer = warp >= C::kConsumerWarps;
@@ -123,13 +119,9 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     load_q_fragments(qf, a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * C::kHG) * kMlaQkDim,
                      wq * C::kKSteps, lane);
 
-  // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
+  // The split's indices -> shared memory, cleaned.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-#pragma unroll 4
-  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int v = i < cnt ? __ldg(row_idx + first + i) : -1;
-    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
-  }
+  stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   if (tid == 0) {
