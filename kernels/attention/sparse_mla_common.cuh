@@ -343,6 +343,22 @@ __device__ __forceinline__ void pv_step(float (&acc)[MT][NT][4], const float* al
   for (int mt = 0; mt < MT; ++mt) pv_mt(acc, bfr, tile_addr, row_bytes, d0, mt, lane);
 }
 
+// Epilogue, part 0 (16-token-step kernels): head h's softmax sum, the TPH threads' shares of it (shuffle
+// lanes 1 .. TPH-1 apart) added up; its thread ssub == 0 writes 1 / l and the base-2 LSE (0 and -inf for a
+// head that saw no valid entry).
+template <int TPH>
+__device__ __forceinline__ void finish_softmax_sums(float l_run, float m_run, int ssub, int h, float* inv_l_s,
+                                                    float* lse_s) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  float l = l_run;
+#pragma unroll
+  for (int off = 1; off < TPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+  if (ssub == 0) {
+    inv_l_s[h] = l > 0.f ? 1.f / l : 0.f;
+    lse_s[h] = l > 0.f ? m_run + log2f(l) : kNegInf;
+  }
+}
+
 // Epilogue, part 1: this warp's O^T accumulators (output dims d0 + 16 mt + {g, g + 8}, heads h_base + nt * 8
 // + {2 tq, 2 tq + 1}), normalised by 1 / l, into the fp32 staging area stg[head][kStgStride].
 template <int MT, int NT>

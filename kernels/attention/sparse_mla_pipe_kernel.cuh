@@ -187,15 +187,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   cp_async_wait_all();
 
   // Epilogue: total softmax sum per head (over its kTPH threads), normalise, stage O as fp32, write.
-  {
-    float l = l_run;
-#pragma unroll
-    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (ssub == 0) {
-      inv_l_s[sh] = l > 0.f ? 1.f / l : 0.f;
-      lse_s[sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
-    }
-  }
+  finish_softmax_sums<C::kTPH>(l_run, m_run, ssub, sh, inv_l_s, lse_s);
   __syncthreads();  // also: every warp is past its last GEMM2, so the stage area can be reused
   float* stg = reinterpret_cast<float*>(smem);
   stage_outputs(acc, inv_l_s, stg, 0, d0, lane);

@@ -329,15 +329,7 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   }
   cp_async_wait_all();
 
-  {
-    float l = l_run;
-#pragma unroll
-    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (ssub == 0) {
-      inv_l_s[sh] = l > 0.f ? 1.f / l : 0.f;
-      lse_s[sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
-    }
-  }
+  finish_softmax_sums<C::kTPH>(l_run, m_run, ssub, sh, inv_l_s, lse_s);
   __syncthreads();  // also: every warp is past its last GEMM2, so the stage area can be reused
   float* stg = reinterpret_cast<float*>(smem);
   // Tile mt's rows: dims d0 + 32 (mt / 2) + 4 g + 2 (mt % 2) + {0 (c0, c1), 1 (c2, c3)}.

@@ -255,13 +255,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       release(step);
     }
     // Total softmax sum per head (over its kTPH threads).
-    float l = l_run;
-#pragma unroll
-    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (ssub == 0) {
-      inv_l_s[gi * C::kHG + sh] = l > 0.f ? 1.f / l : 0.f;
-      lse_s[gi * C::kHG + sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
-    }
+    finish_softmax_sums<C::kTPH>(l_run, m_run, ssub, sh, inv_l_s + gi * C::kHG, lse_s + gi * C::kHG);
   }
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
