@@ -155,6 +155,14 @@ __device__ __forceinline__ uint4 dequant_chunk(const uint8_t* rec, int col) {
   return o;
 }
 
+// Chunk c of a tile's dequantization (72 chunks a row): row c / 72 of the raw tile (rows of RAW_ROW bytes)
+// -> 16 bytes of the bf16 tile (rows of ROW bytes). The kernels differ only in how they deal out the c.
+template <int RAW_ROW, int ROW>
+__device__ __forceinline__ void dequant_tile_chunk(const uint8_t* raw, uint8_t* tile, int c) {
+  const int r = c / 72, col = c - r * 72;
+  *reinterpret_cast<uint4*>(tile + r * ROW + col * 16) = dequant_chunk(raw + r * RAW_ROW, col);
+}
+
 // Partial scores of a 16-token step, [kq][head][16 tok] fp32; the token is XORed with 8 on heads 2..3 mod 4
 // so that the GEMM1 stores (lanes: 4 even heads x 8 tokens) hit two bank groups instead of one.
 template <int NH>

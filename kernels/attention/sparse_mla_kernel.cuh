@@ -131,9 +131,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
     const uint8_t* raw = smem + stage * C::kRawTileBytes;
     uint8_t* tile = smem + 2 * C::kRawTileBytes;
     for (int c = tid; c < C::kBT * 72; c += C::kThreads) {
-      const int r = c / 72, col = c - r * 72;
-      const uint4 o = dequant_chunk(raw + r * C::kRawRowBytes, col);
-      *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = o;
+      dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
     }
   };
 

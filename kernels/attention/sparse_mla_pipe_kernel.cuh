@@ -128,9 +128,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
     for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
       const int c = tid + k * C::kThreads;
       if (kTotal % C::kThreads != 0 && c >= kTotal) break;
-      const int r = c / 72, col = c - r * 72;
-      const uint4 o = dequant_chunk(raw + r * C::kRawRowBytes, col);
-      *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = o;
+      dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
     }
   };
 

@@ -221,8 +221,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
         uint8_t* tile = smem + slot * C::kTileBytes;
 #pragma unroll 3
         for (int c = ptid; c < C::kBT * 72; c += C::kProducerThreads) {
-          const int r = c / 72, col = c - r * 72;
-          *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = dequant_chunk(raw + r * C::kRawRowBytes, col);
+          dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
         }
         mbar_arrive(bar_full + slot * 8);
       }
