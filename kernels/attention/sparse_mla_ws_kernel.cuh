@@ -119,9 +119,15 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     load_q_fragments(qf, a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * C::kHG) * kMlaQkDim,
                      wq * C::kKSteps, lane);
 
-  // The split's indices -> shared memory, cleaned.
+  // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
+  // (Not stage_split_indices: its row_idx + (first + i) form moves this kernel's register allocation and
+  // schedule on sm_90; the entries loaded are the same.)
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-  stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
+#pragma unroll 4
+  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
+    const int v = i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
+    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
+  }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   if (tid == 0) {
@@ -253,8 +259,15 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), C::kRowBytes, d0, lane);
       release(step);
     }
-    // Total softmax sum per head (over its kTPH threads).
-    finish_softmax_sums<C::kTPH>(l_run, m_run, ssub, sh, inv_l_s + gi * C::kHG, lse_s + gi * C::kHG);
+    // Total softmax sum per head (over its kTPH threads). (Not finish_softmax_sums: called here it moves the
+    // register allocation of this kernel on sm_90 or sm_120, depending on the form; the sums are the same.)
+    float l = l_run;
+#pragma unroll
+    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (ssub == 0) {
+      inv_l_s[gi * C::kHG + sh] = l > 0.f ? 1.f / l : 0.f;
+      lse_s[gi * C::kHG + sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
+    }
   }
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
