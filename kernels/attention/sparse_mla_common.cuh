@@ -163,6 +163,28 @@ __device__ __forceinline__ void dequant_tile_chunk(const uint8_t* raw, uint8_t* 
   *reinterpret_cast<uint4*>(tile + r * ROW + col * 16) = dequant_chunk(raw + r * RAW_ROW, col);
 }
 
+// The cp.async ring of NST slots of the pipelined kernel and variant 7. issue(step, slot) gathers one step;
+// every step opens one commit group (empty past the end), so that wait_group<NST - 2> always means "step
+// it has landed". ring_fill: steps 0 .. NST-2 into slots 0 .. NST-2, before the loop.
+template <int NST, class Issue>
+__device__ __forceinline__ void ring_fill(const Issue& issue, int nsteps) {
+#pragma unroll
+  for (int s = 0; s < NST - 1; ++s) {
+    if (s < nsteps) issue(s, s);
+    mma::cp_async_commit();
+  }
+}
+// Start of step it (ring slot `slot`): wait for its copies, barrier (A), then reuse the slot step it-1 read
+// for step it + NST - 1.
+template <int NST, class Issue>
+__device__ __forceinline__ void ring_next(const Issue& issue, int it, int slot, int nsteps) {
+  cp_async_wait_group<NST - 2>();
+  __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
+  const int nxt = it + NST - 1;
+  if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
+  mma::cp_async_commit();
+}
+
 // Partial scores of a 16-token step, [kq][head][16 tok] fp32; the token is XORed with 8 on heads 2..3 mod 4
 // so that the GEMM1 stores (lanes: 4 even heads x 8 tokens) hit two bank groups instead of one.
 template <int NH>

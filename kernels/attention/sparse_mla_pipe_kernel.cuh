@@ -148,20 +148,10 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
 
-#pragma unroll
-  for (int s = 0; s < NST - 1; ++s) {
-    if (s < nsteps) issue(s, s);
-    cp_async_commit();
-  }
+  ring_fill<NST>(issue, nsteps);
   int slot = 0;
   for (int it = 0; it < nsteps; ++it) {
-    cp_async_wait_group<NST - 2>();
-    __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
-    {
-      const int nxt = it + NST - 1;
-      if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
-      cp_async_commit();
-    }
+    ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
     const uint8_t* tile;
     if constexpr (FP8) {
       dequant(slot);

@@ -229,20 +229,10 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   const int d0 = warp * C::kDimsPerWarp;
   const int blk = d0 >> 7;  // the scale block of this warp's GEMM2 dims
 
-#pragma unroll
-  for (int s = 0; s < NST - 1; ++s) {
-    if (s < nsteps) issue(s, s);
-    cp_async_commit();
-  }
+  ring_fill<NST>(issue, nsteps);
   int slot = 0;
   for (int it = 0; it < nsteps; ++it) {
-    cp_async_wait_group<NST - 2>();
-    __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
-    {
-      const int nxt = it + NST - 1;
-      if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
-      cp_async_commit();
-    }
+    ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
     const uint8_t* lat = smem + slot * C::kSlotBytes;
 
     // GEMM1: S^T[16 tok x kNTw*8 heads] over latent quarter kq (f16, two chains) and rope k-step kq (bf16).
