@@ -163,6 +163,33 @@ __device__ __forceinline__ void dequant_tile_chunk(const uint8_t* raw, uint8_t* 
   *reinterpret_cast<uint4*>(tile + r * ROW + col * 16) = dequant_chunk(raw + r * RAW_ROW, col);
 }
 
+// A cache record of either format in 16-byte chunks (bf16: 72, FP8: 41) and bytes.
+template <bool FP8>
+inline constexpr int kRecordChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
+template <bool FP8>
+inline constexpr int kRecordBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
+
+// Chunk c of a tile gather (round 1, the pipelined and the warp-specialized kernels): 16-byte column
+// c % chunks of the record of slot s_idx[first + c / chunks] -> row c / chunks of the tile at dst0 (rows of DST_ROW
+// bytes). An unused entry (-1) copies 0 bytes from a harmless address, so cp.async zero-fills the chunk: V
+// must stay finite (P is 0 there, and 0 * NaN would poison O). L2_HINT: the copy's L2 prefetch in bytes
+// (256: round 1; 128: the bf16 records of the later kernels; 0: none, their FP8 records).
+template <bool FP8, int DST_ROW, int L2_HINT>
+__device__ __forceinline__ void gather_chunk(uint32_t dst0, const int* s_idx, int first, const uint8_t* base,
+                                             int c) {
+  constexpr int kChunks = kRecordChunks<FP8>;
+  const int r = c / kChunks, col = c - r * kChunks;
+  const int idx = s_idx[first + r];
+  const bool ok = idx >= 0;
+  const uint8_t* src = ok ? base + static_cast<int64_t>(idx) * kRecordBytes<FP8> + col * 16 : base;
+  if constexpr (L2_HINT == 256)
+    mma::cp_async_16(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+  else if constexpr (L2_HINT == 128)
+    mma::cp_async_16_l2_128(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+  else
+    mma::cp_async_16_nohint(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+}
+
 // The cp.async ring of NST slots of the pipelined kernel and variant 7. issue(step, slot) gathers one step;
 // every step opens one commit group (empty past the end), so that wait_group<NST - 2> always means "step
 // it has landed". ring_fill: steps 0 .. NST-2 into slots 0 .. NST-2, before the loop.

@@ -112,18 +112,10 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   // are zero-filled so that V stays finite (P is 0 there, and 0 * NaN would poison O).
   auto issue = [&](int tile, int stage) {
     const int base = tile * C::kBT;
-    constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-    constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-    constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
     const uint32_t dst0 = smem_addr(smem + stage * (FP8 ? C::kRawTileBytes : C::kTileBytes));
 #pragma unroll 4
-    for (int c = tid; c < C::kBT * kChunks; c += C::kThreads) {
-      const int r = c / kChunks, col = c - r * kChunks;
-      const int idx = s_idx[base + r];
-      const bool ok = idx >= 0;
-      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
-      cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-    }
+    for (int c = tid; c < C::kBT * kRecordChunks<FP8>; c += C::kThreads)
+      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, 256>(dst0, s_idx, base, rc.base, c);
   };
 
   // FP8 only: raw stage -> bf16 tile (value = e4m3 * scale of its 128-value block; rope copied).

@@ -98,24 +98,13 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
 
   // Gather step `step` into ring slot `slot`; unused entries are zero-filled (V must stay finite).
   auto issue = [&](int step, int slot) {
-    constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-    constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-    constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
     const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
-    const int* sidx = s_idx + step * C::kBT;
-    constexpr int kTotal = C::kBT * kChunks;
+    constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
 #pragma unroll
     for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
       const int c = tid + k * C::kThreads;
       if (kTotal % C::kThreads != 0 && c >= kTotal) break;
-      const int r = c / kChunks, col = c - r * kChunks;
-      const int idx = sidx[r];
-      const bool ok = idx >= 0;
-      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
-      if constexpr (FP8)
-        cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-      else
-        cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
+      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, s_idx, step * C::kBT, rc.base, c);
     }
   };
 

@@ -155,22 +155,11 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     // Gather step `step` into the slot at dst0 (rows of dst_row bytes); unused entries are zero-filled: V
     // must stay finite (P is 0 there, and 0 * NaN would poison O).
     auto issue = [&](int step, uint32_t dst0) {
-      constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-      constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-      constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
-      constexpr int kTotal = C::kBT * kChunks;
-      const int* sidx = s_idx + step * C::kBT;
+      constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
+      const int* sidx = s_idx + step * C::kBT;  // (as a pointer, not first = step * kBT: same cubin as before)
 #pragma unroll 4
-      for (int c = ptid; c < kTotal; c += C::kProducerThreads) {
-        const int r = c / kChunks, col = c - r * kChunks;
-        const int idx = sidx[r];
-        const bool ok = idx >= 0;
-        const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
-        if constexpr (FP8)
-          cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-        else
-          cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-      }
+      for (int c = ptid; c < kTotal; c += C::kProducerThreads)
+        gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, sidx, 0, rc.base, c);
     };
     if constexpr (kBulk) {
       if (ptid < 32) {
