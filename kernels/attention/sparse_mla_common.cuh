@@ -224,13 +224,15 @@ __device__ __forceinline__ int spart_off(int kq, int h, int tok) {
 // reduces the step max over the head's TPH consecutive lanes, writes P[head][tok] (bf16, row stride
 // p_row elements) and the rescale factor alpha[head], and updates the running max / this thread's share
 // of the running sum (base-2 units).
+// Its first half, shared with variant 7's softmax_step_fp8reg: this thread's kTokPT scaled scores sv (-inf
+// for unused entries), the step's max over the head's TPH threads, the new running max m_run, the value mu
+// to subtract from the scores and the rescale factor al of the old sums.
 template <int NH, int KQ, int TPH>
-__device__ __forceinline__ void softmax_step(const float* spart, const int* sidx, float scale_log2, int sh,
-                                             int ssub, __nv_bfloat16* p_s, int p_row, float* alpha_s,
-                                             float& m_run, float& l_run) {
+__device__ __forceinline__ void softmax_scores(const float* spart, const int* sidx, float scale_log2, int sh,
+                                               int ssub, float (&sv)[16 / TPH], float& m_run, float& mu,
+                                               float& al) {
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int kTokPT = 16 / TPH;
-  float sv[kTokPT];
   float mx = kNegInf;
 #pragma unroll
   for (int j = 0; j < kTokPT; ++j) {
@@ -245,9 +247,17 @@ __device__ __forceinline__ void softmax_step(const float* spart, const int* sidx
   for (int off = 1; off < TPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   const float mn = fmaxf(m_run, mx);
   // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
-  const float mu = mn == kNegInf ? 0.f : mn;
-  const float al = exp2f(m_run - mu);
+  mu = mn == kNegInf ? 0.f : mn;
+  al = exp2f(m_run - mu);
   m_run = mn;
+}
+template <int NH, int KQ, int TPH>
+__device__ __forceinline__ void softmax_step(const float* spart, const int* sidx, float scale_log2, int sh,
+                                             int ssub, __nv_bfloat16* p_s, int p_row, float* alpha_s,
+                                             float& m_run, float& l_run) {
+  constexpr int kTokPT = 16 / TPH;
+  float sv[kTokPT], mu, al;
+  softmax_scores<NH, KQ, TPH>(spart, sidx, scale_log2, sh, ssub, sv, m_run, mu, al);
   float ps = 0.f;
 #pragma unroll
   for (int j = 0; j < kTokPT; ++j) {

@@ -108,25 +108,9 @@ __device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const in
                                                     int ssub, const uint8_t* lat, int lat_row,
                                                     __nv_bfloat16* p_s, float* alpha_s, float& m_run,
                                                     float& l_run) {
-  constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int kTokPT = 16 / TPH;
-  float sv[kTokPT];
-  float mx = kNegInf;
-#pragma unroll
-  for (int j = 0; j < kTokPT; ++j) {
-    const int tok = ssub * kTokPT + j;
-    float v = 0.f;
-#pragma unroll
-    for (int k2 = 0; k2 < 4; ++k2) v += spart[spart_off<NH>(k2, sh, tok)];
-    sv[j] = sidx[tok] >= 0 ? v * scale_log2 : kNegInf;
-    mx = fmaxf(mx, sv[j]);
-  }
-#pragma unroll
-  for (int off = 1; off < TPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  const float mn = fmaxf(m_run, mx);
-  const float mu = mn == kNegInf ? 0.f : mn;  // nothing valid yet: exp2(-inf - 0) = 0, not NaN
-  const float al = exp2f(m_run - mu);
-  m_run = mn;
+  float sv[kTokPT], mu, al;
+  softmax_scores<NH, 4, TPH>(spart, sidx, scale_log2, sh, ssub, sv, m_run, mu, al);
   float ps = 0.f;
 #pragma unroll
   for (int j = 0; j < kTokPT; ++j) {
