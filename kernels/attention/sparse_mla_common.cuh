@@ -1,7 +1,11 @@
-// Device code shared by the sparse MLA kernels (round 1, the pipelined ring, the warp-specialized kernel):
-// the FP8 record dequantization, the online softmax of one 16-token step over k-split partial scores,
-// the rescale + P.V update of the O^T accumulators, and the epilogue (normalise, stage, write the output
-// or the split's partial). One copy each, so the kernels differ only in how they schedule these pieces.
+// Device code shared by the sparse MLA kernels (round 1, the pipelined ring, the warp-specialized kernel,
+// variant 7's in-register FP8 kernel): the CTA prologue (grid place, split span, index staging), the tile
+// gather's chunk copy and the cp.async ring, the FP8 record dequantization, the online softmax of one
+// 16-token step over k-split partial scores, the rescale + P.V update of the O^T accumulators, and the
+// epilogue (softmax sums, normalise, stage, write the output or the split's partial). One copy each, so the
+// kernels differ only in how they schedule these pieces. (Session 4 moved the repeated pieces here with the
+// kernels' cubins byte-identical for sm_90 and sm_120; where a call would have changed a kernel's code, the
+// kernel keeps its own copy and says so.)
 #pragma once
 
 #include <cuda_bf16.h>
