@@ -1,7 +1,11 @@
-// Device code shared by the sparse MLA kernels (round 1, the pipelined ring, the warp-specialized kernel):
-// the FP8 record dequantization, the online softmax of one 16-token step over k-split partial scores,
-// the rescale + P.V update of the O^T accumulators, and the epilogue (normalise, stage, write the output
-// or the split's partial). One copy each, so the kernels differ only in how they schedule these pieces.
+// Device code shared by the sparse MLA kernels (round 1, the pipelined ring, the warp-specialized kernel,
+// variant 7's in-register FP8 kernel): the CTA prologue (grid place, split span, index staging), the tile
+// gather's chunk copy and the cp.async ring, the FP8 record dequantization, the online softmax of one
+// 16-token step over k-split partial scores, the rescale + P.V update of the O^T accumulators, and the
+// epilogue (softmax sums, normalise, stage, write the output or the split's partial). One copy each, so the
+// kernels differ only in how they schedule these pieces. (Session 4 moved the repeated pieces here with the
+// kernels' cubins byte-identical for sm_90 and sm_120; where a call would have changed a kernel's code, the
+// kernel keeps its own copy and says so.)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -68,6 +72,65 @@ inline constexpr int kMaxSplitEntries = 2048;
 inline constexpr int kStgStride = kMlaLatentDim + 4;  // floats per head in the epilogue staging
 inline constexpr float kLn2 = 0.69314718055994531f;
 
+// Prologue pieces every kernel shares. The grid is T * nsplit * (H / HC) CTAs, the head group fastest:
+// blockIdx.x = (t * nsplit + split) * (H / HC) + hg.
+struct CtaPlace {
+  int hg, split, t;
+};
+template <int HC>
+__device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {
+  const int groups = a.num_heads / HC;
+  int bid = blockIdx.x;
+  const int hg = bid % groups;
+  bid /= groups;
+  return CtaPlace{hg, bid % a.nsplit, bid / a.nsplit};
+}
+
+// Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
+// CTA of this grid is resident; it waits for this grid's completion before reading anything.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// The split's entries of row t in the 16-token-step kernels (pipelined, warp-specialized, variant 7):
+// [first, first + cnt) of the row, the plan's tiles_per_split 32-token tiles clipped to the row's length,
+// in nsteps steps of BT tokens.
+struct SplitSpan {
+  int first, cnt, nsteps;
+};
+template <int BT>
+__device__ __forceinline__ SplitSpan split_span(const KernelArgs& a, int t, int split) {
+  int len = a.topk;
+  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
+  const int first = split * a.tiles_per_split * kTileTokens;
+  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
+  return SplitSpan{first, cnt, (cnt + BT - 1) / BT};
+}
+
+// The split's indices -> shared memory s_idx[0, entries), cleaned (-1 = unused: past the length, negative,
+// outside the pool); every thread of the CTA (NTHREADS) takes part; the caller places the barrier.
+template <int NTHREADS>
+__device__ __forceinline__ void stage_split_indices(int* s_idx, const int32_t* row_idx, const SplitSpan& sp,
+                                                    int entries, int64_t num_slots, int tid) {
+#pragma unroll 4
+  for (int i = tid; i < entries; i += NTHREADS) {
+    const int pos = sp.first + i;
+    const int v = i < sp.cnt ? __ldg(row_idx + pos) : -1;
+    s_idx[i] = (v >= 0 && v < num_slots) ? v : -1;
+  }
+}
+
+// Acc[..][..][4] = 0: the O^T accumulators before the first step.
+template <int MT, int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+}
+
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -96,6 +159,63 @@ __device__ __forceinline__ uint4 dequant_chunk(const uint8_t* rec, int col) {
   return o;
 }
 
+// Chunk c of a tile's dequantization (72 chunks a row): row c / 72 of the raw tile (rows of RAW_ROW bytes)
+// -> 16 bytes of the bf16 tile (rows of ROW bytes). The kernels differ only in how they deal out the c.
+template <int RAW_ROW, int ROW>
+__device__ __forceinline__ void dequant_tile_chunk(const uint8_t* raw, uint8_t* tile, int c) {
+  const int r = c / 72, col = c - r * 72;
+  *reinterpret_cast<uint4*>(tile + r * ROW + col * 16) = dequant_chunk(raw + r * RAW_ROW, col);
+}
+
+// A cache record of either format in 16-byte chunks (bf16: 72, FP8: 41) and bytes.
+template <bool FP8>
+inline constexpr int kRecordChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
+template <bool FP8>
+inline constexpr int kRecordBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
+
+// Chunk c of a tile gather (round 1, the pipelined and the warp-specialized kernels): 16-byte column
+// c % chunks of the record of slot s_idx[first + c / chunks] -> row c / chunks of the tile at dst0 (rows of DST_ROW
+// bytes). An unused entry (-1) copies 0 bytes from a harmless address, so cp.async zero-fills the chunk: V
+// must stay finite (P is 0 there, and 0 * NaN would poison O). L2_HINT: the copy's L2 prefetch in bytes
+// (256: round 1; 128: the bf16 records of the later kernels; 0: none, their FP8 records).
+template <bool FP8, int DST_ROW, int L2_HINT>
+__device__ __forceinline__ void gather_chunk(uint32_t dst0, const int* s_idx, int first, const uint8_t* base,
+                                             int c) {
+  constexpr int kChunks = kRecordChunks<FP8>;
+  const int r = c / kChunks, col = c - r * kChunks;
+  const int idx = s_idx[first + r];
+  const bool ok = idx >= 0;
+  const uint8_t* src = ok ? base + static_cast<int64_t>(idx) * kRecordBytes<FP8> + col * 16 : base;
+  if constexpr (L2_HINT == 256)
+    mma::cp_async_16(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+  else if constexpr (L2_HINT == 128)
+    mma::cp_async_16_l2_128(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+  else
+    mma::cp_async_16_nohint(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+}
+
+// The cp.async ring of NST slots of the pipelined kernel and variant 7. issue(step, slot) gathers one step;
+// every step opens one commit group (empty past the end), so that wait_group<NST - 2> always means "step
+// it has landed". ring_fill: steps 0 .. NST-2 into slots 0 .. NST-2, before the loop.
+template <int NST, class Issue>
+__device__ __forceinline__ void ring_fill(const Issue& issue, int nsteps) {
+#pragma unroll
+  for (int s = 0; s < NST - 1; ++s) {
+    if (s < nsteps) issue(s, s);
+    mma::cp_async_commit();
+  }
+}
+// Start of step it (ring slot `slot`): wait for its copies, barrier (A), then reuse the slot step it-1 read
+// for step it + NST - 1.
+template <int NST, class Issue>
+__device__ __forceinline__ void ring_next(const Issue& issue, int it, int slot, int nsteps) {
+  cp_async_wait_group<NST - 2>();
+  __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
+  const int nxt = it + NST - 1;
+  if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
+  mma::cp_async_commit();
+}
+
 // Partial scores of a 16-token step, [kq][head][16 tok] fp32; the token is XORed with 8 on heads 2..3 mod 4
 // so that the GEMM1 stores (lanes: 4 even heads x 8 tokens) hit two bank groups instead of one.
 template <int NH>
@@ -108,13 +228,15 @@ __device__ __forceinline__ int spart_off(int kq, int h, int tok) {
 // reduces the step max over the head's TPH consecutive lanes, writes P[head][tok] (bf16, row stride
 // p_row elements) and the rescale factor alpha[head], and updates the running max / this thread's share
 // of the running sum (base-2 units).
+// Its first half, shared with variant 7's softmax_step_fp8reg: this thread's kTokPT scaled scores sv (-inf
+// for unused entries), the step's max over the head's TPH threads, the new running max m_run, the value mu
+// to subtract from the scores and the rescale factor al of the old sums.
 template <int NH, int KQ, int TPH>
-__device__ __forceinline__ void softmax_step(const float* spart, const int* sidx, float scale_log2, int sh,
-                                             int ssub, __nv_bfloat16* p_s, int p_row, float* alpha_s,
-                                             float& m_run, float& l_run) {
+__device__ __forceinline__ void softmax_scores(const float* spart, const int* sidx, float scale_log2, int sh,
+                                               int ssub, float (&sv)[16 / TPH], float& m_run, float& mu,
+                                               float& al) {
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int kTokPT = 16 / TPH;
-  float sv[kTokPT];
   float mx = kNegInf;
 #pragma unroll
   for (int j = 0; j < kTokPT; ++j) {
@@ -129,9 +251,17 @@ __device__ __forceinline__ void softmax_step(const float* spart, const int* sidx
   for (int off = 1; off < TPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   const float mn = fmaxf(m_run, mx);
   // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
-  const float mu = mn == kNegInf ? 0.f : mn;
-  const float al = exp2f(m_run - mu);
+  mu = mn == kNegInf ? 0.f : mn;
+  al = exp2f(m_run - mu);
   m_run = mn;
+}
+template <int NH, int KQ, int TPH>
+__device__ __forceinline__ void softmax_step(const float* spart, const int* sidx, float scale_log2, int sh,
+                                             int ssub, __nv_bfloat16* p_s, int p_row, float* alpha_s,
+                                             float& m_run, float& l_run) {
+  constexpr int kTokPT = 16 / TPH;
+  float sv[kTokPT], mu, al;
+  softmax_scores<NH, KQ, TPH>(spart, sidx, scale_log2, sh, ssub, sv, m_run, mu, al);
   float ps = 0.f;
 #pragma unroll
   for (int j = 0; j < kTokPT; ++j) {
@@ -282,6 +412,22 @@ __device__ __forceinline__ void pv_step(float (&acc)[MT][NT][4], const float* al
   pv_load_p(bfr, p_addr, p_row_bytes, lane);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) pv_mt(acc, bfr, tile_addr, row_bytes, d0, mt, lane);
+}
+
+// Epilogue, part 0 (16-token-step kernels): head h's softmax sum, the TPH threads' shares of it (shuffle
+// lanes 1 .. TPH-1 apart) added up; its thread ssub == 0 writes 1 / l and the base-2 LSE (0 and -inf for a
+// head that saw no valid entry).
+template <int TPH>
+__device__ __forceinline__ void finish_softmax_sums(float l_run, float m_run, int ssub, int h, float* inv_l_s,
+                                                    float* lse_s) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  float l = l_run;
+#pragma unroll
+  for (int off = 1; off < TPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+  if (ssub == 0) {
+    inv_l_s[h] = l > 0.f ? 1.f / l : 0.f;
+    lse_s[h] = l > 0.f ? m_run + log2f(l) : kNegInf;
+  }
 }
 
 // Epilogue, part 1: this warp's O^T accumulators (output dims d0 + 16 mt + {g, g + 8}, heads h_base + nt * 8

@@ -65,12 +65,8 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   constexpr float kNegInf = -__builtin_huge_valf();
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 
@@ -116,18 +112,10 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   // are zero-filled so that V stays finite (P is 0 there, and 0 * NaN would poison O).
   auto issue = [&](int tile, int stage) {
     const int base = tile * C::kBT;
-    constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-    constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-    constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
     const uint32_t dst0 = smem_addr(smem + stage * (FP8 ? C::kRawTileBytes : C::kTileBytes));
 #pragma unroll 4
-    for (int c = tid; c < C::kBT * kChunks; c += C::kThreads) {
-      const int r = c / kChunks, col = c - r * kChunks;
-      const int idx = s_idx[base + r];
-      const bool ok = idx >= 0;
-      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
-      cp_async_16(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-    }
+    for (int c = tid; c < C::kBT * kRecordChunks<FP8>; c += C::kThreads)
+      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, 256>(dst0, s_idx, base, rc.base, c);
   };
 
   // FP8 only: raw stage -> bf16 tile (value = e4m3 * scale of its 128-value block; rope copied).
@@ -135,9 +123,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
     const uint8_t* raw = smem + stage * C::kRawTileBytes;
     uint8_t* tile = smem + 2 * C::kRawTileBytes;
     for (int c = tid; c < C::kBT * 72; c += C::kThreads) {
-      const int r = c / 72, col = c - r * 72;
-      const uint4 o = dequant_chunk(raw + r * C::kRawRowBytes, col);
-      *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = o;
+      dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
     }
   };
 
@@ -153,10 +139,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   float m_run[2] = {kNegInf, kNegInf};  // running max (base-2 scaled units) of heads h0, h0+1
   float l_run[2] = {0.f, 0.f};          // this lane's share of the running sums
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
 
   if (n > 0) issue(0, 0);

@@ -42,66 +42,41 @@ inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
+// One launch of `kernel` (its config C: kThreads, kSmemBytes) over the grid T * nsplit * (H / HC).
+// max_carveout: all of L1 as shared memory (the ring kernels: their gathers bypass L1 with cp.async.cg, and
+// where an SM has 227 KB two CTAs (2 x <= 99 KB) fit only with the largest carveout). Both attributes are
+// host-side, not stream operations, so this is allowed during graph capture; above 48 KB a block needs the
+// opt-in.
+template <class C, int HC>
+cudaError_t launch_grid(void (*kernel)(KernelArgs), bool max_carveout, const KernelArgs& a, cudaStream_t stream) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  if (max_carveout) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (err != cudaSuccess) return err;
+  }
+  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
+  if (blocks <= 0) return cudaSuccess;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
 template <int HC, bool FP8>
 cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
-  using C = Cfg<HC, FP8>;
-  auto kernel = sparse_mla_kernel<HC, FP8>;
-  // Above 48 KB a block needs the opt-in; this is a host-side attribute, not a stream operation, so it is
-  // allowed during graph capture.
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  if (blocks <= 0) return cudaSuccess;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_grid<Cfg<HC, FP8>, HC>(sparse_mla_kernel<HC, FP8>, false, a, stream);
 }
-
 template <int HC, bool FP8, int MINB>
 cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
-  using C = PipeCfg<HC, FP8>;
-  auto kernel = sparse_mla_pipe_kernel<HC, FP8, MINB>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  // All of L1 as shared memory: the gathers bypass L1 (cp.async.cg), and where an SM has 227 KB two CTAs
-  // (2 x <= 99 KB) fit only with the largest carveout.
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  if (err != cudaSuccess) return err;
-  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  if (blocks <= 0) return cudaSuccess;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_grid<PipeCfg<HC, FP8>, HC>(sparse_mla_pipe_kernel<HC, FP8, MINB>, true, a, stream);
 }
-
 template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
-  using C = WsCfg<HC, FP8>;
-  auto kernel = sparse_mla_ws_kernel<HC, FP8>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  if (err != cudaSuccess) return err;
-  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  if (blocks <= 0) return cudaSuccess;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, true, a, stream);
 }
-
 template <int HC>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
-  using C = RegCfg<HC>;
-  auto kernel = sparse_mla_reg_kernel<HC>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  if (err != cudaSuccess) return err;
-  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
-  if (blocks <= 0) return cudaSuccess;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_grid<RegCfg<HC>, HC>(sparse_mla_reg_kernel<HC>, true, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

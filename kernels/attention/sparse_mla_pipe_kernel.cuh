@@ -75,26 +75,14 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   constexpr int NST = C::kStages;
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
-  // CTA of this grid is resident; it waits for this grid's completion before reading anything.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  allow_dependent_launch();  // the combine kernel (PDL)
 
-  int len = a.topk;
-  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
-  // The split covers entries [first, first + tiles_per_split * 32) of the row (the plan's 32-token tiles).
-  const int first = split * a.tiles_per_split * kTileTokens;
-  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
-  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
   // GEMM1 role: warp = kq * kWH + wh.
@@ -103,36 +91,20 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   load_q_fragments(qf, a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + wh * C::kNTw * 8) * kMlaQkDim,
                    kq * C::kKSteps, lane);
 
-  // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
+  // The split's indices -> shared memory, cleaned.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-#pragma unroll 4
-  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int pos = first + i;
-    const int v = i < cnt ? __ldg(row_idx + pos) : -1;
-    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
-  }
+  stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
   __syncthreads();
 
   // Gather step `step` into ring slot `slot`; unused entries are zero-filled (V must stay finite).
   auto issue = [&](int step, int slot) {
-    constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-    constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-    constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
     const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
-    const int* sidx = s_idx + step * C::kBT;
-    constexpr int kTotal = C::kBT * kChunks;
+    constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
 #pragma unroll
     for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
       const int c = tid + k * C::kThreads;
       if (kTotal % C::kThreads != 0 && c >= kTotal) break;
-      const int r = c / kChunks, col = c - r * kChunks;
-      const int idx = sidx[r];
-      const bool ok = idx >= 0;
-      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
-      if constexpr (FP8)
-        cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-      else
-        cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
+      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, s_idx, step * C::kBT, rc.base, c);
     }
   };
 
@@ -145,9 +117,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
     for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
       const int c = tid + k * C::kThreads;
       if (kTotal % C::kThreads != 0 && c >= kTotal) break;
-      const int r = c / 72, col = c - r * 72;
-      const uint4 o = dequant_chunk(raw + r * C::kRawRowBytes, col);
-      *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = o;
+      dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
     }
   };
 
@@ -164,26 +134,13 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   float l_run = 0.f;      // this thread's share of head sh's running sum
 
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
 
-#pragma unroll
-  for (int s = 0; s < NST - 1; ++s) {
-    if (s < nsteps) issue(s, s);
-    cp_async_commit();
-  }
+  ring_fill<NST>(issue, nsteps);
   int slot = 0;
   for (int it = 0; it < nsteps; ++it) {
-    cp_async_wait_group<NST - 2>();
-    __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
-    {
-      const int nxt = it + NST - 1;
-      if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
-      cp_async_commit();
-    }
+    ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
     const uint8_t* tile;
     if constexpr (FP8) {
       dequant(slot);
@@ -207,15 +164,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   cp_async_wait_all();
 
   // Epilogue: total softmax sum per head (over its kTPH threads), normalise, stage O as fp32, write.
-  {
-    float l = l_run;
-#pragma unroll
-    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (ssub == 0) {
-      inv_l_s[sh] = l > 0.f ? 1.f / l : 0.f;
-      lse_s[sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
-    }
-  }
+  finish_softmax_sums<C::kTPH>(l_run, m_run, ssub, sh, inv_l_s, lse_s);
   __syncthreads();  // also: every warp is past its last GEMM2, so the stage area can be reused
   float* stg = reinterpret_cast<float*>(smem);
   stage_outputs(acc, inv_l_s, stg, 0, d0, lane);

@@ -108,25 +108,9 @@ __device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const in
                                                     int ssub, const uint8_t* lat, int lat_row,
                                                     __nv_bfloat16* p_s, float* alpha_s, float& m_run,
                                                     float& l_run) {
-  constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int kTokPT = 16 / TPH;
-  float sv[kTokPT];
-  float mx = kNegInf;
-#pragma unroll
-  for (int j = 0; j < kTokPT; ++j) {
-    const int tok = ssub * kTokPT + j;
-    float v = 0.f;
-#pragma unroll
-    for (int k2 = 0; k2 < 4; ++k2) v += spart[spart_off<NH>(k2, sh, tok)];
-    sv[j] = sidx[tok] >= 0 ? v * scale_log2 : kNegInf;
-    mx = fmaxf(mx, sv[j]);
-  }
-#pragma unroll
-  for (int off = 1; off < TPH; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  const float mn = fmaxf(m_run, mx);
-  const float mu = mn == kNegInf ? 0.f : mn;  // nothing valid yet: exp2(-inf - 0) = 0, not NaN
-  const float al = exp2f(m_run - mu);
-  m_run = mn;
+  float sv[kTokPT], mu, al;
+  softmax_scores<NH, 4, TPH>(spart, sidx, scale_log2, sh, ssub, sv, m_run, mu, al);
   float ps = 0.f;
 #pragma unroll
   for (int j = 0; j < kTokPT; ++j) {
@@ -156,24 +140,15 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   constexpr int kLR = C::kLatRowBytes;
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the combine kernel (PDL), as variant 2
-#endif
+  allow_dependent_launch();  // the combine kernel (PDL), as variant 2
 
-  int len = a.topk;
-  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
-  const int first = split * a.tiles_per_split * kTileTokens;
-  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
-  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
   // GEMM1 role: warp = kq * kWH + wh; Q^T fragments of the warp's heads over latent quarter kq (f16, in the
@@ -197,14 +172,9 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   uint32_t qr[1][C::kNTw][2];
   load_q_fragments<1, C::kNTw>(qr, q_w, kMlaLatentDim / 16 + kq, lane);
 
-  // The split's indices -> shared memory, cleaned (-1 = unused).
+  // The split's indices -> shared memory, cleaned.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-#pragma unroll 4
-  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int pos = first + i;
-    const int v = i < cnt ? __ldg(row_idx + pos) : -1;
-    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
-  }
+  stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
   __syncthreads();
 
   // Gather step `step` into ring slot `slot`: record chunks 0..32 (latent + scales) -> the latent row,
@@ -239,27 +209,14 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   float l_run = 0.f;
 
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int d0 = warp * C::kDimsPerWarp;
   const int blk = d0 >> 7;  // the scale block of this warp's GEMM2 dims
 
-#pragma unroll
-  for (int s = 0; s < NST - 1; ++s) {
-    if (s < nsteps) issue(s, s);
-    cp_async_commit();
-  }
+  ring_fill<NST>(issue, nsteps);
   int slot = 0;
   for (int it = 0; it < nsteps; ++it) {
-    cp_async_wait_group<NST - 2>();
-    __syncthreads();  // (A) step it's slot visible to all; everyone is done with step it-1
-    {
-      const int nxt = it + NST - 1;
-      if (nxt < nsteps) issue(nxt, slot == 0 ? NST - 1 : slot - 1);
-      cp_async_commit();
-    }
+    ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
     const uint8_t* lat = smem + slot * C::kSlotBytes;
 
     // GEMM1: S^T[16 tok x kNTw*8 heads] over latent quarter kq (f16, two chains) and rope k-step kq (bf16).
@@ -346,15 +303,7 @@ __global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
   }
   cp_async_wait_all();
 
-  {
-    float l = l_run;
-#pragma unroll
-    for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    if (ssub == 0) {
-      inv_l_s[sh] = l > 0.f ? 1.f / l : 0.f;
-      lse_s[sh] = l > 0.f ? m_run + log2f(l) : kNegInf;
-    }
-  }
+  finish_softmax_sums<C::kTPH>(l_run, m_run, ssub, sh, inv_l_s, lse_s);
   __syncthreads();  // also: every warp is past its last GEMM2, so the stage area can be reused
   float* stg = reinterpret_cast<float*>(smem);
   // Tile mt's rows: dims d0 + 32 (mt / 2) + 4 g + 2 (mt % 2) + {0 (c0, c1), 1 (c2, c3)}.

@@ -99,26 +99,14 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
 #endif
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
-  const int hg = bid % groups;
-  bid /= groups;
-  const int split = bid % a.nsplit;
-  const int t = bid / a.nsplit;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Let the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
-  // CTA of this grid is resident; it waits for this grid's completion before reading anything.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  allow_dependent_launch();  // the combine kernel (PDL)
 
-  int len = a.topk;
-  if (a.lengths != nullptr) len = min(max(__ldg(a.lengths + t), 0), a.topk);
-  // The split covers entries [first, first + tiles_per_split * 32) of the row (the plan's 32-token tiles).
-  const int first = split * a.tiles_per_split * kTileTokens;
-  const int cnt = max(min(len, first + a.tiles_per_split * kTileTokens) - first, 0);
-  const int nsteps = (cnt + C::kBT - 1) / C::kBT;
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
 
   const bool producer = warp >= C::kConsumerWarps;
@@ -132,10 +120,12 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
                      wq * C::kKSteps, lane);
 
   // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
+  // (Not stage_split_indices: its row_idx + (first + i) form moves this kernel's register allocation and
+  // schedule on sm_90; the entries loaded are the same.)
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
 #pragma unroll 4
   for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int v = i < cnt ? __ldg(row_idx + first + i) : -1;
+    const int v = i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
     s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
   }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
@@ -155,10 +145,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   float* inv_l_s = reinterpret_cast<float*>(smem + C::kOffInvL);
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
   float acc[C::kMT2][C::kNT2][4];
-#pragma unroll
-  for (int i = 0; i < C::kMT2; ++i)
-#pragma unroll
-    for (int j = 0; j < C::kNT2; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  zero_acc(acc);
   const int sh = gtid / C::kTPH, ssub = gtid % C::kTPH;  // softmax role: head sh of the group
   float m_run = kNegInf;  // running max (base-2 scaled units) of head sh, identical on its kTPH threads
   float l_run = 0.f;      // this thread's share of head sh's running sum
@@ -168,22 +155,11 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     // Gather step `step` into the slot at dst0 (rows of dst_row bytes); unused entries are zero-filled: V
     // must stay finite (P is 0 there, and 0 * NaN would poison O).
     auto issue = [&](int step, uint32_t dst0) {
-      constexpr int kChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16RecordBytes / 16;
-      constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-      constexpr int kDstRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
-      constexpr int kTotal = C::kBT * kChunks;
-      const int* sidx = s_idx + step * C::kBT;
+      constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
+      const int* sidx = s_idx + step * C::kBT;  // (as a pointer, not first = step * kBT: same cubin as before)
 #pragma unroll 4
-      for (int c = ptid; c < kTotal; c += C::kProducerThreads) {
-        const int r = c / kChunks, col = c - r * kChunks;
-        const int idx = sidx[r];
-        const bool ok = idx >= 0;
-        const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kRecBytes + col * 16 : rc.base;
-        if constexpr (FP8)
-          cp_async_16_nohint(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-        else
-          cp_async_16_l2_128(dst0 + r * kDstRow + col * 16, src, ok ? 16 : 0);
-      }
+      for (int c = ptid; c < kTotal; c += C::kProducerThreads)
+        gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, sidx, 0, rc.base, c);
     };
     if constexpr (kBulk) {
       if (ptid < 32) {
@@ -240,8 +216,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
         uint8_t* tile = smem + slot * C::kTileBytes;
 #pragma unroll 3
         for (int c = ptid; c < C::kBT * 72; c += C::kProducerThreads) {
-          const int r = c / 72, col = c - r * 72;
-          *reinterpret_cast<uint4*>(tile + r * C::kRowBytes + col * 16) = dequant_chunk(raw + r * C::kRawRowBytes, col);
+          dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
         }
         mbar_arrive(bar_full + slot * 8);
       }
@@ -273,7 +248,8 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), C::kRowBytes, d0, lane);
       release(step);
     }
-    // Total softmax sum per head (over its kTPH threads).
+    // Total softmax sum per head (over its kTPH threads). (Not finish_softmax_sums: called here it moves the
+    // register allocation of this kernel on sm_90 or sm_120, depending on the form; the sums are the same.)
     float l = l_run;
 #pragma unroll
     for (int off = 1; off < C::kTPH; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);

@@ -104,6 +104,19 @@ struct Problem {
   std::vector<Plan> plans;
 };
 
+// The shape of a problem: T tokens x H heads x top-k entries over num_slots records of format fmt; the
+// other fields keep Problem's defaults until a test case sets them.
+Problem shape(int T, int H, int topk, MlaCacheFormat fmt = MlaCacheFormat::kBf16,
+              int64_t num_slots = Problem().num_slots) {
+  Problem pb;
+  pb.T = T;
+  pb.H = H;
+  pb.topk = topk;
+  pb.fmt = fmt;
+  pb.num_slots = num_slots;
+  return pb;
+}
+
 struct HostData {
   std::vector<uint16_t> q;      // T*H*576 bf16 bits
   std::vector<uint8_t> cache;   // num_slots * record bytes
@@ -402,12 +415,7 @@ void run_and_check(const Problem& pb) {
 TEST_CASE("sparse MLA: every head count, both record formats, padded / short / empty rows") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
     for (int H : {8, 16, 32, 64, 128}) {
-      Problem pb;
-      pb.T = 5;
-      pb.H = H;
-      pb.topk = 300;
-      pb.fmt = fmt;
-      pb.num_slots = 5000;
+      Problem pb = shape(5, H, 300, fmt, 5000);
       pb.scale = 0.0625f;
       pb.use_lengths = true;
       pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty,
@@ -420,22 +428,13 @@ TEST_CASE("sparse MLA: every head count, both record formats, padded / short / e
 TEST_CASE("sparse MLA: top-k from 1 to 2048") {
   for (int topk : {1, 2, 31, 32, 33, 100, 513, 2048}) {
     for (int H : {16, 64}) {
-      Problem pb;
-      pb.T = 2;
-      pb.H = H;
-      pb.topk = topk;
-      pb.num_slots = std::max(4096, 2 * topk + 123);
+      Problem pb = shape(2, H, topk, MlaCacheFormat::kBf16, std::max(4096, 2 * topk + 123));
       pb.scale = 0.3f;  // peaked softmax: exercises the running-max rescale
       pb.kinds = {RowKind::kFull, RowKind::kScatteredPad};
       run_and_check(pb);
     }
   }
-  Problem pb;  // FP8 at the GLM-5 shape
-  pb.T = 2;
-  pb.H = 8;
-  pb.topk = 2048;
-  pb.fmt = MlaCacheFormat::kFp8;
-  pb.num_slots = 9000;
+  Problem pb = shape(2, 8, 2048, MlaCacheFormat::kFp8, 9000);  // FP8 at the GLM-5 shape
   run_and_check(pb);
 }
 
@@ -443,10 +442,7 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
   // 64: the split count the H200 sweep of d58ca5c found fastest at T = 1 for 8-16 heads (not yet the
   // planner's choice; this checks it before it becomes one).
   for (int splits : {1, 2, 5, 22, 64, 0}) {
-    Problem pb;
-    pb.T = 3;
-    pb.H = 32;
-    pb.topk = 700;
+    Problem pb = shape(3, 32, 700);
     pb.splits = splits;
     pb.scale = 0.2f;
     pb.use_lengths = true;
@@ -456,24 +452,14 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
   // The decode shape of that sweep: one token, top-k 2048 in 64 splits of 32 tokens, both record formats.
   for (int H : {8, 16, 64})
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      Problem pb;
-      pb.T = 1;
-      pb.H = H;
-      pb.topk = 2048;
-      pb.fmt = fmt;
-      pb.num_slots = 9000;
+      Problem pb = shape(1, H, 2048, fmt, 9000);
       pb.splits = 64;
       run_and_check(pb);
     }
   // 3 x 2^k splits of FP8 records with 8 heads: what round 6's planner picks for variant 7 at large T
   // (T=128 H=8: 3); every variant runs them.
   for (int splits : {3, 6}) {
-    Problem pb;
-    pb.T = 4;
-    pb.H = 8;
-    pb.topk = 2048;
-    pb.fmt = MlaCacheFormat::kFp8;
-    pb.num_slots = 9000;
+    Problem pb = shape(4, 8, 2048, MlaCacheFormat::kFp8, 9000);
     pb.splits = splits;
     pb.use_lengths = true;
     pb.kinds = {RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad, RowKind::kFull};
@@ -521,12 +507,7 @@ void check_auto_plan_in_grid(const Problem& pb) {
 TEST_CASE("sparse MLA: planner choices at T = 1 (every heads-per-CTA x split count, top-k 2048)") {
   for (int H : {8, 16, 32, 64, 128})
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      Problem pb;
-      pb.T = 1;
-      pb.H = H;
-      pb.topk = 2048;
-      pb.fmt = fmt;
-      pb.num_slots = 9000;
+      Problem pb = shape(1, H, 2048, fmt, 9000);
       pb.scale = 0.0625f;  // GLM-5
       pb.plans = planner_grid(H);
       check_auto_plan_in_grid(pb);
@@ -537,12 +518,7 @@ TEST_CASE("sparse MLA: planner choices at T = 1 (every heads-per-CTA x split cou
 TEST_CASE("sparse MLA: planner choices at T = 8 (short / padded / empty rows, every heads-per-CTA x split count)") {
   for (int H : {8, 16, 32, 64, 128})
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      Problem pb;
-      pb.T = 8;
-      pb.H = H;
-      pb.topk = 2048;
-      pb.fmt = fmt;
-      pb.num_slots = 12000;
+      Problem pb = shape(8, H, 2048, fmt, 12000);
       pb.scale = 0.0625f;
       pb.use_lengths = true;
       pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty,
@@ -555,12 +531,7 @@ TEST_CASE("sparse MLA: planner choices at T = 8 (short / padded / empty rows, ev
 
 TEST_CASE("sparse MLA: 128 splits (top-k 4096, the combine kernels' limit)") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-    Problem pb;
-    pb.T = 2;
-    pb.H = 64;
-    pb.topk = 4096;
-    pb.fmt = fmt;
-    pb.num_slots = 10000;
+    Problem pb = shape(2, 64, 4096, fmt, 10000);
     pb.scale = 0.0625f;
     pb.use_lengths = true;
     pb.kinds = {RowKind::kScatteredPad, RowKind::kShortLength};
@@ -578,14 +549,9 @@ TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the 
   for (const Shape& sh : {Shape{5, 8, 2, 0, 700}, Shape{4, 8, 3, 0, 300}, Shape{3, 8, 4, 0, 2048},
                           Shape{4, 16, 2, 0, 500}, Shape{3, 64, 3, 8, 400}, Shape{130, 8, 2, 0, 96}}) {
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      Problem pb;
-      pb.T = sh.T;
-      pb.H = sh.H;
-      pb.topk = sh.topk;
-      pb.fmt = fmt;
+      Problem pb = shape(sh.T, sh.H, sh.topk, fmt, std::max(6000, 2 * sh.topk + 77));
       pb.splits = sh.splits;
       pb.heads_per_cta = sh.hc;
-      pb.num_slots = std::max(6000, 2 * sh.topk + 77);
       // A peaked softmax for bf16 records; GLM-5's scale for FP8 records: at 0.2 the bf16 rounding of the
       // dequantised FP8 values inside the kernel moves the LSE by up to 0.026 against the float32 reference
       // (H200 run of d58ca5c: every variant and every merge alike, the old combine kernel too), beyond the
@@ -602,11 +568,7 @@ TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the 
 TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same rows)") {
   for (int hc : {8, 16, 32}) {
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      Problem pb;
-      pb.T = 3;
-      pb.H = 64;
-      pb.topk = 200;
-      pb.fmt = fmt;
+      Problem pb = shape(3, 64, 200, fmt);
       pb.heads_per_cta = hc;
       pb.splits = hc == 16 ? 1 : 0;
       pb.use_lengths = true;
@@ -618,30 +580,19 @@ TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same row
 
 TEST_CASE("sparse MLA: many query tokens (prefill-like grid)") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-    Problem pb;
-    pb.T = 96;
-    pb.H = 8;
-    pb.topk = 160;
-    pb.fmt = fmt;
-    pb.num_slots = 20000;
+    Problem pb = shape(96, 8, 160, fmt, 20000);
     pb.use_lengths = true;
     pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kFull};
     run_and_check(pb);
   }
-  Problem pb;
-  pb.T = 40;
-  pb.H = 64;
-  pb.topk = 96;
+  Problem pb = shape(40, 64, 96);
   pb.splits = 1;
   run_and_check(pb);
 }
 
 TEST_CASE("sparse MLA: rows without any valid index give zeros and lse = -inf") {
   for (int splits : {0, 1}) {
-    Problem pb;
-    pb.T = 4;
-    pb.H = 64;
-    pb.topk = 64;
+    Problem pb = shape(4, 64, 64);
     pb.splits = splits;
     pb.use_lengths = true;
     pb.kinds = {RowKind::kEmpty, RowKind::kEmpty, RowKind::kOutOfRange, RowKind::kFull};
