@@ -2,7 +2,7 @@
 // weights, random routing through the real router) for several token counts, beside same-run ceilings:
 // device copy bandwidth and cuBLASLt GEMM rates (bf16; FP8 per-tensor; FP8 128-block-scaled if offered).
 // Prints a table and writes JSON. Usage: glm5rt_bench_moe [--json out.json] [--commit sha] [--tokens 1,8,...]
-// [--rows default,gu-w2,...] (only the MoE rows with these labels) [--no-gemm-ceilings] (only the copy ceiling:
+// [--rows default,lines,...] (only the MoE rows with these labels) [--no-gemm-ceilings] (only the copy ceiling:
 // quick diagnosis runs, e.g. under compute-sanitizer)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -241,9 +241,7 @@ struct MoeResult {
   int decode_fusion = 1;
   bool stream_evict_first = false;
   bool fast_front = false;
-  // Session 4's decode GEMM knobs (MoeParams::gate_up_block_warps, gate_up_l2_ahead, down_l2_ahead,
-  // down_l2_prefetch).
-  int gate_up_block_warps = 0;
+  // Session 4's decode GEMM knobs (MoeParams::gate_up_line_copies, down_line_copies).
   bool gate_up_line_copies = false, down_line_copies = false;
   int tokens = 0;
   int distinct_experts = 0;  // routed experts with at least one token, + shared
@@ -460,7 +458,6 @@ int main(int argc, char** argv) {
     bool fast_front = glm5rt::kernels::MoeParams{}.fast_front;
     bool fast_select = glm5rt::kernels::MoeParams{}.fast_select;
     bool permute_single_pass = glm5rt::kernels::MoeParams{}.permute_single_pass;
-    int gate_up_block_warps = glm5rt::kernels::MoeParams{}.gate_up_block_warps;
     bool gate_up_line_copies = glm5rt::kernels::MoeParams{}.gate_up_line_copies;
     bool down_line_copies = glm5rt::kernels::MoeParams{}.down_line_copies;
   };
@@ -541,29 +538,26 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
     }
-    // Session 4: the decode GEMMs' knobs, each row setting them explicitly. "gu-w2": the routed gate_up GEMM in
-    // 2-warp blocks (MoeParams::gate_up_block_warps), no line copies; "lines": whole-line weight copies in both
+    // Session 4: the decode GEMMs' knobs, each row setting them explicitly. "lines": whole-line weight copies in both
     // GEMMs (gate_up_line_copies, down_line_copies; the default since the H200 run at 48a277e), "gu-lines" /
     // "dn-lines" in one of them only; "-fc": with decode_fusion 1 (no SwiGLU prologue in the down GEMM);
     // "-shstrm": with the shared expert on a second stream; "s4-base" / "s4-base-shstrm": every session-4 knob
-    // at its previous value (4-warp blocks, no line copies: the defaults before 48a277e).
+    // at its previous value (no line copies: the defaults before 48a277e). (The 2-warp gate_up rows "gu-w2*" were
+    // removed with the 2-warp blocks: no established gain.)
     if (T <= 16) {
       const struct {
         const char* name;
-        int warps, gu_lines, dn_lines, fusion;
+        int gu_lines, dn_lines, fusion;
         bool strm;
-      } s4[] = {{"s4-base", 0, 0, 0, -1, false},      {"s4-base-shstrm", 0, 0, 0, -1, true},
-                {"gu-w2", 2, 0, 0, -1, false},        {"gu-lines", -1, 1, 0, -1, false},
-                {"dn-lines", -1, 0, 1, -1, false},    {"lines", -1, 1, 1, -1, false},
-                {"gu-w2-lines", 2, 1, 1, -1, false},  {"lines-fc", -1, 1, 1, 1, false},
-                {"gu-w2-shstrm", 2, 0, 0, -1, true},
+      } s4[] = {{"s4-base", 0, 0, -1, false},      {"s4-base-shstrm", 0, 0, -1, true},
+                {"gu-lines", 1, 0, -1, false},     {"dn-lines", 0, 1, -1, false},
+                {"lines", 1, 1, -1, false},        {"lines-fc", 1, 1, 1, false},
                 // Line copies beside the second stream (the combination that stopped with an illegal
                 // instruction at 0844c2c; see PERFORMANCE.md "MoE session 4, call 3").
-                {"lines-shstrm", -1, 1, 1, -1, true},  {"gu-lines-shstrm", -1, 1, 0, -1, true},
-                {"dn-lines-shstrm", -1, 0, 1, -1, true}, {"gu-w2-lines-shstrm", 2, 1, 1, -1, true}};
+                {"lines-shstrm", 1, 1, -1, true},  {"gu-lines-shstrm", 1, 0, -1, true},
+                {"dn-lines-shstrm", 0, 1, -1, true}};
       for (const auto& v : s4) {
         Config c{T, 0, 0, 0, true, v.name};
-        if (v.warps >= 0) c.gate_up_block_warps = v.warps;
         if (v.gu_lines >= 0) c.gate_up_line_copies = v.gu_lines != 0;
         if (v.dn_lines >= 0) c.down_line_copies = v.dn_lines != 0;
         if (v.fusion >= 0) c.decode_fusion = v.fusion;
@@ -608,7 +602,6 @@ int main(int argc, char** argv) {
     r.decode_fusion = cfg.decode_fusion;
     r.stream_evict_first = cfg.stream_evict_first;
     r.fast_front = cfg.fast_front;
-    r.gate_up_block_warps = cfg.gate_up_block_warps;
     r.gate_up_line_copies = cfg.gate_up_line_copies;
     r.down_line_copies = cfg.down_line_copies;
     __nv_bfloat16 *x = nullptr, *out = nullptr;
@@ -652,7 +645,6 @@ int main(int argc, char** argv) {
     p.fast_front = cfg.fast_front;
     p.fast_select = cfg.fast_select;
     p.permute_single_pass = cfg.permute_single_pass;
-    p.gate_up_block_warps = cfg.gate_up_block_warps;
     p.gate_up_line_copies = cfg.gate_up_line_copies;
     p.down_line_copies = cfg.down_line_copies;
     if (cfg.shared_stream) {
@@ -810,7 +802,7 @@ int main(int argc, char** argv) {
                      "\"pdl\": %s, \"path\": %d, \"tile_rows\": %d, \"prefill_mma\": %d, \"decode_depth\": %d, "
                      "\"decode_kernel\": %d, \"front_path\": %d, \"shared_stream\": %s, \"early_down\": %s, \"decode_fusion\": %d, "
                      "\"stream_evict_first\": %s, \"fast_front\": %s, "
-                     "\"gate_up_block_warps\": %d, \"gate_up_line_copies\": %s, \"down_line_copies\": %s, "
+                     "\"gate_up_line_copies\": %s, \"down_line_copies\": %s, "
                      "\"ms_graph_b2b\": %.4f, "
                      "\"ms_graph_layers8\": %.4f%s}%s\n",
                      r.label.c_str(), r.tokens, r.distinct_experts, r.weight_bytes, r.flops, r.ms_stream, r.ms_graph, r.stage_ms[0],
@@ -819,7 +811,7 @@ int main(int argc, char** argv) {
                      dense_ceiling > 0 ? r.tflops / dense_ceiling : -1.0, lt_bf16 > 0 ? r.tflops / lt_bf16 : -1.0,
                      r.pdl ? "true" : "false", r.path, r.tile_rows, r.mma, r.depth, r.decode_kernel, r.front,
                      r.shared_stream ? "true" : "false", r.early_down ? "true" : "false", r.decode_fusion,
-                     r.stream_evict_first ? "true" : "false", r.fast_front ? "true" : "false", r.gate_up_block_warps,
+                     r.stream_evict_first ? "true" : "false", r.fast_front ? "true" : "false",
                      r.gate_up_line_copies ? "true" : "false", r.down_line_copies ? "true" : "false",
                      r.ms_graph_b2b, r.ms_graph_layers,
                      timeline_json(r).c_str(), i + 1 < results.size() ? "," : "");

@@ -69,13 +69,6 @@ long long decode_blocks(const Fp8GemmParams& p, int rows_per_block = detail::kDe
   return static_cast<long long>((p.n + rows_per_block - 1) / rows_per_block) * (p.group_offsets ? p.max_active : 1);
 }
 
-// Fp8GemmParams::decode_block_warps as used (2 or 4): smaller blocks only for the plain cp.async form
-// (1 is accepted and runs 2: one-warp blocks would not add a depth that fits one wave at T=1).
-int async_block_warps(const Fp8GemmParams& p) {
-  const bool plain = !p.swiglu_gate_up && !p.combine_counters && !general_form(p);
-  return plain && (p.decode_block_warps == 1 || p.decode_block_warps == 2) ? 2 : detail::kDecodeWarps;
-}
-
 // Whether the 1-token-tile decode grid with DEPTH K blocks in flight fits in one wave on this GPU. A
 // deeper register ring keeps more bytes in flight per lane (T=1 gate_up on the H200: 79 us at depth 3
 // against 87 us at depth 2) but costs registers, i.e. resident blocks; once the grid needs a second
@@ -96,10 +89,9 @@ cudaError_t decode_fits_one_wave(const Fp8GemmParams& p, bool& fits) {
 template <int DEPTH, bool LINES>
 void (*decode_async_kernel_for_lines(const Fp8GemmParams& p))(Fp8GemmParams) {
   using namespace detail;
-  if (p.swiglu_gate_up) return fp8_gemm_decode_async_kernel<DEPTH, true, true, false, kDecodeWarps, LINES>;
-  if (p.combine_counters) return fp8_gemm_decode_async_kernel<DEPTH, true, false, false, kDecodeWarps, LINES>;
-  if (async_block_warps(p) == 2) return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, 2, LINES>;
-  return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, kDecodeWarps, LINES>;
+  if (p.swiglu_gate_up) return fp8_gemm_decode_async_kernel<DEPTH, true, true, false, LINES>;
+  if (p.combine_counters) return fp8_gemm_decode_async_kernel<DEPTH, true, false, false, LINES>;
+  return fp8_gemm_decode_async_kernel<DEPTH, false, false, false, LINES>;
 }
 template <int DEPTH>
 void (*decode_async_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams) {
@@ -108,7 +100,7 @@ void (*decode_async_kernel_for(const Fp8GemmParams& p))(Fp8GemmParams) {
 }
 template <int DEPTH>
 size_t decode_async_smem(const Fp8GemmParams& p) {
-  return static_cast<size_t>(async_block_warps(p)) * DEPTH * detail::kDecodeAsyncStageBytes +
+  return static_cast<size_t>(detail::kDecodeWarps) * DEPTH * detail::kDecodeAsyncStageBytes +
          (p.swiglu_gate_up ? detail::decode_swiglu_smem_bytes(p.swiglu_rows, p.k) : 0);
 }
 // Above 48 KB of dynamic shared memory a kernel must opt in (before launches and occupancy queries).
@@ -120,26 +112,22 @@ cudaError_t allow_smem(Kernel* kernel, size_t smem) {
 
 template <int DEPTH>
 cudaError_t launch_decode_async(const Fp8GemmParams& p, cudaStream_t stream) {
-  const int warps = async_block_warps(p), rows = warps * 16;
-  const dim3 grid((p.n + rows - 1) / rows, p.group_offsets ? p.max_active : 1);
+  const dim3 grid((p.n + detail::kDecodeRows - 1) / detail::kDecodeRows, p.group_offsets ? p.max_active : 1);
   auto kernel = decode_async_kernel_for<DEPTH>(p);
   const size_t smem = decode_async_smem<DEPTH>(p);
   if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
-  return detail::launch(kernel, grid, dim3(warps * 32), smem, stream, p.pdl, p);
+  return detail::launch(kernel, grid, dim3(detail::kDecodeThreads), smem, stream, p.pdl, p);
 }
 
 // Whether the cp.async decode grid with a DEPTH-deep ring fits in one wave of resident blocks.
-// concurrent_blocks counts 4-warp blocks; smaller blocks count it in their own size.
 template <int DEPTH>
 cudaError_t decode_async_fits(const Fp8GemmParams& p, bool& fits) {
   long long slots = 0;
   auto kernel = decode_async_kernel_for<DEPTH>(p);
   const size_t smem = decode_async_smem<DEPTH>(p);
-  const int warps = async_block_warps(p);
   if (cudaError_t e = allow_smem(kernel, smem); e != cudaSuccess) return e;
-  if (cudaError_t e = resident_blocks(kernel, warps * 32, smem, slots); e != cudaSuccess) return e;
-  fits = decode_blocks(p, warps * 16) + static_cast<long long>(p.concurrent_blocks) * (detail::kDecodeWarps / warps) <=
-         slots;
+  if (cudaError_t e = resident_blocks(kernel, detail::kDecodeThreads, smem, slots); e != cudaSuccess) return e;
+  fits = decode_blocks(p) + p.concurrent_blocks <= slots;
   return cudaSuccess;
 }
 
@@ -210,8 +198,6 @@ cudaError_t fp8_gemm(const Fp8GemmParams& in, cudaStream_t stream) {
   if (p.lda < p.k || p.lda % 16 != 0 || p.ld_scale < p.k / kFp8Block || p.ldc < p.n || p.ldc % 2 != 0)
     return cudaErrorInvalidValue;
   if (p.concurrent_blocks < 0 || p.decode_l2_prefetch < 0) return cudaErrorInvalidValue;
-  if (p.decode_block_warps != 0 && p.decode_block_warps != 1 && p.decode_block_warps != 2 && p.decode_block_warps != 4)
-    return cudaErrorInvalidValue;
   if (p.max_rows == 0) return cudaSuccess;
   if (!p.a || !p.a_scale || !p.w || !p.w_scale || !p.c || !aligned16(p.a) || !aligned16(p.c))
     return cudaErrorInvalidValue;

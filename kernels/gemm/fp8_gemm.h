@@ -115,13 +115,6 @@ struct Fp8GemmParams {
   // byte), through a swizzled stage that each warp shares between its lanes. The same bits. Not in the
   // general form (varied parts / strided weights), which ignores it. false: the previous copy geometry.
   bool decode_line_copies = false;
-  // Warps per block of the cp.async decode kernel's plain form (2 or 4; 0 means 4, 1 runs 2): 16 weight
-  // rows per warp, so 32 / 64 rows per block. Smaller blocks spread a one-wave grid more evenly over the SMs
-  // (T=1 gate_up: 576 blocks of 4 warps land 4 or 5 per SM, 20 warps on the busiest SMs; 1152 blocks of 2
-  // warps land 8 or 9, 18 warps at most), and may allow a deeper ring in the one-wave fit. The same
-  // per-warp arithmetic: the same bits. Not with the fused combine / SwiGLU or the general form (those
-  // keep 4 warps).
-  int decode_block_warps = 0;
   // The cp.async decode kernel's weight copies carry the L2 evict_first policy (weights read once give
   // way first to data that is read again). A hint: results do not depend on it.
   bool decode_evict_first = false;

@@ -21,8 +21,8 @@ namespace glm5rt::kernels::detail {
 
 constexpr int kDecodeAsyncStageBytes = 4 * 512;  // per warp and K block
 
-template <int DEPTH, int WARPS = kDecodeWarps>
-constexpr int decode_async_smem_bytes() { return WARPS * DEPTH * kDecodeAsyncStageBytes; }
+template <int DEPTH>
+constexpr int decode_async_smem_bytes() { return kDecodeWarps * DEPTH * kDecodeAsyncStageBytes; }
 
 // The fused MoE combine (Fp8GemmParams::combine_*) for the 16 output columns [col0, col0 + 16) of one
 // warp, run by the warp that arrived last for them: every other warp's C values for these columns are
@@ -78,9 +78,7 @@ inline size_t decode_swiglu_smem_bytes(int rows, int k) {
 }
 
 // COMBINE: the fused MoE combine epilogue; SWIGLU: the fused SwiGLU prologue (Fp8GemmParams::swiglu_*).
-// GENERAL: unequal parts / strided weights (decode_part_of). WARPS: warps per block (Fp8GemmParams::
-// decode_block_warps; 4 in the fused and general forms); the register cap stays the same per thread
-// (7 blocks of 4 warps per SM = 28 warps). LINES: whole-line copies (Fp8GemmParams::decode_line_copies;
+// GENERAL: unequal parts / strided weights (decode_part_of). LINES: whole-line copies (Fp8GemmParams::decode_line_copies;
 // its own instantiation, so that the kernels without it keep their code and registers): each cp.async
 // instruction of a warp copies 4 rows x 128 contiguous bytes (every 128-byte line of weights requested once,
 // whole) instead of 8 rows x 64 bytes (each line requested as two halves by two instructions); lane l copies
@@ -88,13 +86,10 @@ inline size_t decode_swiglu_smem_bytes(int rows, int k) {
 // XOR keeps both the copies and the fragment reads free of bank conflicts), and since a lane then reads bytes
 // that other lanes copied, a __syncwarp follows each cp.async wait. The same bytes reach the same mma
 // operands: the same bits.
-template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false, int WARPS = kDecodeWarps,
-          bool LINES = false>
-__global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
-    fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
-  static_assert(WARPS == kDecodeWarps || (!COMBINE && !SWIGLU && !GENERAL), "smaller blocks: plain form only");
+template <int DEPTH, bool COMBINE = false, bool SWIGLU = false, bool GENERAL = false, bool LINES = false>
+__global__ void __launch_bounds__(kDecodeThreads, 7) fp8_gemm_decode_async_kernel(const Fp8GemmParams p) {
   static_assert(!LINES || !GENERAL, "whole-line copies need 128-byte aligned rows (not the general form)");
-  constexpr int kRows = WARPS * 16;  // weight rows per block
+  constexpr int kRows = kDecodeRows;  // weight rows per block
 #if GLM5RT_HAS_FP8_MMA
   // With group_info_ready the group metadata and the weights were complete before the previous kernel
   // started: look up the group and start streaming the first K blocks of weights, then wait for the
@@ -205,7 +200,7 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
 
   // Rows of a group per pass: 8 (the mma's N), or with the SwiGLU prologue the rows it has room for.
   const int step = SWIGLU ? p.swiglu_rows : 8;
-  uint8_t* const h_sm = decode_smem + WARPS * DEPTH * kDecodeAsyncStageBytes;
+  uint8_t* const h_sm = decode_smem + kDecodeWarps * DEPTH * kDecodeAsyncStageBytes;
   const int h_ld = decode_swiglu_row_stride(p.k);
   float* const hs_sm = reinterpret_cast<float*>(h_sm + static_cast<size_t>(SWIGLU ? p.swiglu_rows : 0) * h_ld);
   for (int tok0 = 0; tok0 < rows; tok0 += step) {
@@ -216,7 +211,7 @@ __global__ void __launch_bounds__(WARPS * 32, 7 * kDecodeWarps / WARPS)
       // multiples of 64), then a barrier. Indices below are rows of the pass (0 .. step-1), -1 outside.
       const int nr = min(step, rows - tok0);
       if (tok0 > 0) __syncthreads();  // every warp has finished reading the previous pass's rows
-      for (int item = warp; item < nr * wr.kblocks; item += WARPS) {
+      for (int item = warp; item < nr * wr.kblocks; item += kDecodeWarps) {
         const int r = item / wr.kblocks, grp = item - r * wr.kblocks;
         const __nv_bfloat16* src =
             p.swiglu_gate_up + static_cast<size_t>(row_begin + tok0 + r) * p.swiglu_ld + grp * kFp8Block;

@@ -188,9 +188,6 @@ struct MoeParams {
   bool permute_single_pass = true;
   // Session 4 (docs/PERFORMANCE.md "MoE", "Session 4"): decode GEMM streaming knobs. Each is a hint or a
   // work split that keeps every value's bits (the same per-warp arithmetic), selectable at run time.
-  // gate_up_block_warps (GLM5RT_MOE_GATE_UP_BLOCK_WARPS=0|1|2|4): warps per block of the routed gate_up
-  // GEMM's cp.async decode kernel (Fp8GemmParams::decode_block_warps; 0 = 4, the previous form).
-  int gate_up_block_warps = 0;
   // gate_up_line_copies / down_line_copies (GLM5RT_MOE_GATE_UP_LINES / GLM5RT_MOE_DOWN_LINES = 0|1): the routed
   // GEMMs' cp.async decode kernels copy whole 128-byte lines (Fp8GemmParams::decode_line_copies: every weight line
   // requested once, whole, instead of as two 64-byte halves; the same bits), also beside shared_stream. On by

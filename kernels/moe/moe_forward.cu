@@ -27,7 +27,6 @@ struct MoeEnv {
   int fast_select = env_int("GLM5RT_MOE_FAST_SELECT");
   int permute_single_pass = env_int("GLM5RT_MOE_PERMUTE_SINGLE_PASS");
   int fast_front = env_int("GLM5RT_MOE_FAST_FRONT");
-  int gate_up_block_warps = env_int("GLM5RT_MOE_GATE_UP_BLOCK_WARPS");
   int gate_up_lines = env_int("GLM5RT_MOE_GATE_UP_LINES");
   int down_lines = env_int("GLM5RT_MOE_DOWN_LINES");
 };
@@ -320,7 +319,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g1.concurrent_blocks = side ? (2 * I + 63) / 64 : 0;
   g1.debug_stamps = stamp_slot(p, kMoeStampGateUp);
   g1.decode_evict_first = evict_first;
-  g1.decode_block_warps = env_or(moe_env().gate_up_block_warps, p.gate_up_block_warps);
   g1.decode_line_copies = gate_up_lines;
   g1.path = p.path == 1 ? Fp8GemmPath::decode : p.path == 2 ? Fp8GemmPath::prefill : Fp8GemmPath::automatic;
   if (cudaError_t e = fp8_gemm(g1, stream); e != cudaSuccess) return e;
@@ -345,7 +343,6 @@ cudaError_t moe_forward(const MoeParams& p, void* workspace, size_t workspace_by
   g2.group_info_ready = true;
   g2.decode_l2_prefetch = p.early_down ? kMoeDownL2PrefetchKBlocks : 0;
   g2.decode_line_copies = down_lines;
-  g2.decode_block_warps = 0;  // 4-warp blocks (the fused forms need them)
   g2.concurrent_blocks = 0;  // by now the shared expert's GEMMs have finished or fill the tail
   g2.debug_stamps = stamp_slot(p, kMoeStampDown);
   if (fused_combine) {

@@ -543,16 +543,15 @@ void check_moe(int T, const RouterConfig& cfg, int pool, bool float_reference, i
     }
   }
   check_shared_stream(p0, ws, ws_bytes, dout, out_bits, T <= 32 && (path == 1 || (path == 0 && (T * K + E - 1) / E <= 8)));
-  {  // Session 4: the decode GEMMs' knobs against the default run, one at a time and together: v0 the routed
-     // gate_up GEMM in 2-warp blocks (gate_up_block_warps), v1 whole-line weight copies in the gate_up GEMM
-     // (gate_up_line_copies), v2 in the down GEMM (down_line_copies; at T <= 2 its fused SwiGLU form), v4
-     // whole-line copies in both with decode_fusion 1 (the combine-only fused down kernel), v3 all of v0-v2.
+  {  // Session 4: the decode GEMMs' knobs against the default run, one at a time and together: v0 no whole-line
+     // weight copies (the previous copy geometry in both routed GEMMs), v1 whole-line weight copies in the gate_up
+     // GEMM only (gate_up_line_copies), v2 in the down GEMM only (down_line_copies; at T <= 2 its fused SwiGLU
+     // form), v4 whole-line copies in both with decode_fusion 1 (the combine-only fused down kernel), v3 both.
      // A work split and copy geometry only: the same bits, eagerly over a poisoned workspace; v3 also with
      // the shared expert on a second stream, eagerly and from a graph replayed twice (check_shared_stream).
      // The line copies are on by default since 48a277e: v1 / v2 then turn off the other GEMM's, v0 both.
     auto knobs = [&](int v) {
       k::MoeParams ps = p0;
-      if (v == 0 || v == 3) ps.gate_up_block_warps = 2;
       ps.gate_up_line_copies = v == 1 || v == 3 || v == 4;
       ps.down_line_copies = v == 2 || v == 3 || v == 4;
       if (v == 4) ps.decode_fusion = 1;
