@@ -3,7 +3,7 @@
 # (scripts/pack_prebuilt.sh; no build on the device): every GPU test (scripts/gpu_check.sh, with the sm_120
 # ptxas / SASS report in the background), then the benchmarks of what changed in session 4: the MoE layer at every issue size (whole-line weight copies
 # now the default; s4-base = the previous defaults) with the cuBLASLt ceilings; sparse MLA at T = 1, 8, 128 x
-# H = 8..128 and prefill 4096 x 64 (bf16 split partials now the automatic merge); the forward at GLM-5
+# H = 8..128 and prefill 4096 x 64 (bf16 split partials now the automatic merge); the device sampling kernels; the forward at GLM-5
 # dimensions (4 and 2 layers: one layer by difference; default, and the ungrouped split-K path that now reads
 # the weights in place). With FULL=1 also the indexer, projection and FP8-cache rows of session 3.
 # The JSON files come back in $OUT/json.tgz.
@@ -32,6 +32,8 @@ B=$P/bin
   stamp "sparse MLA: T = 1, 8, 128 x H = 8..128, prefill 4096 x 64"
   timeout 100 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64,128 --variants 2,5,7 \
     --prefill-T 4096 --prefill-H 64 --commit "$COMMIT" --reps 9 --json "$J/sparse_mla-h200-final.json" 2>&1 | tail -30
+  stamp "device sampling kernels (v1 / v2)"
+  timeout 60 "$B/bench_sampling" --iters 20 --commit "$COMMIT" --json "$J/sampling-h200.json" 2>&1 | tail -20
   stamp "forward bench: 4 layers (1 dense): default; ungrouped projections with split-K in place"
   timeout 150 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 --batches 1,32 --contexts 8192,32768 \
     --prefill 4096 --steps 10 --stages --variants fast:auto,fast:auto:nogroup:nofuse \
