@@ -31,7 +31,6 @@ struct Shared {
   double red_f64[kWarps];
   float red_f32[kWarps];
   u64 prefix, result;
-  u64 target, above;  // select_key's warp-0 state between levels (in registers it spilled; see there)
   unsigned chosen_count, n_cand;
   int done;
 };
@@ -217,10 +216,10 @@ __device__ u64 select_key(const float* c, int V, const Filter& f, Target how, do
     s.n_cand = 0;
   }
   bool compacted = false;
-  // Warp 0's running state (the same in all its lanes) lives in shared memory between levels: the prefix
-  // chosen so far (s.prefix), the target (s.target) and the weight of the members above the prefix
-  // (s.above). Held in registers by all 1024 threads across the loop, it took the kernels past their
-  // 64 registers and spilled.
+  // Warp 0's running state (the same in all its lanes): the target, the prefix chosen so far, the weight
+  // of the members above it.
+  u64 target = 1, prefix_w0 = 0, above = 0;
+  bool no_weight = false;
   for (int level = 0; level < 8; ++level) {
     const int shift = 56 - 8 * level;
     for (int b = tid; b < kBins; b += kThreads) {
@@ -288,22 +287,14 @@ __device__ u64 select_key(const float* c, int V, const Filter& f, Target how, do
         const u64 n = __shfl_up_sync(kFull, incl, o);
         if (lane >= o) incl += n;
       }
-      // No weight at all (level 0 only: the loop ends right after it).
-      bool no_weight = false;
-      u64 target, above;
       if (level == 0) {
         const u64 total = __shfl_sync(kFull, incl, 31);
         target = select_target(how, param, total);
-        above = 0;
-        if (lane == 0) s.target = target;
         no_weight = total == 0;
         if (no_weight && lane == 0) {
           s.done = 1;
           s.result = f.top;
         }
-      } else {
-        target = s.target;
-        above = s.above;
       }
       if (!no_weight) {
         u64 run = above + incl - local;
@@ -332,14 +323,14 @@ __device__ u64 select_key(const float* c, int V, const Filter& f, Target how, do
           const int src = __ffs(who) - 1;
           chosen = __shfl_sync(kFull, chosen, src);
           run_at = __shfl_sync(kFull, run_at, src);
-          const u64 next = prefix | (static_cast<u64>(chosen) << shift);
+          prefix_w0 |= static_cast<u64>(chosen) << shift;
+          above = run_at;
           if (lane == 0) {
-            s.above = run_at;
-            s.prefix = next;
+            s.prefix = prefix_w0;
             s.chosen_count = s.count[chosen];
             if (level == 7) {
               s.done = 1;
-              s.result = next;
+              s.result = prefix_w0;
             }
           }
         }

@@ -103,10 +103,9 @@ __device__ u64 linear_select(const float* c, int V, const Filter& f, Target how,
   // Pass 1: weights and counts per bin of the members with a non-zero weight. c four loads ahead, then
   // e for the members past the cut (again all in flight together), then the bins.
   for (int base = 0; base < V; base += kUnroll * kThreads) {  // warp-converged: add uses collectives
-    // The keys are formed twice (cheap integer operations) rather than held across the e loads: kept, they
-    // took the kernel past its 64 registers (1024 threads) on sm_120 and spilled.
     float v[kUnroll];
     double ev[kUnroll];
+    u64 key[kUnroll];
 #pragma unroll
     for (int q = 0; q < kUnroll; ++q) {
       const int i = base + q * kThreads + tid;
@@ -115,13 +114,14 @@ __device__ u64 linear_select(const float* c, int V, const Filter& f, Target how,
 #pragma unroll
     for (int q = 0; q < kUnroll; ++q) {
       const int i = base + q * kThreads + tid;
-      ev[q] = i < V && full_key(v[q], i) >= f.lo ? f.e[i] : 0.0;
+      key[q] = full_key(v[q], i);
+      ev[q] = i < V && key[q] >= f.lo ? f.e[i] : 0.0;
     }
 #pragma unroll
     for (int q = 0; q < kUnroll; ++q) {
       const int i = base + q * kThreads + tid;
       u64 w = 0;
-      const bool in = i < V && weight_of_loaded(f, full_key(v[q], i), ev[q], w) && w != 0;
+      const bool in = i < V && weight_of_loaded(f, key[q], ev[q], w) && w != 0;
       add(s.hist_w, s.hist_n, in, in ? bins(v[q]) : 0, w);
     }
   }
