@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -271,6 +272,32 @@ struct DeviceBuffer {
     return v;
   }
   void poison() { cudaMemset(ptr, 0xff, count * sizeof(T)); }  // bf16 0xffff and f32 0xffffffff are NaN
+};
+
+// FP8 weights on the device for a grouped GEMM: each added weight's e4m3 bytes and block scales in buffers
+// owned here, and, after upload_pointers(), the device arrays of their pointers that Fp8GemmParams::w /
+// w_scale take (weight i at index i).
+struct DeviceWeights {
+  std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> q;
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> scale;
+  std::vector<const uint8_t*> q_ptrs;
+  std::vector<const float*> scale_ptrs;
+  std::unique_ptr<DeviceBuffer<const uint8_t*>> d_q_ptrs;
+  std::unique_ptr<DeviceBuffer<const float*>> d_scale_ptrs;
+  void add(const HostFp8Weight& w) {
+    q.push_back(std::make_unique<DeviceBuffer<uint8_t>>(w.q.size()));
+    scale.push_back(std::make_unique<DeviceBuffer<float>>(w.scale.size()));
+    q.back()->upload(w.q);
+    scale.back()->upload(w.scale);
+    q_ptrs.push_back(q.back()->ptr);
+    scale_ptrs.push_back(scale.back()->ptr);
+  }
+  void upload_pointers() {
+    d_q_ptrs = std::make_unique<DeviceBuffer<const uint8_t*>>(q_ptrs.size());
+    d_scale_ptrs = std::make_unique<DeviceBuffer<const float*>>(scale_ptrs.size());
+    d_q_ptrs->upload(q_ptrs);
+    d_scale_ptrs->upload(scale_ptrs);
+  }
 };
 
 inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng, float sigma = 1.0f) {

@@ -74,24 +74,13 @@ void run_case(const GroupedCase& tc) {
   const int part_rows = tc.n / tc.num_parts;
   std::vector<HostFp8Weight> w;
   std::vector<std::vector<float>> wd;
-  std::vector<DeviceBuffer<uint8_t>*> dw;
-  std::vector<DeviceBuffer<float>*> dws;
-  std::vector<const uint8_t*> wptr;
-  std::vector<const float*> sptr;
+  DeviceWeights weights;
   for (int i = 0; i < G * tc.num_parts; ++i) {
     w.push_back(random_weight(part_rows, tc.k, rng));
     wd.push_back(dequant(w.back()));
-    dw.push_back(new DeviceBuffer<uint8_t>(w.back().q.size()));
-    dws.push_back(new DeviceBuffer<float>(w.back().scale.size()));
-    dw.back()->upload(w.back().q);
-    dws.back()->upload(w.back().scale);
-    wptr.push_back(dw.back()->ptr);
-    sptr.push_back(dws.back()->ptr);
+    weights.add(w.back());
   }
-  DeviceBuffer<const uint8_t*> d_wptr(wptr.size());
-  DeviceBuffer<const float*> d_sptr(sptr.size());
-  d_wptr.upload(wptr);
-  d_sptr.upload(sptr);
+  weights.upload_pointers();
   DeviceBuffer<int> d_off(G + 1), d_tiles(G + 1), d_active(std::max<size_t>(1, active.size())), d_nact(1),
       d_map(std::max(1, rows));
   d_off.upload(offsets);
@@ -110,8 +99,8 @@ void run_case(const GroupedCase& tc) {
   p.lda = tc.k;
   p.ld_scale = tc.k / 128;
   p.a_row_map = tc.row_map ? d_map.ptr : nullptr;
-  p.w = d_wptr.ptr;
-  p.w_scale = d_sptr.ptr;
+  p.w = weights.d_q_ptrs->ptr;
+  p.w_scale = weights.d_scale_ptrs->ptr;
   p.num_parts = tc.num_parts;
   p.part_rows = part_rows;
   p.c = reinterpret_cast<__nv_bfloat16*>(dc.ptr);
@@ -160,8 +149,6 @@ void run_case(const GroupedCase& tc) {
   CHECK(cmp.non_finite == 0);
   CHECK(cmp.bad == 0);
   CHECK(cmp.rel_l2 < 4e-3);
-  for (auto* b : dw) delete b;
-  for (auto* b : dws) delete b;
 }
 
 }  // namespace
@@ -336,23 +323,9 @@ void run_early_lines_chain(bool lines, bool side, int iters, bool side_lines = f
   std::vector<uint8_t> hq;
   std::vector<float> hs;
   quantize_on_gpu(x, G + 1, kd, dq, ds, hq, hs);
-  std::vector<DeviceBuffer<uint8_t>*> dw;
-  std::vector<DeviceBuffer<float>*> dws;
-  std::vector<const uint8_t*> wptr;
-  std::vector<const float*> sptr;
-  for (int g = 0; g <= G; ++g) {  // G routed groups + the side GEMM's weight
-    const auto w = random_weight(n, kd, rng);
-    dw.push_back(new DeviceBuffer<uint8_t>(w.q.size()));
-    dws.push_back(new DeviceBuffer<float>(w.scale.size()));
-    dw.back()->upload(w.q);
-    dws.back()->upload(w.scale);
-    wptr.push_back(dw.back()->ptr);
-    sptr.push_back(dws.back()->ptr);
-  }
-  DeviceBuffer<const uint8_t*> d_wptr(wptr.size());
-  DeviceBuffer<const float*> d_sptr(sptr.size());
-  d_wptr.upload(wptr);
-  d_sptr.upload(sptr);
+  DeviceWeights weights;
+  for (int g = 0; g <= G; ++g) weights.add(random_weight(n, kd, rng));  // G routed groups + the side GEMM's weight
+  weights.upload_pointers();
   std::vector<int> offsets(G + 1), active(G);
   for (int g = 0; g <= G; ++g) offsets[g] = g;
   for (int g = 0; g < G; ++g) active[g] = g;
@@ -370,8 +343,8 @@ void run_early_lines_chain(bool lines, bool side, int iters, bool side_lines = f
   p.a_scale = ds.ptr;
   p.lda = kd;
   p.ld_scale = kd / 128;
-  p.w = d_wptr.ptr;
-  p.w_scale = d_sptr.ptr;
+  p.w = weights.d_q_ptrs->ptr;
+  p.w_scale = weights.d_scale_ptrs->ptr;
   p.part_rows = n;
   p.c = reinterpret_cast<__nv_bfloat16*>(dc.ptr);
   p.ldc = n;
@@ -395,8 +368,8 @@ void run_early_lines_chain(bool lines, bool side, int iters, bool side_lines = f
   k::Fp8GemmParams ps = p;
   ps.a = dq.ptr + static_cast<size_t>(G) * kd;
   ps.a_scale = ds.ptr + static_cast<size_t>(G) * (kd / 128);
-  ps.w = d_wptr.ptr + G;
-  ps.w_scale = d_sptr.ptr + G;
+  ps.w = weights.d_q_ptrs->ptr + G;
+  ps.w_scale = weights.d_scale_ptrs->ptr + G;
   ps.c = reinterpret_cast<__nv_bfloat16*>(dc_side.ptr);
   ps.num_groups = 1;
   ps.max_rows = 1;
@@ -447,8 +420,6 @@ void run_early_lines_chain(bool lines, bool side, int iters, bool side_lines = f
   for (auto& e : ev) CUDA_OK(cudaEventDestroy(e));
   CUDA_OK(cudaStreamDestroy(st));
   CUDA_OK(cudaStreamDestroy(side_st));
-  for (auto* b : dw) delete b;
-  for (auto* b : dws) delete b;
 }
 
 }  // namespace
