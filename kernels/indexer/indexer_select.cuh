@@ -26,6 +26,25 @@ constexpr int kLevels = 6;
 constexpr int kSelectCandCap = 1024;  // candidates of the k-th's bin kept in shared memory by block_select
 constexpr int kTableCap = 1024;       // block-table entries staged in shared memory (64K keys at page 64)
 
+// The one-block and cluster selects (indexer_topk_reg.cu, indexer_topk_cluster.cu), started with PDL after
+// the scores kernel: wait for it before reading the scores (a no-op below sm_90, where they launch plainly).
+__device__ __forceinline__ void wait_for_producer() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Inclusive prefix sum over the 32 lanes of a warp (lane l gets the sum of lanes 0..l).
+template <class T>
+__device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T n = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += n;
+  }
+  return v;
+}
+
 __device__ __forceinline__ int level_shift(int level) { return level < 5 ? 53 - 11 * level : 0; }
 __device__ __forceinline__ uint32_t level_mask(int level) { return level < 5 ? kBins - 1 : (1u << 9) - 1; }
 

@@ -45,6 +45,8 @@ constexpr int kSuperWidth = 32;     // bins per super-bin
 constexpr int kSupers = detail::kBins / kSuperWidth;  // 64
 constexpr int kClusterTableCap = 1024;
 using detail::kBins;
+using detail::wait_for_producer;
+using detail::warp_inclusive_scan;
 
 struct ClusterShared {
   uint32_t hist[kPasses][kBins];  // cleared in the prologue; pass p uses hist[p] only (read remotely)
@@ -57,7 +59,6 @@ struct ClusterShared {
 static_assert(sizeof(ClusterShared) <= 48 * 1024, "cluster select shared memory must stay within 48 KB (static)");
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void wait_for_producer() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -75,16 +76,6 @@ __device__ __forceinline__ uint32_t ld_remote(const uint32_t* local, uint32_t ra
   uint32_t remote, v;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
   asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(v) : "r"(remote) : "memory");
-  return v;
-}
-
-template <class T>
-__device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const T n = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += n;
-  }
   return v;
 }
 #endif

@@ -35,9 +35,11 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr int kColumn = 4 * kThreads;  // positions covered by one float4 per thread
-constexpr int kTableCap = 1024;        // block-table entries staged in shared memory
 constexpr int kPasses = 3;             // 11 + 11 + 10 bits cover the 32-bit key
 using detail::kBins;
+using detail::kTableCap;
+using detail::wait_for_producer;
+using detail::warp_inclusive_scan;
 
 struct RegShared {
   uint32_t hist[kPasses][kBins];  // all cleared in the prologue; pass p uses hist[p]
@@ -49,21 +51,6 @@ struct RegShared {
 };
 static_assert(sizeof(RegShared) <= 48 * 1024, "register select shared memory must stay within 48 KB (static)");
 
-__device__ __forceinline__ void wait_for_producer() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-template <class T>
-__device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const T n = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += n;
-  }
-  return v;
-}
 
 // kVec float4 per thread: rows of up to kVec * 4096 keys.
 template <int kVec>
