@@ -60,4 +60,21 @@ float time_ms(F&& f, int warm, int reps, cudaStream_t s) {
   return median(t);
 }
 
+// Random e4m3 codes (never the NaN codes 0x7f / 0xff), limited to |v| <= 2^3 (exponent field <= 9) so that
+// sums of products stay moderate.
+__global__ inline void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint32_t r = hash32(seed * 0x9e3779b97f4a7c15ULL + i);
+    p[i] = static_cast<uint8_t>((r & 0x80) | ((r >> 8) % 80));
+  }
+}
+
+// Uniform float32 values in [lo, hi).
+__global__ inline void fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = lo + (hi - lo) * (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
+}
+
 }  // namespace glm5rt_bench

@@ -46,22 +46,12 @@ namespace k = glm5rt::kernels;
 
 namespace {
 
+using glm5rt_bench::fill_f32;
+using glm5rt_bench::fill_fp8;
 using glm5rt_bench::hash32;
 using glm5rt_bench::median;
 using glm5rt_bench::time_ms;
 
-__global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint32_t r = hash32(seed * 0x9e3779b97f4a7c15ULL + i);
-    p[i] = static_cast<uint8_t>((r & 0x80) | ((r >> 8) % 80));  // never the NaN codes
-  }
-}
-__global__ void fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = lo + (hi - lo) * (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
-}
 __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)

@@ -28,20 +28,11 @@ namespace k = glm5rt::kernels;
 
 namespace {
 
+using glm5rt_bench::fill_f32;
+using glm5rt_bench::fill_fp8;
 using glm5rt_bench::hash32;
 using glm5rt_bench::median;
 using glm5rt_bench::time_ms;
-// Random e4m3 codes (never the NaN codes 0x7f / 0xff), limited to |v| <= 2^3 so sums stay moderate.
-__global__ void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint32_t r = hash32(seed * 0x9e3779b97f4a7c15ULL + i);
-    p[i] = static_cast<uint8_t>((r & 0x80) | ((r >> 8) % 80));  // exponent field <= 9
-  }
-}
-__global__ void fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = lo + (hi - lo) * (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
-}
 // Approximately normal bf16 (sum of 4 uniforms), times sigma.
 __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float sigma) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
