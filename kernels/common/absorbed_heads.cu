@@ -1,5 +1,6 @@
 // Per-head absorbed products at decode sizes (absorbed_heads.cuh).
 #include "kernels/common/absorbed_heads.cuh"
+#include "kernels/gemm/launch.cuh"
 
 namespace glm5k {
 namespace {
@@ -97,16 +98,8 @@ __global__ void __launch_bounds__(kThreads, 4) absorbed_heads_kernel(AbsorbedHea
 template <int kLanes, int kSteps>
 cudaError_t launch_steps(const AbsorbedHeadsParams& p, cudaStream_t stream) {
   constexpr int outputs = kThreads / kLanes;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3((p.n + outputs - 1) / outputs, p.heads);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = p.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, absorbed_heads_kernel<kLanes, kSteps>, p);
+  return glm5rt::kernels::detail::launch(absorbed_heads_kernel<kLanes, kSteps>, dim3((p.n + outputs - 1) / outputs, p.heads),
+                                        dim3(kThreads), 0, stream, p.pdl, p);
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/common/simple_device.cuh"
+#include "kernels/gemm/launch.cuh"
 
 namespace glm5k {
 namespace {
@@ -336,16 +337,8 @@ cudaError_t launch_residual_rms_norm(float* x, const float* delta, const int32_t
     residual_rms_norm_kernel<<<rows, threads_for(n), 0, stream>>>(x, delta, gather, n, w, eps, out_b, out_f);
     return cudaGetLastError();
   }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(rows);
-  cfg.blockDim = dim3(threads_for(n));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, residual_rms_norm_kernel, x, delta, gather, n, w, eps, out_b, out_f);
+  return glm5rt::kernels::detail::launch(residual_rms_norm_kernel, dim3(rows), dim3(threads_for(n)), 0, stream, true, x,
+                                        delta, gather, n, w, eps, out_b, out_f);
 }
 
 cudaError_t launch_embed(const __nv_bfloat16* table, int32_t n, const int32_t* tokens, int32_t rows, float* out,
@@ -387,17 +380,7 @@ cudaError_t launch_attention_prep(const AttentionPrepParams& p, cudaStream_t str
       p.idx.fmt.index_dim > 64 * 128 || (p.q_out && p.q_fp8 && !p.q_scale) || rows > 0x3fffffff)
     return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * std::max(p.mla.fmt.kv_lora + p.mla.fmt.rope, p.idx.fmt.index_dim);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(2 * rows);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = p.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, attention_prep_kernel, p);
+  return glm5rt::kernels::detail::launch(attention_prep_kernel, dim3(2 * rows), dim3(256), smem, stream, p.pdl, p);
 }
 
 cudaError_t launch_silu_mul(const float* g, const float* u, int32_t rows, int32_t n, __nv_bfloat16* out,

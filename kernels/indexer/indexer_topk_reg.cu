@@ -26,6 +26,7 @@
 #include "kernels/indexer/indexer_internal.hpp"
 #include "kernels/indexer/indexer_params.hpp"
 #include "kernels/indexer/indexer_select.cuh"
+#include "kernels/gemm/launch.cuh"
 
 #include <cstdint>
 
@@ -244,23 +245,7 @@ __global__ void __launch_bounds__(kThreads) topk_reg_kernel(const TopkParams p) 
 
 template <int kVec>
 cudaError_t launch_reg(const TopkParams& p, bool pdl, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(p.rows.num_rows);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, topk_reg_kernel<kVec>, p);
-}
-
-bool pdl_supported() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-  return major >= 9;
+  return kernels::detail::launch(topk_reg_kernel<kVec>, dim3(p.rows.num_rows), dim3(kThreads), 0, stream, pdl, p);
 }
 
 }  // namespace
@@ -270,7 +255,7 @@ namespace detail {
 cudaError_t launch_topk_reg(const TopkParams& p, bool after_scores, cudaStream_t stream) {
   if (p.rows.num_rows == 0) return cudaSuccess;
   if (p.rows.max_row_len > kRegSelectMaxRowLen) return cudaErrorInvalidValue;
-  const bool pdl = after_scores && pdl_supported();
+  const bool pdl = after_scores && kernels::detail::pdl_supported();
   cudaError_t err;
   if (p.rows.max_row_len <= kColumn) err = launch_reg<1>(p, pdl, stream);
   else if (p.rows.max_row_len <= 2 * kColumn) err = launch_reg<2>(p, pdl, stream);
