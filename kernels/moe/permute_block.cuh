@@ -44,6 +44,17 @@ __device__ void permute_warp_scan(int n, F f, int* out) {
 // PermuteParams::single_pass: up to this many assignments per thread.
 constexpr int kPermuteSinglePassPer = 4;
 
+// The scanned group metadata (offsets, tile prefix, active list and count) from shared memory to the
+// outputs, once the block's scans are complete.
+__device__ inline void write_group_metadata(const PermuteParams& p, const PermuteShared& sh, int G) {
+  for (int g = threadIdx.x; g <= G; g += blockDim.x) {
+    p.group_offsets[g] = sh.offs[g];
+    p.tile_prefix[g] = sh.tiles[g];
+    if (g < G && sh.cnt[g] > 0) p.active_groups[sh.act[g]] = g;
+  }
+  if (threadIdx.x == 0) *p.num_active = sh.act[G];
+}
+
 // The single-pass form (PermuteParams::single_pass; assignments <= kPermuteSinglePassPer * blockDim.x):
 // each thread keeps its assignments' experts in registers, the counting atomics also give each one its
 // rank inside its group (so no second pass over the ids and no cursor copy), and warp 0 scans counts,
@@ -108,12 +119,7 @@ __device__ inline void permute_block_single_pass(const PermuteParams& p, Permute
     }
   }
   __syncthreads();
-  for (int g = threadIdx.x; g <= G; g += blockDim.x) {
-    p.group_offsets[g] = sh.offs[g];
-    p.tile_prefix[g] = sh.tiles[g];
-    if (g < G && sh.cnt[g] > 0) p.active_groups[sh.act[g]] = g;
-  }
-  if (threadIdx.x == 0) *p.num_active = sh.act[G];
+  write_group_metadata(p, sh, G);
 #pragma unroll
   for (int j = 0; j < kPermuteSinglePassPer; ++j) {
     const int a = threadIdx.x + j * blockDim.x;
@@ -153,12 +159,7 @@ __device__ inline void permute_block(const PermuteParams& p, PermuteShared& sh, 
     permute_warp_scan(G, [&](int g) { return sh.cnt[g] > 0 ? 1 : 0; }, sh.act);
   }
   __syncthreads();
-  for (int g = threadIdx.x; g <= G; g += blockDim.x) {
-    p.group_offsets[g] = sh.offs[g];
-    p.tile_prefix[g] = sh.tiles[g];
-    if (g < G && sh.cnt[g] > 0) p.active_groups[sh.act[g]] = g;
-  }
-  if (threadIdx.x == 0) *p.num_active = sh.act[G];
+  write_group_metadata(p, sh, G);
   __syncthreads();
   // cnt becomes the insertion cursor of each group.
   for (int g = threadIdx.x; g < G; g += blockDim.x) sh.cnt[g] = sh.offs[g];
