@@ -21,14 +21,17 @@
 //   group p (4 warps, steps of parity p)
 //                    GEMM1(s): warp wq = k quarter wq of all 32 heads (Q^T fragments: 72 registers), partial
 //                    scores -> spart[p] (rows of 20 floats: conflict-free scalar stores and LDS.128 loads)
-//                    -> named barrier of the group -> softmax(s): thread (head, 4 tokens); the running max
-//                    m(s-1) comes from the other group's step s-1 (its P slot); P(s), alpha(s), m(s) -> P slot
-//                    s % 3 -> mbarrier pfull.
-//   every warp       GEMM2(u) for every step u in order, as soon as P(u) is published: rescale by alpha(u),
-//                    O^T[64 w .. 64 w + 63 dims, 32 heads] += V^T P^T; then releases the P slot (pempty) and
-//                    counts itself done with the ring slot.
-// The groups overlap: while one runs its softmax, the other's MMAs run. The softmax sum of each group is kept
-// in the units of its own last step's max and merged in the epilogue.
+//                    -> named barrier of the group -> softmax(s): thread (head, 4 tokens) against the group's
+//                    OWN running max (the first version of this kernel passed one running max between the
+//                    groups and measured every softmax waiting for the other group's: 1.6x slower than
+//                    variant 5); P(s) and the group's max m(s) -> P slot s % 3 -> mbarrier pfull.
+//   every warp       GEMM2(u) for every step u in order, as soon as P(u) is published: the accumulators are
+//                    kept in units of the larger of the two groups' maxima seen so far (rescaled when it
+//                    grows); the P^T fragments of the group whose max is below it are scaled by exp2(m - M)
+//                    in registers; O^T[64 w .. 64 w + 63 dims, 32 heads] += V^T P^T; then the P slot is released
+//                    (pempty) and the warp counts itself done with the ring slot.
+// The groups overlap: while one runs its softmax, the other's MMAs run. Each group's softmax sum is kept in the
+// units of its own max and merged in the epilogue.
 // Only mma.sync, ldmatrix, cp.async(.bulk), mbarrier and named barriers (sm_80 / sm_90 / sm_120); <= 99 KB of
 // shared memory (static_assert).
 #pragma once
@@ -53,11 +56,11 @@ struct AltCfg {
   static constexpr int kRowBytes = kMlaBf16RecordBytes + 16;  // rows 4 banks apart: conflict-free ldmatrix
   static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRing = 4;
-  static constexpr int kNP = 3;          // P slots (P, alpha, m of one step)
+  static constexpr int kNP = 3;          // P slots (P and the group's max after one step)
   static constexpr int kSpartRow = 20;   // floats per (k quarter, head) row: 16 tokens + 4 (bank spread)
   static constexpr int kSpartFloats = kKQ * HC * kSpartRow;  // per group
   static constexpr int kPRowBytes = (kBT + 8) * 2;           // P[head][tok], 48-byte rows: conflict-free ldmatrix
-  static constexpr int kPSlotBytes = HC * kPRowBytes + 2 * HC * 4;  // P, alpha[HC], m[HC]
+  static constexpr int kPSlotBytes = HC * kPRowBytes + HC * 4;  // P, m[HC] (the group's running max)
   static constexpr int kOffSpart = kRing * kTileBytes;
   static constexpr int kOffP = kOffSpart + 2 * kSpartFloats * 4;
   static constexpr int kOffL = kOffP + kNP * kPSlotBytes;  // epilogue: per group sums and maxima [2][HC] x 2
@@ -82,7 +85,7 @@ __device__ __forceinline__ void alt_issue_step(uint8_t* smem, uint32_t bar_full,
                                                int idx, const RowCache& rc, int lane) {
   using namespace mma;
   const int r = lane & 15;
-  const bool valid = lane < 16 && idx >= 0;
+  const bool valid = lane < 16 && idx >= 0 && idx < rc.num_slots;
   const uint32_t vmask = __ballot_sync(0xffffffffu, valid);
   uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
   if (lane < 16 && !valid) {
@@ -127,13 +130,13 @@ __global__ void __launch_bounds__(AltCfg<HC>::kThreads, 1) sparse_mla_alt_kernel
   const SplitSpan span = split_span<C::kBT>(a, t, split);
   const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk + span.first;
-  // Entry r of step `step` of the split (lanes 0..15), cleaned: -1 past the split's count, negative or
-  // outside the pool.
+  // Entry r of step `step` of the split (lanes 0..15), -1 past the split's count; alt_issue_step checks the
+  // value (not here: the load's latency must not stall the caller).
   auto entry = [&](int step) {
     const int e = step * C::kBT + (lane & 15);
     int idx = -1;
     if (lane < 16 && step < nsteps && e < span.cnt) idx = __ldg(row_idx + e);
-    return idx < rc.num_slots ? idx : -1;
+    return idx;
   };
 
   const int par = warp >> 2;  // consumer group = the parity of its GEMM1 / softmax steps
@@ -175,19 +178,71 @@ __global__ void __launch_bounds__(AltCfg<HC>::kThreads, 1) sparse_mla_alt_kernel
   // Softmax role: head sh = 8 wq + (lane & 7), tokens 4 ssub .. 4 ssub + 3 (ssub = lane >> 3): the 8 lanes of
   // one LDS.128 phase read 8 different heads, whose 20-float rows put them in 8 different bank quads.
   const int sh = 8 * wq + (lane & 7), ssub = lane >> 3;
-  float l_own = 0.f;       // this thread's share of the group's sum, in units of exp2(-mu_own)
-  float mu_own = kNegInf;  // the max (subtracted value) of this group's last step
+  // Each group keeps its own running max m_own over its own steps (no wait on the other group) and its sum
+  // l_own, this thread's share, in units of exp2(-mu_own) (mu_own = m_own, or 0 while m_own = -inf).
+  float l_own = 0.f, m_own = kNegInf, mu_own = 0.f;
+  // GEMM2's accumulators are in units of exp2(-M) with M the max of both groups' published maxima so far:
+  // per head, for the heads of this lane's accumulators (mc: heads 8 nt + 2 tq + {0, 1}) and of its P^T
+  // fragments (mb: heads 8 nt + g). A step of the group whose max is below M enters with its P scaled by
+  // exp2(m - M).
+  float mc[C::kNT2][2], mb[C::kNT2];
+#pragma unroll
+  for (int nt = 0; nt < C::kNT2; ++nt) mc[nt][0] = mc[nt][1] = mb[nt] = kNegInf;
   auto tile_of = [&](int step) { return smem_addr(smem + (step % NST) * C::kTileBytes); };
   auto pslot = [&](int step) { return smem + C::kOffP + (step % NP) * C::kPSlotBytes; };
 
   // GEMM2 of step u by this warp (dims d0 .. d0 + 63 of all heads), then the P slot is released, and the
   // ring slot: the last of the 8 warps to finish with it gathers step u + NST into it at once.
+  int pre_idx = entry(NST);  // the entries of step u + NST, loaded one GEMM2 ahead (latency off the chain)
   auto gemm2 = [&](int u) {
-    const int nidx = entry(u + NST);  // loaded early: its latency hides under the MMAs
+    const int nidx = pre_idx;
+    pre_idx = entry(u + 1 + NST);
     mbar_wait_parity(bar_pfull + (u % NP) * 8, (u / NP) & 1);
     const uint8_t* ps = pslot(u);
-    pv_step(acc, reinterpret_cast<const float*>(ps + HC * C::kPRowBytes), smem_addr(ps), C::kPRowBytes, tile_of(u),
-            C::kRowBytes, d0, lane);
+    const float* mpub = reinterpret_cast<const float*>(ps + HC * C::kPRowBytes);
+    float al[C::kNT2][2], be[C::kNT2];
+    bool moved = false, scaled = false;
+#pragma unroll
+    for (int nt = 0; nt < C::kNT2; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float m = mpub[nt * 8 + 2 * tq + i];
+        const float mn = fmaxf(mc[nt][i], m);
+        al[nt][i] = mn > mc[nt][i] ? exp2f(mc[nt][i] - mn) : 1.f;  // 0 from -inf: the accumulators are 0 then
+        moved |= al[nt][i] != 1.f;
+        mc[nt][i] = mn;
+      }
+      const float m = mpub[nt * 8 + g];
+      const float mn = fmaxf(mb[nt], m);
+      be[nt] = m < mn ? exp2f(m - mn) : 1.f;  // (m = -inf: P is 0 there anyway)
+      scaled |= be[nt] != 1.f;
+      mb[nt] = mn;
+    }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int nt = 0; nt < C::kNT2; ++nt)
+#pragma unroll
+        for (int mt = 0; mt < C::kMT2; ++mt) {
+          acc[mt][nt][0] *= al[nt][0];
+          acc[mt][nt][1] *= al[nt][1];
+          acc[mt][nt][2] *= al[nt][0];
+          acc[mt][nt][3] *= al[nt][1];
+        }
+    }
+    uint32_t bfr[C::kNT2][2];
+    pv_load_p(bfr, smem_addr(ps), C::kPRowBytes, lane);
+    if (__any_sync(0xffffffffu, scaled)) {
+#pragma unroll
+      for (int nt = 0; nt < C::kNT2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&bfr[nt][i]);
+          const float2 f = __bfloat1622float2(b);
+          bfr[nt][i] = pack_bf16x2(f.x * be[nt], f.y * be[nt]);
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < C::kMT2; ++mt) pv_mt(acc, bfr, tile_of(u), C::kRowBytes, d0, mt, lane);
     __syncwarp();
     int last = 0;
     if (lane == 0) {
@@ -245,15 +300,9 @@ __global__ void __launch_bounds__(AltCfg<HC>::kThreads, 1) sparse_mla_alt_kernel
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-      // The running max after step s - 1 (the other group's step); and this P slot free again (every warp's
-      // GEMM2 of step s - NP done).
-      float m_prev = kNegInf;
-      if (s > 0) {
-        mbar_wait_parity(bar_pfull + ((s - 1) % NP) * 8, ((s - 1) / NP) & 1);
-        m_prev = reinterpret_cast<const float*>(pslot(s - 1) + HC * C::kPRowBytes)[HC + sh];
-      }
+      // This P slot free again (every warp's GEMM2 of step s - NP done).
       if (s >= NP) mbar_wait_parity(bar_pempty + (s % NP) * 8, ((s / NP) - 1) & 1);
-      const float mn = fmaxf(m_prev, mx);
+      const float mn = fmaxf(m_own, mx);
       // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
       const float mu = mn == kNegInf ? 0.f : mn;
       uint8_t* ps = pslot(s);
@@ -267,14 +316,10 @@ __global__ void __launch_bounds__(AltCfg<HC>::kThreads, 1) sparse_mla_alt_kernel
         pw[j] = *reinterpret_cast<const uint32_t*>(&pb);
       }
       *reinterpret_cast<uint2*>(ps + sh * C::kPRowBytes + 8 * ssub) = make_uint2(pw[0], pw[1]);
-      // This group's sum, carried from its previous step's units into this step's (0 before its first).
-      l_own = l_own * exp2f(mu_own - mu) + ps_sum;
+      l_own = l_own * exp2f(mu_own - mu) + ps_sum;  // (mu only grows: a factor <= 1; 0 * anything first)
       mu_own = mu;
-      if (ssub == 0) {
-        float* am = reinterpret_cast<float*>(ps + HC * C::kPRowBytes);
-        am[sh] = exp2f(m_prev - mu);  // alpha(s): O from step s - 1's units into this step's
-        am[HC + sh] = mn;             // m(s), for the other group's step s + 1
-      }
+      m_own = mn;
+      if (ssub == 0) reinterpret_cast<float*>(ps + HC * C::kPRowBytes)[sh] = mn;  // m(s) of this group
       mbar_arrive(bar_pfull + (s % NP) * 8);
     }
     // GEMM2 of the other group's step s - 1 (if still owed) and of this step.
@@ -289,7 +334,7 @@ __global__ void __launch_bounds__(AltCfg<HC>::kThreads, 1) sparse_mla_alt_kernel
   float* lsum = reinterpret_cast<float*>(smem + C::kOffL);
   if (ssub == 0) {
     lsum[par * HC + sh] = l;
-    lsum[(2 + par) * HC + sh] = mu_own;
+    lsum[(2 + par) * HC + sh] = m_own;
   }
 #if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
   cp_async_wait_all();
@@ -298,16 +343,19 @@ __global__ void __launch_bounds__(AltCfg<HC>::kThreads, 1) sparse_mla_alt_kernel
   float* inv_l_s = reinterpret_cast<float*>(smem + C::kOffInvL);
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
   if (tid < HC) {
-    // O is in units of exp2(-mu) of the last step; each group's sum in those of its own last step.
-    const float mu_last = nsteps > 0 ? lsum[(2 + (nsteps - 1) % 2) * HC + tid] : 0.f;
+    // O is in units of exp2(-M), M = the larger group max (0 if neither saw a valid entry); each group's sum
+    // in units of its own max (0 likewise).
+    const float m0 = lsum[2 * HC + tid], m1 = lsum[3 * HC + tid];
+    const float mm = fmaxf(m0, m1);
+    const float mu_all = mm == kNegInf ? 0.f : mm;
     float lt = 0.f;
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
       const float lp = lsum[p * HC + tid];
-      if (lp > 0.f) lt += lp * exp2f(lsum[(2 + p) * HC + tid] - mu_last);
+      if (lp > 0.f) lt += lp * exp2f(lsum[(2 + p) * HC + tid] - mu_all);
     }
     inv_l_s[tid] = lt > 0.f ? 1.f / lt : 0.f;
-    lse_s[tid] = lt > 0.f ? mu_last + log2f(lt) : kNegInf;
+    lse_s[tid] = lt > 0.f ? mu_all + log2f(lt) : kNegInf;
   }
   __syncthreads();
   float* stg = reinterpret_cast<float*>(smem);
