@@ -24,9 +24,9 @@ for f, lst in insts.items():
     short = re.search(r"convert_kernelINS_\d+(\w+?)EEEv", f)
     name = short.group(1) if short else f[:60]
     for addr, op, text in lst:
-        if op != "BRA":
+        if op.split(".")[0] != "BRA":  # BRA, BRA.U (sm_120: BRA.U UP0, target)
             continue
-        t = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)", text)
+        t = re.search(r"BRA(?:\.\w+)?\s+(?:!?U?P\w+,\s*)?0x([0-9a-f]+)", text)
         if not t:
             continue
         target = int(t.group(1), 16)
