@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Session 5: the alternating-step sparse MLA kernel (kernel_variant 9) on the device, from binaries built on the
+# (variant 9 was measured slower and removed after these calls: run this at commit 19294ff, where it exists;
+# on later commits the variant-9 rows fail as invalid parameters.)
 # development machine (scripts/pack_prebuilt.sh): every sparse MLA test case (all variants incl. 9 against the
 # float32 reference), the benchmark rows of variant 9 against variant 5 / the automatic kernel in the same
 # process, and (PROFILE=1) an Nsight Compute look at variant 9 at T=128 H=64 (details + per-instruction SASS).

@@ -96,10 +96,6 @@ struct Result {
   double old_planner_us;
   int best_hc, best_splits;
   double best_us;
-  // Session 5: the alternating-step kernel (variant 9; bf16 records, 32 heads per CTA, elsewhere the automatic
-  // kernel runs under that number), its plan's split count.
-  double v9_graph_us;
-  int v9_splits;
 };
 
 double median(std::vector<double> v) {
@@ -125,7 +121,7 @@ int main(int argc, char** argv) {
   bool plan_sweep = false;
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
-  std::vector<int> var_list = {1, 2, 3, 5, 7, 9};  // (6 was removed in session 4; its JSON field stays 0)
+  std::vector<int> var_list = {1, 2, 3, 5, 7};  // (6 was removed in session 4; its JSON field stays 0)
   // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
   // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
   // split model rarely fills.
@@ -270,12 +266,11 @@ int main(int argc, char** argv) {
                  "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
-                 "\"best_us\": %.3f, \"v9_graph_us\": %.3f, \"v9_splits\": %d}%s\n",
+                 "\"best_us\": %.3f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
                  r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
-                 r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, r.v9_graph_us, r.v9_splits,
-                 i + 1 < results.size() ? "," : "");
+                 r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
@@ -426,8 +421,8 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0, v9_us = 0;
-    int v5_splits = 0, v7_splits = 0, v9_splits = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0;
+    int v5_splits = 0, v7_splits = 0;
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
     const int auto_combine = glm5rt::kernels::sparse_mla_combine_kind(p);
@@ -514,12 +509,6 @@ int main(int argc, char** argv) {
         p.num_splits = 0;
         v5_splits = glm5rt::kernels::sparse_mla_num_splits(p);
       }
-      if (c.fmt == MlaCacheFormat::kBf16 && want(9)) {
-        p.kernel_variant = 9;
-        v9_us = time_config(0, &e);
-        p.num_splits = 0;
-        v9_splits = glm5rt::kernels::sparse_mla_num_splits(p);
-      }
       if (c.fmt == MlaCacheFormat::kFp8 && want(7)) {
         p.kernel_variant = 7;
         v7_us = time_config(0, &e);
@@ -533,7 +522,7 @@ int main(int argc, char** argv) {
         p.num_splits = 0;
       }
       if (c.T >= 32)
-        for (int v : {0, 2, 5, 9})
+        for (int v : {0, 2, 5})
           for (int sp : force_splits_list) {
             p.kernel_variant = v;
             sweeps.push_back({c.T, c.H, c.fmt, sp, 0, time_config(sp, &e), v});
@@ -549,7 +538,7 @@ int main(int argc, char** argv) {
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
                        bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, auto_combine, comb_us[1], comb_us[2],
-                       comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us, v9_us, v9_splits});
+                       comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us});
     if (plan_sweep) {
     } else if (combine_compare)
       std::printf("%-7s %-4s T=%5d H=%3d splits=%2d  auto (combine %d) %8.2f us | old combine %8.2f  chunked %8.2f"
@@ -558,10 +547,9 @@ int main(int argc, char** argv) {
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)  v9 %9.2f us (%d splits)\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits, v9_us,
-                v9_splits);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));

@@ -65,14 +65,6 @@ int planner_mode(const SparseMlaParams& p) {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
-  // Variant 9 (session 5, the alternating-step kernel) exists for bf16 records with 32 heads per CTA; asked
-  // for elsewhere, the automatic choice runs.
-  if (p.kernel_variant == 9) {
-    if (p.format == MlaCacheFormat::kBf16 && hc == 32) return 9;
-    SparseMlaParams q = p;
-    q.kernel_variant = 0;
-    return kernel_variant(q, hc);
-  }
   if (p.kernel_variant >= 1 && p.kernel_variant <= 7) return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
@@ -519,11 +511,13 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
       p.kernel_variant < 0 || p.kernel_variant > 9 || p.kernel_variant == 4 ||
-      p.kernel_variant == 6 || p.kernel_variant == 8 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
+      p.kernel_variant == 6 || p.kernel_variant == 8 || p.kernel_variant == 9 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
-  // everywhere), combine 4 in session 4 (the cluster merge): their numbers stay taken and are rejected above.)
+  // everywhere), 8 never merged (session 4), 9 removed in session 5 (the alternating-step kernel, 1.6-2x slower
+  // than 5; code at 19294ff), combine 4 in session 4 (the cluster merge): their numbers stay taken and are
+  // rejected above.)
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
   if (!p.q || (!multi && !p.cache) || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
@@ -567,9 +561,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
-  if (variant == 9) {
-    err = sparse_mla_detail::launch_alt_bf16(a, stream);  // bf16 records, 32 heads per CTA (kernel_variant)
-  } else if (variant == 7) {
+  if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (variant == 5) {

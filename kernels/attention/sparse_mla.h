@@ -75,12 +75,9 @@ struct SparseMlaParams {
   // everywhere and was removed in session 4: rejected as invalid, as 4. Appended in round 6: 7 = FP8 records converted in registers (no dequantization pass):
   // raw records in a cp.async ring, each warp turns its own MMA operands into f16 (K, GEMM1, with the
   // per-128 scale on the partial scores) or bf16 (V, GEMM2, the scale folded into P); bf16 records: as 2;
-  // never chosen automatically. 8 is rejected (session 4's 32-token design, never merged). Appended in
-  // session 5: 9 = the alternating-step kernel (bf16 records, 32 heads per CTA; elsewhere the automatic
-  // choice runs): its two 4-warp groups take turns at the 16-token steps (GEMM1 + softmax of all 32 heads),
-  // all 8 warps run GEMM2 by output dims, so each K / V fragment is read once per step and feeds 4 MMAs;
-  // the warp that finishes a step last refills its ring slot (no producer warp). Same results whichever
-  // runs (within the tests' tolerances).
+  // never chosen automatically. 8 (session 4's 32-token design, never merged) and 9 (session 5's
+  // alternating-step kernel, measured 1.6-2x slower than 5 and removed) are rejected as invalid, as 4 and 6.
+  // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
   // pools = nullptr: every row reads `cache` / `num_slots` (as before). Otherwise row t reads the pool

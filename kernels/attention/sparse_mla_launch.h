@@ -3,7 +3,6 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/attention/sparse_mla_alt_kernel.cuh"
 #include "kernels/attention/sparse_mla_kernel.cuh"
 #include "kernels/attention/sparse_mla_pipe_kernel.cuh"
 #include "kernels/attention/sparse_mla_reg_kernel.cuh"
@@ -23,9 +22,6 @@ cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 cudaError_t launch_reg_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// kernel_variant 9 (session 5): the alternating-step kernel (sparse_mla_alt_kernel.cuh); bf16 records, 32 heads
-// per CTA only (the launcher runs variant 5 elsewhere).
-cudaError_t launch_alt_bf16(const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -41,7 +37,6 @@ inline int reg_smem_bytes(int hc) {
   return hc == 8 ? RegCfg<8>::kSmemBytes : hc == 16 ? RegCfg<16>::kSmemBytes : RegCfg<32>::kSmemBytes;
 }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
-  if (variant == 9) return AltCfg<32>::kSmemBytes;  // bf16 records, 32 heads per CTA only
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
   if (variant == 7) return fp8 ? reg_smem_bytes(hc) : smem_of<PipeCfg>(hc, false);  // bf16 records: variant 2
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
