@@ -44,16 +44,6 @@ int smem_per_sm() {
   return smem;
 }
 
-// Session 5: GLM5RT_MLA_WS_PHASE (0 / 1 / 2, read once) for KernelArgs::ws_phase (variant 5's group offset).
-int ws_phase() {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WS_PHASE");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 1 || v == 2 ? v : 0;
-  }();
-  return env;
-}
-
 // Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
 int planner_mode(const SparseMlaParams& p) {
   static const int env = [] {
@@ -563,7 +553,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
-  a.ws_phase = ws_phase();
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;

@@ -43,10 +43,6 @@ struct KernelArgs {
   // bf16 partials (SparseMlaParams::combine = 5, session 4): part_o holds bf16 values (same layout, half the
   // bytes), merged by the chunked combine's bf16 instance. 0 = fp32 partials.
   int part_bf16;
-  // Session 5 (variant 5, 32 heads per CTA): hold the second consumer group back until the first has reached a
-  // point of the same step (1: its partial scores stored, i.e. it enters the softmax; 2: its P stored), so
-  // that the groups alternate between MMAs and softmax instead of running in phase. 0 = off.
-  int ws_phase;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

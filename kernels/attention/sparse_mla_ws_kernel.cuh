@@ -74,8 +74,7 @@ struct WsCfg {
   static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
   // full[kRing], empty[kRing] (the raw_full[kRawStages] of kernel_variant 6's FP8 bulk gather went with it)
   static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
-  static constexpr int kOffProg = kOffBar + 2 * kRing * 8;  // the first group's progress (ws_phase)
-  static constexpr int kSmemBytes = kOffProg + 16;
+  static constexpr int kSmemBytes = kOffBar + 2 * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
@@ -131,9 +130,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
-  volatile int* prog = reinterpret_cast<volatile int*>(smem + C::kOffProg);
   if (tid == 0) {
-    *prog = 0;
 #pragma unroll
     for (int s = 0; s < NST; ++s) {
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
@@ -242,22 +239,12 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);
     };
-    // ws_phase: group 1 starts step s once group 0 has reached point ws_phase of step s (timing only: nothing
-    // is read through it; group 0 never waits for group 1 here, and the ring bounds how far it runs ahead).
-    const int phase = C::kGroups == 2 ? a.ws_phase : 0;
     for (int step = 0; step < nsteps; ++step) {
-      if (phase != 0 && gi == 1) {
-        if (lane == 0)
-          while (*prog <= step) __nanosleep(32);
-        __syncwarp();
-      }
       wait_full(step);
       qk_partial_step<C::kHG>(qf, tile_of(step), C::kRowBytes, wq, 0, lane, spart);
       named_bar_sync(bar_id, C::kGroupThreads);  // the group's partial scores visible
-      if (phase == 1 && gi == 0 && gtid == 0) *prog = step + 1;
       softmax(step);
       named_bar_sync(bar_id, C::kGroupThreads);  // P^T and the rescale factors visible
-      if (phase == 2 && gi == 0 && gtid == 0) *prog = step + 1;
       pv_step(acc, alpha_s, p_addr, C::kPRowBytes, tile_of(step), C::kRowBytes, d0, lane);
       release(step);
     }
