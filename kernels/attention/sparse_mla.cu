@@ -85,6 +85,18 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   return 2;
 }
 
+// Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
+// an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way).
+// GLM5RT_MLA_REG4 = 1 / 0 (read once) selects it / the three-per-SM kernel.
+bool reg_quad(const SparseMlaParams& p, int hc) {
+  static const int env = [] {
+    const char* e = std::getenv("GLM5RT_MLA_REG4");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (env != 1 || hc != 8 || p.format != MlaCacheFormat::kFp8 || kernel_variant(p, hc) != 7) return false;
+  return smem_per_sm() >= 4 * (sparse_mla_detail::reg_smem_bytes(8, true) + 1024);
+}
+
 // CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
 // H100 / H200, 100 KB on SM120, so one there) and registers (the 32-head kernels of variants 1 and 2 use
 // more than 128 per thread at 256 threads: one per SM, as the 288-thread 32-head kernel of variant 5;
@@ -92,11 +104,15 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p, hc);
   const int smem = smem_per_sm();
-  const int need = sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8) + 1024;
+  const bool quad = reg_quad(p, hc);
+  const int need = (quad ? sparse_mla_detail::reg_smem_bytes(8, true)
+                         : sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8)) +
+                   1024;
   const int by_smem = smem / need;
-  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring).
+  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring), or four
+  // (4 slots, reg_quad).
   const bool reg3 = variant == 7 && p.format == MlaCacheFormat::kFp8 && hc == 8;
-  const int by_regs = reg3 ? 3 : (hc >= 32 && variant != 3) ? 1 : 2;
+  const int by_regs = quad ? 4 : reg3 ? 3 : (hc >= 32 && variant != 3) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
 }
@@ -562,7 +578,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
   if (variant == 7) {
-    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, a, stream)
+    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (variant == 5) {
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)

@@ -21,7 +21,8 @@ cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs
 cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
-cudaError_t launch_reg_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+// quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
+cudaError_t launch_reg_fp8(int heads_per_cta, bool quad, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -33,8 +34,9 @@ int smem_of(int hc, bool fp8) {
     default: return fp8 ? Config<32, true>::kSmemBytes : Config<32, false>::kSmemBytes;
   }
 }
-inline int reg_smem_bytes(int hc) {
-  return hc == 8 ? RegCfg<8>::kSmemBytes : hc == 16 ? RegCfg<16>::kSmemBytes : RegCfg<32>::kSmemBytes;
+inline int reg_smem_bytes(int hc, bool quad = false) {
+  if (hc == 8) return quad ? RegCfg<8, true>::kSmemBytes : RegCfg<8>::kSmemBytes;
+  return hc == 16 ? RegCfg<16>::kSmemBytes : RegCfg<32>::kSmemBytes;
 }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
@@ -74,9 +76,9 @@ template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, true, a, stream);
 }
-template <int HC>
+template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<RegCfg<HC>, HC>(sparse_mla_reg_kernel<HC>, true, a, stream);
+  return launch_grid<RegCfg<HC, Q4>, HC>(sparse_mla_reg_kernel<HC, Q4>, true, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

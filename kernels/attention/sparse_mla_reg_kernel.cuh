@@ -34,8 +34,11 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-template <int HC>
+// Q4 (session 5, 8 heads only): the 8-head kernel compiled for four CTAs per SM (a 4-slot ring, <= 128
+// registers) instead of three (5 slots), where an SM's shared memory holds four (H100 / H200).
+template <int HC, bool Q4 = false>
 struct RegCfg {
+  static_assert(!Q4 || HC == 8, "four CTAs per SM: the 8-head kernel only");
   static constexpr int kWarps = HC >= 32 ? 8 : 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBT = 16;                        // tokens per step
@@ -59,8 +62,14 @@ struct RegCfg {
   // 8 heads: 5 slots (4 steps in flight) so that three 128-thread CTAs (118 registers) share an H200 SM;
   // 16 / 32 heads: 7 (6 in flight; two CTAs per SM by registers: the 16-head kernel needs 168 registers for
   // no spill, one over three CTAs' budget; the 32-head epilogue staging needs 6 slots' space anyway).
-  static constexpr int kStages = HC == 8 ? 5 : 7;
+  static constexpr int kStages = HC == 8 ? (Q4 ? 4 : 5) : 7;
+  // (The four-per-SM form is never launched on SM120, whose 100 KB per SM holds one CTA: its sm_120 code keeps
+  // the three-per-SM register budget instead of spilling under four's 128 registers.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
   static constexpr int kMinBlocks = HC == 8 ? 3 : 1;
+#else
+  static constexpr int kMinBlocks = HC == 8 ? (Q4 ? 4 : 3) : 1;
+#endif
   static constexpr int kStageAreaBytes = kStages * kSlotBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
   static constexpr int kSpartBytes = kKQ * HC * kBT * 4;  // partial S [kq][head][tok] fp32
@@ -130,10 +139,10 @@ __device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const in
   if (ssub == 0) alpha_s[sh] = al;
 }
 
-template <int HC>
-__global__ void __launch_bounds__(RegCfg<HC>::kThreads, RegCfg<HC>::kMinBlocks)
+template <int HC, bool Q4>
+__global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMinBlocks)
     sparse_mla_reg_kernel(const KernelArgs a) {
-  using C = RegCfg<HC>;
+  using C = RegCfg<HC, Q4>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kStages;
