@@ -85,15 +85,6 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   return 2;
 }
 
-// Session 5: variant 7's gather by record rows (KernelArgs::v7_row_gather); GLM5RT_MLA_V7_ROWS = 1 / 0 (read once).
-int v7_row_gather() {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V7_ROWS");
-    return e ? std::atoi(e) : 0;
-  }();
-  return env == 1 ? 1 : 0;
-}
-
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
 // an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way).
 // GLM5RT_MLA_REG4 = 1 / 0 (read once) selects it / the three-per-SM kernel.
@@ -578,7 +569,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
-  a.v7_row_gather = v7_row_gather();
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;

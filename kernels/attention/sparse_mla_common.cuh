@@ -43,8 +43,6 @@ struct KernelArgs {
   // bf16 partials (SparseMlaParams::combine = 5, session 4): part_o holds bf16 values (same layout, half the
   // bytes), merged by the chunked combine's bf16 instance. 0 = fp32 partials.
   int part_bf16;
-  // Session 5: variant 7 gathers by rows (each thread a fixed record row and chunk stride) instead of by chunks.
-  int v7_row_gather;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -188,32 +188,7 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
 
   // Gather step `step` into ring slot `slot`: record chunks 0..32 (latent + scales) -> the latent row,
   // 33..40 (rope) -> the rope row; unused entries zero-filled.
-  // Row form (session 5, KernelArgs::v7_row_gather): thread tid copies chunks sub, sub + TPR, ... of record
-  // row tid / TPR (TPR = threads per row = kThreads / 16, sub = tid % TPR), so its row, index, source and
-  // destination bases are computed once per step and each copy is one cp.async with a constant offset; the
-  // chunk form below spends ~20 instructions per copy (a division by 41, an index load, the address choice).
-  constexpr int kTPR = C::kThreads / C::kBT;
-  const int g_row = tid / kTPR, g_sub = tid % kTPR;
-  auto issue_rows = [&](int step, int slot) {
-    constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41: 33 into the latent row (+ scales), 8 into the rope row
-    const int idx = s_idx[step * C::kBT + g_row];
-    const bool ok = idx >= 0;
-    const uint8_t* src = (ok ? rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes : rc.base) + g_sub * 16;
-    const uint32_t lat = smem_addr(smem + slot * C::kSlotBytes) + g_row * kLR + g_sub * 16;
-    const uint32_t rope = smem_addr(smem + slot * C::kSlotBytes + C::kOffRope) + g_row * C::kRopeRowBytes;
-#pragma unroll
-    for (int j = 0; j * kTPR < kChunks; ++j) {
-      const int col = g_sub + j * kTPR;
-      if (col >= kChunks) break;
-      const uint32_t dst = col < C::kLatChunks ? lat + j * kTPR * 16 : rope + (col - C::kLatChunks) * 16;
-      cp_async_16_nohint(dst, ok ? src + j * kTPR * 16 : rc.base, ok ? 16 : 0);
-    }
-  };
   auto issue = [&](int step, int slot) {
-    if (a.v7_row_gather) {
-      issue_rows(step, slot);
-      return;
-    }
     constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41
     const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
     const int* sidx = s_idx + step * C::kBT;
