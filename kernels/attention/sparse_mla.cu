@@ -86,14 +86,17 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 }
 
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
-// an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way).
-// GLM5RT_MLA_REG4 = 1 / 0 (read once) selects it / the three-per-SM kernel.
+// an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
+// whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
+// docs/PERFORMANCE.md "Session 5"). GLM5RT_MLA_REG4=0 (read once) keeps the three-per-SM kernel everywhere.
 bool reg_quad(const SparseMlaParams& p, int hc) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_REG4");
-    return e ? std::atoi(e) : 0;
+    return e ? std::atoi(e) : 1;
   }();
-  if (env != 1 || hc != 8 || p.format != MlaCacheFormat::kFp8 || kernel_variant(p, hc) != 7) return false;
+  if (env != 1 || hc != 8 || p.format != MlaCacheFormat::kFp8 || p.num_tokens <= kMlaJointPlanMaxTokens ||
+      kernel_variant(p, hc) != 7)
+    return false;
   return smem_per_sm() >= 4 * (sparse_mla_detail::reg_smem_bytes(8, true) + 1024);
 }
 
