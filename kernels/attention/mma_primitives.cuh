@@ -87,13 +87,6 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
                : "memory");
 #endif
 }
-// sm_90+: ask L2 to fetch `bytes` (a multiple of 16, 16-byte aligned) from global memory, nothing copied to
-// the SM (a later copy of the same bytes then hits L2). Compiled out on sm_80.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-#endif
-}
 __device__ __forceinline__ void fence_proxy_async_smem() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

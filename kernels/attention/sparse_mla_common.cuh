@@ -43,9 +43,6 @@ struct KernelArgs {
   // bf16 partials (SparseMlaParams::combine = 5, session 4): part_o holds bf16 values (same layout, half the
   // bytes), merged by the chunked combine's bf16 instance. 0 = fp32 partials.
   int part_bf16;
-  // Session 5 (variant 5, bf16 records, sm_90+): the producer warp's idle lanes 16..31 ask L2 for the records of
-  // the step this many steps after the one being copied (0 = off), so that the ring's later copies hit L2.
-  int l2_prefetch;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

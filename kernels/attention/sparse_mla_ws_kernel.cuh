@@ -166,10 +166,6 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
         const int r = lane & 15;
         for (int step = 0; step < nsteps; ++step) {
           const int slot = step % NST, use = step / NST;
-          if (lane >= 16 && a.l2_prefetch > 0 && step + a.l2_prefetch < nsteps) {
-            const int pidx = s_idx[(step + a.l2_prefetch) * C::kBT + r];
-            if (pidx >= 0) bulk_prefetch_l2(rc.base + static_cast<int64_t>(pidx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes);
-          }
           if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
           const int idx = s_idx[step * C::kBT + r];
           const bool valid = idx >= 0;
