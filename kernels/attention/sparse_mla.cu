@@ -85,6 +85,17 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   return 2;
 }
 
+// Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): GLM5RT_MLA_WS_COPY_WARPS = 1, 2
+// or 4 (read once; the kernel clamps to its producer warps).
+int ws_copy_warps() {
+  static const int env = [] {
+    const char* e = std::getenv("GLM5RT_MLA_WS_COPY_WARPS");
+    const int v = e ? std::atoi(e) : 1;
+    return v == 2 || v == 4 ? v : 1;
+  }();
+  return env;
+}
+
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
 // an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
 // whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
@@ -572,6 +583,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
+  a.ws_copy_warps = ws_copy_warps();
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;

@@ -43,6 +43,10 @@ struct KernelArgs {
   // bf16 partials (SparseMlaParams::combine = 5, session 4): part_o holds bf16 values (same layout, half the
   // bytes), merged by the chunked combine's bf16 instance. 0 = fp32 partials.
   int part_bf16;
+  // Session 5 (variant 5, bf16 records, sm_90+): how many producer warps issue a step's bulk copies (1: the
+  // first warp's lanes 0..15, one copy each; 2 or 4: 16 / n rows per warp, so that the serialized per-lane
+  // copy instructions of a step are spread over warps on different SM sub-partitions).
+  int ws_copy_warps;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -130,13 +130,16 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
+  const int copy_warps = a.ws_copy_warps == 4 && C::kProducerWarps >= 4   ? 4
+                         : a.ws_copy_warps >= 2 && C::kProducerWarps >= 2 ? 2
+                                                                          : 1;
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < NST; ++s) {
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
       // stores, so that each thread's arrive releases its own writes).
-      // Bulk: the first producer warp's 32 lanes (lane 0's arrival carries the expected bytes).
-      mbar_init(bar_full + s * 8, kBulk ? 32 : C::kProducerThreads);
+      // Bulk: the copying producer warps' lanes (each warp's lane 0's arrival carries its expected bytes).
+      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
       mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
   }
@@ -162,19 +165,22 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
         gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, sidx, 0, rc.base, c);
     };
     if constexpr (kBulk) {
-      if (ptid < 32) {
-        const int r = lane & 15;
+      if (ptid < 32 * copy_warps) {
+        // Producer warp pw copies rows pw * rpw .. pw * rpw + rpw - 1 of each step (its lanes 0 .. rpw - 1).
+        const int rpw = C::kBT / copy_warps;
+        const bool act = lane < rpw;
+        const int r = (ptid >> 5) * rpw + (act ? lane : 0);
         for (int step = 0; step < nsteps; ++step) {
           const int slot = step % NST, use = step / NST;
           if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
           const int idx = s_idx[step * C::kBT + r];
           const bool valid = idx >= 0;
-          const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, lane < 16 && valid));
+          const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
           const uint32_t bar = bar_full + slot * 8;
           uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
           fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
           if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-          if (lane < 16) {
+          if (act) {
             if (valid) {
               bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
                             kMlaBf16RecordBytes, bar);
