@@ -85,13 +85,14 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   return 2;
 }
 
-// Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): GLM5RT_MLA_WS_COPY_WARPS = 1, 2
-// or 4 (read once; the kernel clamps to its producer warps).
+// Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
+// and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
+// GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).
 int ws_copy_warps() {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_WS_COPY_WARPS");
-    const int v = e ? std::atoi(e) : 1;
-    return v == 2 || v == 4 ? v : 1;
+    const int v = e ? std::atoi(e) : 2;
+    return v == 1 || v == 4 ? v : 2;
   }();
   return env;
 }
