@@ -46,7 +46,7 @@ else
 
   # 2. sm_120 resource report and SASS (in the background while the tests run).
   (
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla; do
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_reg_fp8 sparse_mla; do
       nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
         -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
     done
@@ -86,7 +86,7 @@ set +x
   grep -E "Compiling entry|registers|spill|smem" "$OUT/ptxas_sm120.txt" | sed 's/ptxas info *: //'
   echo "== SASS, sm_120 =="
   if command -v cuobjdump >/dev/null; then
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla; do
+    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_reg_fp8 sparse_mla; do
       sass=$(cuobjdump --dump-sass "$BUILD/sm120_$f.o" 2>&1)
       printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  UBLKCP %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
         "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \
