@@ -1,6 +1,6 @@
 // FP8 (e4m3) -> 16-bit MMA-operand conversion ceilings on the current GPU (issue 6: can FP8 sparse MLA
 // records run >= 1.6x faster than bf16 records at T=128 H=8 top-k 2048 on sm_90, which has no FP8
-// mma.sync?). Standalone: needs only the CUDA runtime.
+// mma.sync?). Standalone: needs only the CUDA runtime (and, for the helpers it times, variant 7's header).
 //
 // Each method runs as chains of dependent steps held in registers (kChains independent chains per thread,
 // full occupancy: 8 blocks of 256 threads per SM), so that nothing can be folded or hoisted out of the loop:
@@ -38,6 +38,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/sparse_mla_reg_kernel.cuh"
+
 #define CK(x)                                                                                       \
   do {                                                                                              \
     const cudaError_t e_ = (x);                                                                     \
@@ -62,22 +64,11 @@ constexpr int kChains = 8;
 constexpr int kUnroll = 4;
 constexpr int kInWords = 4096;
 
-// ---- the conversions (the same helpers as kernels/attention/sparse_mla_reg_kernel.cuh) ----
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-}
-__device__ __forceinline__ uint32_t e4m3_b02_to_bf16x2_m120(uint32_t x) {
-  return ((x << 4) & 0x07f007f0u) | ((x << 8) & 0x80008000u);
-}
-__device__ __forceinline__ uint32_t e4m3_b13_to_bf16x2_m120(uint32_t x) {
-  return ((x >> 4) & 0x07f007f0u) | (x & 0x80008000u);
-}
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
+// ---- the conversions: variant 7's own helpers (kernels/attention/sparse_mla_reg_kernel.cuh) ----
+using glm5rt::kernels::mma::prmt;
+using glm5rt::kernels::sparse_mla_detail::e4m3_b02_to_bf16x2_m120;
+using glm5rt::kernels::sparse_mla_detail::e4m3_b13_to_bf16x2_m120;
+using glm5rt::kernels::sparse_mla_detail::e4m3x2_to_f16x2;
 __device__ __forceinline__ uint32_t lop3_96(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t r;
   asm("lop3.b32 %0, %1, %2, %3, 0x96;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
