@@ -97,16 +97,6 @@ int ws_copy_warps() {
   return env;
 }
 
-// Session 5: variant 7's packed gather places (KernelArgs::v7_packed_gather); GLM5RT_MLA_V7_PACKED = 1 / 0 (read
-// once).
-int v7_packed_gather() {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V7_PACKED");
-    return e ? std::atoi(e) : 0;
-  }();
-  return env == 1 ? 1 : 0;
-}
-
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
 // an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
 // whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
@@ -595,7 +585,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
-  a.v7_packed_gather = v7_packed_gather();
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;

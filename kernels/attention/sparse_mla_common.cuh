@@ -47,8 +47,6 @@ struct KernelArgs {
   // first warp's lanes 0..15, one copy each; 2 or 4: 16 / n rows per warp, so that the serialized per-lane
   // copy instructions of a step are spread over warps on different SM sub-partitions).
   int ws_copy_warps;
-  // Session 5 (variant 7): the gather's chunk places packed into registers once (see sparse_mla_reg_kernel.cuh).
-  int v7_packed_gather;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -188,41 +188,7 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
 
   // Gather step `step` into ring slot `slot`: record chunks 0..32 (latent + scales) -> the latent row,
   // 33..40 (rope) -> the rope row; unused entries zero-filled.
-  // The gather's per-thread chunk places are the same every step: chunk c = tid + k * kThreads of a step is
-  // record row c / 41, column c % 41, at a fixed offset inside the slot. Packed once into a register per k
-  // ((offset << 10) | (column << 4) | row; ~0 past the end), a copy then costs an index load, a multiply-add
-  // and the cp.async instead of ~20 instructions (session 5: KernelArgs::v7_packed_gather; the profile counted
-  // ~130 of a warp's ~530 instructions per step in the copies).
-  constexpr int kGChunks = kMlaFp8RecordBytes / 16;  // 41
-  constexpr int kGTotal = C::kBT * kGChunks;
-  constexpr int kGIters = (kGTotal + C::kThreads - 1) / C::kThreads;
-  uint32_t gpk[kGIters];
-#pragma unroll
-  for (int k = 0; k < kGIters; ++k) {
-    const int c = tid + k * C::kThreads;
-    const int r = c / kGChunks, col = c - r * kGChunks;
-    const int off = col < C::kLatChunks ? r * kLR + col * 16
-                                        : C::kOffRope + r * C::kRopeRowBytes + (col - C::kLatChunks) * 16;
-    gpk[k] = c < kGTotal ? (static_cast<uint32_t>(off) << 10) | (col << 4) | r : ~0u;
-  }
-  auto issue_packed = [&](int step, int slot) {
-    const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
-    const int* sidx = s_idx + step * C::kBT;
-#pragma unroll
-    for (int k = 0; k < kGIters; ++k) {
-      if (kGTotal % C::kThreads != 0 && gpk[k] == ~0u) break;
-      const int idx = sidx[gpk[k] & 15u];
-      const bool ok = idx >= 0;
-      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes + ((gpk[k] >> 4) & 63u) * 16
-                              : rc.base;
-      cp_async_16_nohint(dst0 + (gpk[k] >> 10), src, ok ? 16 : 0);
-    }
-  };
   auto issue = [&](int step, int slot) {
-    if (a.v7_packed_gather) {
-      issue_packed(step, slot);
-      return;
-    }
     constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41
     const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
     const int* sidx = s_idx + step * C::kBT;
