@@ -1,13 +1,15 @@
 // Shared by the CUDA benchmarks in bench/: a check that stops a benchmark on the first CUDA error (a
 // benchmark has nothing to recover; the library itself never exits), the hash that seeds their
 // device-side random fills (splitmix64's finaliser: cheap, stateless, good enough to decorrelate inputs),
-// and the event timer most of them report (median of repeated runs after warm-ups).
+// the event timer most of them report (median of repeated runs after warm-ups), and the parser of their
+// comma-separated integer options ("--T 1,8,128").
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -77,4 +79,21 @@ __global__ inline void fill_f32(float* p, size_t n, uint64_t seed, float lo, flo
     p[i] = lo + (hi - lo) * (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
 }
 
+// "1,8,128" -> {1, 8, 128}; empty entries ("1,,8", a trailing comma) are skipped.
+inline std::vector<int> parse_int_list(const char* s) {
+  std::vector<int> v;
+  std::string cur;
+  for (const char* c = s;; ++c) {
+    if (*c == ',' || *c == 0) {
+      if (!cur.empty()) v.push_back(std::atoi(cur.c_str()));
+      cur.clear();
+      if (*c == 0) break;
+    } else {
+      cur += *c;
+    }
+  }
+  return v;
+}
+
 }  // namespace glm5rt_bench
+

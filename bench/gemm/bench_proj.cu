@@ -49,6 +49,7 @@ namespace {
 using glm5rt_bench::fill_f32;
 using glm5rt_bench::fill_fp8;
 using glm5rt_bench::hash32;
+using glm5rt_bench::parse_int_list;
 using glm5rt_bench::median;
 using glm5rt_bench::time_ms;
 
@@ -75,15 +76,6 @@ float time_graph(const std::function<void()>& enqueue, cudaStream_t s, int reps)
   return ms;
 }
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p == ',') ++p;
-  }
-  return v;
-}
 
 template <typename T>
 T* dev_alloc(size_t count) {
@@ -340,7 +332,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
-    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) rows_list = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(3, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else {

@@ -32,6 +32,7 @@ using glm5rt_bench::fill_f32;
 using glm5rt_bench::fill_fp8;
 using glm5rt_bench::hash32;
 using glm5rt_bench::median;
+using glm5rt_bench::parse_int_list;
 using glm5rt_bench::time_ms;
 // Approximately normal bf16 (sum of 4 uniforms), times sigma.
 __global__ void fill_bf16(__nv_bfloat16* p, size_t n, uint64_t seed, float sigma) {
@@ -267,20 +268,6 @@ std::set<std::string> parse_labels(const char* s) {
   return v;
 }
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  std::string cur;
-  for (const char* c = s;; ++c) {
-    if (*c == ',' || *c == 0) {
-      if (!cur.empty()) v.push_back(std::atoi(cur.c_str()));
-      cur.clear();
-      if (*c == 0) break;
-    } else {
-      cur += *c;
-    }
-  }
-  return v;
-}
 
 const char* const kStampSlotNames[glm5rt::kernels::kMoeStampSlots] = {
     "logits", "front", "gate_up", "swiglu", "down", "combine", "shared_gate_up", "shared_swiglu", "shared_down",
@@ -315,7 +302,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
-    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) token_counts = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) token_counts = parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) only_rows = parse_labels(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-gemm-ceilings")) gemm_ceilings = false;
   }

@@ -131,27 +131,18 @@ int main(int argc, char** argv) {
   std::vector<int> force_splits_list;
   // Session 4: --prefill-T 4096 --prefill-H 64 adds these prefill shapes even with --quick.
   std::vector<int> prefill_t_list, prefill_h_list = {64};
-  auto parse_list = [](const char* a) {
-    std::vector<int> v;
-    for (const char* c = a; *c;) {
-      v.push_back(std::atoi(c));
-      while (*c && *c != ',') ++c;
-      if (*c == ',') ++c;
-    }
-    return v;
-  };
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--combine-compare")) combine_compare = true;
     else if (!std::strcmp(argv[i], "--plan-sweep")) plan_sweep = true;
-    else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--force-splits") && i + 1 < argc) force_splits_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = parse_list(argv[++i]);
-    else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = parse_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) t_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--force-splits") && i + 1 < argc) force_splits_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
