@@ -19,12 +19,13 @@ D=$OUT/profile
 mkdir -p "$D"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$D/device.txt" 2>&1
 
-# profile NAME KERNEL_REGEX ENV_ASSIGNMENT BENCH_ARGS...   (ENV_ASSIGNMENT: e.g. GLM5RT_MLA_REG4=1, or -)
+# profile NAME KERNEL_REGEX ENV_ASSIGNMENT BENCH_ARGS...   (ENV_ASSIGNMENT: e.g. GLM5RT_MLA_REG4=1, or - for none)
 profile() {
-  local name=$1 re=$2 envs=$3; shift 3
-  [ "$envs" = - ] && envs=GLM5RT_PROFILE_NONE=1
-  stamp "profile $name ($envs)"
-  env "$envs" timeout 200 "$NCU" --clock-control none --set full --import-source no -k "regex:$re" \
+  local name=$1 re=$2 envs=()
+  [ "$3" != - ] && envs=("$3")
+  shift 3
+  stamp "profile $name (${envs[*]:-defaults})"
+  env ${envs[@]+"${envs[@]}"} timeout 200 "$NCU" --clock-control none --set full --import-source no -k "regex:$re" \
     --launch-count 1 -f -o "$D/$name" "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --reps 1 "$@" \
     > "$D/$name-run.txt" 2>&1
   "$NCU" -i "$D/$name.ncu-rep" --page details > "$D/$name-details.txt" 2>&1

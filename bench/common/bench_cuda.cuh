@@ -96,4 +96,3 @@ inline std::vector<int> parse_int_list(const char* s) {
 }
 
 }  // namespace glm5rt_bench
-

@@ -76,7 +76,6 @@ float time_graph(const std::function<void()>& enqueue, cudaStream_t s, int reps)
   return ms;
 }
 
-
 template <typename T>
 T* dev_alloc(size_t count) {
   T* p = nullptr;

@@ -268,7 +268,6 @@ std::set<std::string> parse_labels(const char* s) {
   return v;
 }
 
-
 const char* const kStampSlotNames[glm5rt::kernels::kMoeStampSlots] = {
     "logits", "front", "gate_up", "swiglu", "down", "combine", "shared_gate_up", "shared_swiglu", "shared_down",
     "logits_staged", "front_phases", "select_phases"};

@@ -541,8 +541,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || p.kernel_variant > 9 || p.kernel_variant == 4 ||
-      p.kernel_variant == 6 || p.kernel_variant == 8 || p.kernel_variant == 9 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
+      p.kernel_variant < 0 || p.kernel_variant > 7 || p.kernel_variant == 4 ||
+      p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
