@@ -77,6 +77,10 @@ struct SparseMlaParams {
   // per-128 scale on the partial scores) or bf16 (V, GEMM2, the scale folded into P); bf16 records: as 2;
   // never chosen automatically. 8 (session 4's 32-token design, never merged) and 9 (session 5's
   // alternating-step kernel, measured 1.6-2x slower than 5 and removed) are rejected as invalid, as 4 and 6.
+  // Appended in session 6: 10 = variant 5 with the softmax in registers (both GEMMs with heads on the MMA M
+  // side, so a step's scores stay in the threads that multiply them: one group barrier per step instead of
+  // two, no P / rescale factors through shared memory); bf16 records with 16 or 32 heads per CTA, variant 5
+  // elsewhere (8 heads per CTA would pad the M side; FP8 records).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.

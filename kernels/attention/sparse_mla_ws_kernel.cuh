@@ -79,6 +79,125 @@ struct WsCfg {
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
+// How many producer warps issue a step's bulk copies (KernelArgs::ws_copy_warps, clamped to the kernel's).
+template <class C>
+__device__ __forceinline__ int ws_copy_warps_of(const KernelArgs& a) {
+  return a.ws_copy_warps == 4 && C::kProducerWarps >= 4   ? 4
+         : a.ws_copy_warps >= 2 && C::kProducerWarps >= 2 ? 2
+                                                          : 1;
+}
+
+// The prologue of the warp-specialized kernels (variants 5 and 10), before their __syncthreads: the split's
+// indices -> s_idx, cleaned (-1 = unused: past the length, negative, outside the pool), and the ring's
+// mbarriers initialised. (Not stage_split_indices: its row_idx + (first + i) form moves variant 5's register
+// allocation and schedule on sm_90; the entries loaded are the same.)
+template <class C, bool kBulk>
+__device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row_idx, const SplitSpan& span,
+                                                  const RowCache& rc, int tid, int copy_warps, uint32_t bar_full,
+                                                  uint32_t bar_empty) {
+  using namespace mma;
+#pragma unroll 4
+  for (int i = tid; i < span.nsteps * C::kBT; i += C::kThreads) {
+    const int v = i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
+    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
+  }
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < C::kRing; ++s) {
+      // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
+      // stores, so that each thread's arrive releases its own writes).
+      // Bulk: the copying producer warps' lanes (each warp's lane 0's arrival carries its expected bytes).
+      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
+      mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
+    }
+  }
+}
+
+// The producer warps' loop (variant 5 and variant 10 share it): gathers steps 0 .. nsteps - 1 of the split
+// (indices in s_idx, cleaned) into the ring of C::kRing bf16 tile slots at the start of shared memory,
+// signalling each slot's "full" mbarrier and waiting on its "empty" one before a refill. ptid = the thread's
+// index among the producer threads. Returns when every copy it issued has landed or been waited for.
+template <class C, bool FP8, bool kBulk>
+__device__ __forceinline__ void ws_produce(uint8_t* smem, const int* s_idx, const RowCache& rc, int nsteps,
+                                           int ptid, int lane, int copy_warps, uint32_t bar_full,
+                                           uint32_t bar_empty) {
+  using namespace mma;
+  constexpr int NST = C::kRing;
+  // Gather step `step` into the slot at dst0 (rows of dst_row bytes); unused entries are zero-filled: V
+  // must stay finite (P is 0 there, and 0 * NaN would poison O).
+  auto issue = [&](int step, uint32_t dst0) {
+    constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
+    const int* sidx = s_idx + step * C::kBT;  // (as a pointer, not first = step * kBT: same cubin as before)
+#pragma unroll 4
+    for (int c = ptid; c < kTotal; c += C::kProducerThreads)
+      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, sidx, 0, rc.base, c);
+  };
+  if constexpr (kBulk) {
+    if (ptid < 32 * copy_warps) {
+      // Producer warp pw copies rows pw * rpw .. pw * rpw + rpw - 1 of each step (its lanes 0 .. rpw - 1).
+      const int rpw = C::kBT / copy_warps;
+      const bool act = lane < rpw;
+      const int r = (ptid >> 5) * rpw + (act ? lane : 0);
+      for (int step = 0; step < nsteps; ++step) {
+        const int slot = step % NST, use = step / NST;
+        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+        const int idx = s_idx[step * C::kBT + r];
+        const bool valid = idx >= 0;
+        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
+        const uint32_t bar = bar_full + slot * 8;
+        uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
+        fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
+        if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+        if (act) {
+          if (valid) {
+            bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
+                          kMlaBf16RecordBytes, bar);
+          } else {
+            // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+          }
+        }
+        if (lane != 0) mbar_arrive(bar);
+      }
+    }
+  } else if constexpr (!FP8) {
+    for (int step = 0; step < nsteps; ++step) {
+      const int slot = step % NST, use = step / NST;
+      if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+      issue(step, smem_addr(smem + slot * C::kTileBytes));
+      cp_async_mbar_arrive_noinc(bar_full + slot * 8);
+    }
+  } else {
+    // Raw ring of kRawStages slots (private to the producers: cp.async groups + a named barrier), then
+    // dequantization into the consumers' 2-slot bf16 ring.
+    constexpr int NR = C::kRawStages;
+    constexpr int kProducerBar = 1 + C::kGroups;
+    auto raw_slot = [&](int step) { return C::kOffRaw + (step % NR) * C::kRawTileBytes; };
+#pragma unroll
+    for (int s = 0; s < NR - 1; ++s) {
+      if (s < nsteps) issue(s, smem_addr(smem + raw_slot(s)));
+      cp_async_commit();
+    }
+    for (int step = 0; step < nsteps; ++step) {
+      cp_async_wait_group<NR - 2>();                          // this thread's copies of `step` landed
+      named_bar_sync(kProducerBar, C::kProducerThreads);      // everyone's; the raw slot of step-1 is free
+      if (step + NR - 1 < nsteps) issue(step + NR - 1, smem_addr(smem + raw_slot(step + NR - 1)));
+      cp_async_commit();
+      const int slot = step % NST, use = step / NST;
+      if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+      const uint8_t* raw = smem + raw_slot(step);
+      uint8_t* tile = smem + slot * C::kTileBytes;
+#pragma unroll 3
+      for (int c = ptid; c < C::kBT * 72; c += C::kProducerThreads) {
+        dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
+      }
+      mbar_arrive(bar_full + slot * 8);
+    }
+  }
+  cp_async_wait_all();  // nothing may land in the stage area after the loop (the epilogue reuses it)
+}
+
 // (kernel_variant 6, round 5's FP8 records gathered by bulk copies in this kernel, measured slower than
 // variant 5 / 7 everywhere, was removed in session 4: git history before commit "remove kernel_variant 6".)
 template <int HC, bool FP8>
@@ -119,30 +238,11 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     load_q_fragments(qf, a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * C::kHG) * kMlaQkDim,
                      wq * C::kKSteps, lane);
 
-  // The split's indices -> shared memory, cleaned (-1 = unused: past the length, negative, outside the pool).
-  // (Not stage_split_indices: its row_idx + (first + i) form moves this kernel's register allocation and
-  // schedule on sm_90; the entries loaded are the same.)
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-#pragma unroll 4
-  for (int i = tid; i < nsteps * C::kBT; i += C::kThreads) {
-    const int v = i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
-    s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
-  }
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
-  const int copy_warps = a.ws_copy_warps == 4 && C::kProducerWarps >= 4   ? 4
-                         : a.ws_copy_warps >= 2 && C::kProducerWarps >= 2 ? 2
-                                                                          : 1;
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < NST; ++s) {
-      // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
-      // stores, so that each thread's arrive releases its own writes).
-      // Bulk: the copying producer warps' lanes (each warp's lane 0's arrival carries its expected bytes).
-      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
-      mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
-    }
-  }
+  const int copy_warps = ws_copy_warps_of<C>(a);
+  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   __syncthreads();
 
   float* inv_l_s = reinterpret_cast<float*>(smem + C::kOffInvL);
@@ -154,80 +254,8 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   float l_run = 0.f;      // this thread's share of head sh's running sum
 
   if (producer) {
-    const int ptid = tid - C::kConsumerWarps * 32;
-    // Gather step `step` into the slot at dst0 (rows of dst_row bytes); unused entries are zero-filled: V
-    // must stay finite (P is 0 there, and 0 * NaN would poison O).
-    auto issue = [&](int step, uint32_t dst0) {
-      constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
-      const int* sidx = s_idx + step * C::kBT;  // (as a pointer, not first = step * kBT: same cubin as before)
-#pragma unroll 4
-      for (int c = ptid; c < kTotal; c += C::kProducerThreads)
-        gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, sidx, 0, rc.base, c);
-    };
-    if constexpr (kBulk) {
-      if (ptid < 32 * copy_warps) {
-        // Producer warp pw copies rows pw * rpw .. pw * rpw + rpw - 1 of each step (its lanes 0 .. rpw - 1).
-        const int rpw = C::kBT / copy_warps;
-        const bool act = lane < rpw;
-        const int r = (ptid >> 5) * rpw + (act ? lane : 0);
-        for (int step = 0; step < nsteps; ++step) {
-          const int slot = step % NST, use = step / NST;
-          if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-          const int idx = s_idx[step * C::kBT + r];
-          const bool valid = idx >= 0;
-          const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
-          const uint32_t bar = bar_full + slot * 8;
-          uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
-          fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-          if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-          if (act) {
-            if (valid) {
-              bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
-                            kMlaBf16RecordBytes, bar);
-            } else {
-              // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).
-              const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-              for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
-            }
-          }
-          if (lane != 0) mbar_arrive(bar);
-        }
-      }
-    } else if constexpr (!FP8) {
-      for (int step = 0; step < nsteps; ++step) {
-        const int slot = step % NST, use = step / NST;
-        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-        issue(step, smem_addr(smem + slot * C::kTileBytes));
-        cp_async_mbar_arrive_noinc(bar_full + slot * 8);
-      }
-    } else {
-      // Raw ring of kRawStages slots (private to the producers: cp.async groups + a named barrier), then
-      // dequantization into the consumers' 2-slot bf16 ring.
-      constexpr int NR = C::kRawStages;
-      constexpr int kProducerBar = 1 + C::kGroups;
-      auto raw_slot = [&](int step) { return C::kOffRaw + (step % NR) * C::kRawTileBytes; };
-#pragma unroll
-      for (int s = 0; s < NR - 1; ++s) {
-        if (s < nsteps) issue(s, smem_addr(smem + raw_slot(s)));
-        cp_async_commit();
-      }
-      for (int step = 0; step < nsteps; ++step) {
-        cp_async_wait_group<NR - 2>();                          // this thread's copies of `step` landed
-        named_bar_sync(kProducerBar, C::kProducerThreads);      // everyone's; the raw slot of step-1 is free
-        if (step + NR - 1 < nsteps) issue(step + NR - 1, smem_addr(smem + raw_slot(step + NR - 1)));
-        cp_async_commit();
-        const int slot = step % NST, use = step / NST;
-        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-        const uint8_t* raw = smem + raw_slot(step);
-        uint8_t* tile = smem + slot * C::kTileBytes;
-#pragma unroll 3
-        for (int c = ptid; c < C::kBT * 72; c += C::kProducerThreads) {
-          dequant_tile_chunk<C::kRawRowBytes, C::kRowBytes>(raw, tile, c);
-        }
-        mbar_arrive(bar_full + slot * 8);
-      }
-    }
-    cp_async_wait_all();  // nothing may land in the stage area after the loop (the epilogue reuses it)
+    ws_produce<C, FP8, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
+                              bar_empty);
   } else {
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats;
     __nv_bfloat16* p_s = reinterpret_cast<__nv_bfloat16*>(smem + C::kOffP + gi * C::kPBytes);

@@ -1,0 +1,227 @@
+// Variant 10 (session 6): variant 5's warp-specialized kernel with the softmax in registers. Same grid,
+// producer warps, ring and consumer groups (4 warps x 16 heads each, one or two groups per CTA); what changes
+// is the orientation of both GEMMs, so that a step's probabilities never go through shared memory:
+//   GEMM1  S[16 heads x 16 tok] = Q[16 x 576] K^T, heads on the MMA M side: Q as A fragments in registers
+//          (36 per thread, as variant 5's Q^T B fragments), K through ldmatrix (non-transposed) as B. Warp w
+//          of the group sums its k quarter (144 dims) and stores its C fragments as they are (two float4 per
+//          lane, conflict-free) into a double-buffered partial area; ONE named barrier; then every warp of
+//          the group reads the four quarters at its own fragment positions and adds them in a fixed order,
+//          so the four warps hold bitwise the same scores.
+//   softmax in registers: lane (g, t) holds heads g and g + 8 at tokens 2t, 2t + 1, 2t + 8, 2t + 9; the step
+//          max needs two shuffles (the four lanes of a row), the running max / sum are per lane, and the
+//          C fragment of S is already the A fragment of P for GEMM2 (the FlashAttention-2 layout).
+//   GEMM2  O[16 heads x 512] += P[16 x 16 tok] V[16 tok x 512]: P as A from registers, V through
+//          ldmatrix.trans as B; warp w owns output dims 128 w .. 128 w + 127 (64 fp32 accumulators, as in
+//          variant 5); the rescale factors are the lane's own (rows g, g + 8).
+// Against variant 5 per group and step: one barrier instead of two, no P / alpha stores and loads, the partial
+// scores without bank conflicts; in exchange each warp computes the softmax of all 16 x 16 scores (8 exp2 per
+// lane instead of 2). 16 heads per group only (8 heads would pad M to 16: variant 5 runs those).
+#pragma once
+
+#include "kernels/attention/sparse_mla_ws_kernel.cuh"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+template <int HC>
+struct WsrCfg : WsCfg<HC, false> {
+  using Base = WsCfg<HC, false>;
+  static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
+  static constexpr int kKSteps = 9;                // GEMM1 k16 steps per warp (its quarter of 576)
+  static constexpr int kNT2 = 16;                  // GEMM2 n8 tiles per warp: 128 output dims
+  // Partial scores per group: [2 buffers][4 warps][2 n-tiles][32 lanes][4] floats (C fragments as stored).
+  static constexpr int kBufFloats = 4 * 2 * 32 * 4;
+  static constexpr int kSpartFloats = 2 * kBufFloats;
+  static constexpr int kOffSpart = Base::kStageAreaBytes;
+  static constexpr int kOffLse = kOffSpart + Base::kGroups * kSpartFloats * 4;
+  static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
+  static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
+  static constexpr int kSmemBytes = kOffBar + 2 * Base::kRing * 8;
+  static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
+  static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
+};
+
+template <int HC>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
+    sparse_mla_wsr_kernel(const KernelArgs a) {
+  using C = WsrCfg<HC>;
+  using namespace mma;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int NST = C::kRing;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = true;  // one cp.async.bulk per bf16 record, as variant 5
+#else
+  constexpr bool kBulk = false;
+#endif
+  extern __shared__ __align__(16) uint8_t smem[];
+
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
+  const RowCache rc = row_cache(a, t);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  allow_dependent_launch();  // the combine kernel (PDL)
+
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
+  const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
+
+  const bool producer = warp >= C::kConsumerWarps;
+  const int gi = producer ? 0 : warp / 4;  // consumer group
+  const int wq = warp % 4;                 // GEMM1 k quarter, GEMM2 dim quarter
+
+  // Q of the group's 16 heads as GEMM1 A fragments over this warp's k quarter: rows g / g + 8, columns
+  // k0 + 2t (+ 8).
+  uint32_t qa[C::kKSteps][4];
+  if (!producer) {
+    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
+        a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g) * kMlaQkDim);
+    const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
+#pragma unroll
+    for (int ks = 0; ks < C::kKSteps; ++ks) {
+      const int w0 = ((wq * C::kKSteps + ks) * 16 + 2 * tq) / 2;
+      qa[ks][0] = __ldg(q0 + w0);
+      qa[ks][1] = __ldg(q8 + w0);
+      qa[ks][2] = __ldg(q0 + w0 + 4);
+      qa[ks][3] = __ldg(q8 + w0 + 4);
+    }
+  }
+
+  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+  const uint32_t bar_full = smem_addr(smem + C::kOffBar);
+  const uint32_t bar_empty = bar_full + NST * 8;
+  const int copy_warps = ws_copy_warps_of<C>(a);
+  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  __syncthreads();
+
+  float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
+  float acc[C::kNT2][4];  // O rows g / g + 8 (heads), columns 128 wq + 8 n + 2t (+1)
+#pragma unroll
+  for (int n = 0; n < C::kNT2; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf;  // running max (base-2 units) of heads g, g + 8 (same on the row's lanes)
+  float l0 = 0.f, l1 = 0.f;          // this lane's share of their running sums (its 4 tokens per step)
+
+  if (producer) {
+    ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
+                                bar_empty);
+  } else {
+    float* spart = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats;
+    const int bar_id = 1 + gi;
+    // ldmatrix row addresses: K (non-transposed, B of GEMM1): matrices (tok 0-7, k0), (tok 0-7, k0 + 8),
+    // (tok 8-15, k0), (tok 8-15, k0 + 8); V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d),
+    // (tok 0-7, d + 8), (tok 8-15, d + 8).
+    const uint32_t k_off = ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes +
+                           (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
+    const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (wq * 128 + (lane >> 4) * 8) * 2;
+    for (int step = 0; step < nsteps; ++step) {
+      const int slot = step % NST;
+      mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
+      const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
+      // GEMM1: this warp's k quarter of S, n-tile 0 = tokens 0-7, 1 = tokens 8-15.
+      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int ks = 0; ks < C::kKSteps; ++ks) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + k_off + ks * 32);
+        mma_bf16_16816(s[0], qa[ks], b[0], b[1]);
+        mma_bf16_16816(s[1], qa[ks], b[2], b[3]);
+      }
+      float* buf = spart + (step & 1) * C::kBufFloats;
+      *reinterpret_cast<float4*>(buf + ((wq * 2 + 0) * 32 + lane) * 4) = make_float4(s[0][0], s[0][1], s[0][2], s[0][3]);
+      *reinterpret_cast<float4*>(buf + ((wq * 2 + 1) * 32 + lane) * 4) = make_float4(s[1][0], s[1][1], s[1][2], s[1][3]);
+      // The group's four quarters visible. (Double buffer: a warp writes this buffer again two steps later,
+      // after the next step's barrier, which every warp reaches only once done reading it here.)
+      named_bar_sync(bar_id, C::kGroupThreads);
+      float x[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float4 v = *reinterpret_cast<const float4*>(buf + (nt * 32 + lane) * 4);
+        x[nt][0] = v.x, x[nt][1] = v.y, x[nt][2] = v.z, x[nt][3] = v.w;
+      }
+#pragma unroll
+      for (int w = 1; w < 4; ++w)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const float4 v = *reinterpret_cast<const float4*>(buf + ((w * 2 + nt) * 32 + lane) * 4);
+          x[nt][0] += v.x, x[nt][1] += v.y, x[nt][2] += v.z, x[nt][3] += v.w;
+        }
+      // Scale, mask unused entries (tokens 2t, 2t + 1 of each n-tile), the step max of heads g / g + 8.
+      const int2 va = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 2 * tq);
+      const int2 vb = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 + 2 * tq);
+      const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[nt][j] = ok[nt][j & 1] ? x[nt][j] * a.scale_log2 : kNegInf;
+      float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+      float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
+      const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
+      const float al0 = exp2f(m0 - mu0), al1 = exp2f(m1 - mu1);
+      m0 = mn0;
+      m1 = mn1;
+      // P (bf16, as GEMM2 multiplies it) and the running sums of the rounded values.
+      uint32_t pa[4];
+      float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const __nv_bfloat162 p01 = __floats2bfloat162_rn(exp2f(x[nt][0] - mu0), exp2f(x[nt][1] - mu0));
+        const __nv_bfloat162 p23 = __floats2bfloat162_rn(exp2f(x[nt][2] - mu1), exp2f(x[nt][3] - mu1));
+        ps0 += __low2float(p01) + __high2float(p01);
+        ps1 += __low2float(p23) + __high2float(p23);
+        pa[nt * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);  // A: (row g, k 8 nt + 2t ..)
+        pa[nt * 2 + 1] = *reinterpret_cast<const uint32_t*>(&p23);  // A: (row g + 8, k 8 nt + 2t ..)
+      }
+      l0 = l0 * al0 + ps0;
+      l1 = l1 * al1 + ps1;
+      // Once the maxima settle most steps move no head's max (alpha = 1 exactly): skip the multiplies then.
+      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+        for (int n = 0; n < C::kNT2; ++n) {
+          acc[n][0] *= al0;
+          acc[n][1] *= al0;
+          acc[n][2] *= al1;
+          acc[n][3] *= al1;
+        }
+      }
+      // GEMM2: A = P (rows g / g + 8; k = tokens: a0 / a1 tokens 2t.., a2 / a3 tokens 2t + 8..).
+#pragma unroll
+      for (int n2 = 0; n2 < C::kNT2 / 2; ++n2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+        mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+        mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
+    }
+  }
+  // Row sums over the four lanes of each row; every warp of a group holds the same values.
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  if (!producer && wq == 0 && tq == 0) {
+    lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+    lse_s[gi * 16 + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+  }
+  __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
+  float* stg = reinterpret_cast<float*>(smem);
+  if (!producer) {
+    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    float* r0 = stg + (gi * 16 + g) * kStgStride + wq * 128 + 2 * tq;
+    float* r1 = r0 + 8 * kStgStride;
+#pragma unroll
+    for (int n = 0; n < C::kNT2; ++n) {
+      *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
+      *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
+    }
+  }
+  __syncthreads();
+  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail
