@@ -98,6 +98,16 @@ int ws_copy_warps() {
   return env;
 }
 
+// Session 6: variant 10's step lookahead (step s + 1's GEMM1 before step s's softmax): GLM5RT_MLA_WSR_LOOKAHEAD=0
+// (read once) runs the plain step order. (Being measured: both forms are compiled until one is chosen.)
+bool wsr_lookahead() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_WSR_LOOKAHEAD");
+    return !(e && std::atoi(e) == 0);
+  }();
+  return on;
+}
+
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
 // an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
 // whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
@@ -598,7 +608,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsr(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
+    err = sparse_mla_detail::launch_wsr_bf16(hc, wsr_lookahead(), a, stream);
   } else if (variant == 5 || variant == 10) {  // 10 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);

@@ -40,7 +40,8 @@ struct WsrCfg : WsCfg<HC, false> {
   static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-template <int HC>
+// LOOKAHEAD: step s + 1's GEMM1 is issued before step s's softmax (see the consumer loop).
+template <int HC, bool LOOKAHEAD>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
@@ -111,12 +112,11 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     const uint32_t k_off = ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes +
                            (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
     const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (wq * 128 + (lane >> 4) * 8) * 2;
-    for (int step = 0; step < nsteps; ++step) {
-      const int slot = step % NST;
-      mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
-      const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
-      // GEMM1: this warp's k quarter of S, n-tile 0 = tokens 0-7, 1 = tokens 8-15.
-      float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    // GEMM1 of `step` (after waiting for its slot): this warp's k quarter of S, n-tile 0 = tokens 0-7, 1 = 8-15.
+    auto gemm1 = [&](int step, float (&s)[2][4]) {
+      const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < C::kKSteps; ++ks) {
         uint32_t b[4];
@@ -124,13 +124,21 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         mma_bf16_16816(s[0], qa[ks], b[0], b[1]);
         mma_bf16_16816(s[1], qa[ks], b[2], b[3]);
       }
+    };
+    auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
+    // This warp's quarter of `step`'s scores -> its buffer (step & 1), then the group barrier. (Double buffer: a
+    // warp writes this buffer again two steps later, after the next step's barrier, which every warp reaches
+    // only once done reading it.)
+    auto publish = [&](int step, const float (&s)[2][4]) {
       float* buf = spart + (step & 1) * C::kBufFloats;
-      *reinterpret_cast<float4*>(buf + ((wq * 2 + 0) * 32 + lane) * 4) = make_float4(s[0][0], s[0][1], s[0][2], s[0][3]);
-      *reinterpret_cast<float4*>(buf + ((wq * 2 + 1) * 32 + lane) * 4) = make_float4(s[1][0], s[1][1], s[1][2], s[1][3]);
-      // The group's four quarters visible. (Double buffer: a warp writes this buffer again two steps later,
-      // after the next step's barrier, which every warp reaches only once done reading it here.)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+        *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
       named_bar_sync(bar_id, C::kGroupThreads);
-      float x[2][4];
+    };
+    // The four quarters at this lane's fragment positions, added in a fixed order.
+    auto gather_scores = [&](int step, float (&x)[2][4]) {
+      const float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const float4 v = *reinterpret_cast<const float4*>(buf + (nt * 32 + lane) * 4);
@@ -143,7 +151,10 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
           const float4 v = *reinterpret_cast<const float4*>(buf + ((w * 2 + nt) * 32 + lane) * 4);
           x[nt][0] += v.x, x[nt][1] += v.y, x[nt][2] += v.z, x[nt][3] += v.w;
         }
-      // Scale, mask unused entries (tokens 2t, 2t + 1 of each n-tile), the step max of heads g / g + 8.
+    };
+    // Scale and mask (tokens 2t, 2t + 1 of each n-tile), the online softmax of heads g / g + 8, P as GEMM2's A
+    // fragment: (row g, k 8 nt + 2t ..) and (row g + 8, k 8 nt + 2t ..).
+    auto softmax = [&](int step, float (&x)[2][4], uint32_t (&pa)[4], float& al0, float& al1) {
       const int2 va = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 2 * tq);
       const int2 vb = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 + 2 * tq);
       const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
@@ -160,24 +171,25 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
       // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
       const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
-      const float al0 = exp2f(m0 - mu0), al1 = exp2f(m1 - mu1);
+      al0 = exp2f(m0 - mu0);
+      al1 = exp2f(m1 - mu1);
       m0 = mn0;
       m1 = mn1;
-      // P (bf16, as GEMM2 multiplies it) and the running sums of the rounded values.
-      uint32_t pa[4];
-      float ps0 = 0.f, ps1 = 0.f;
+      float ps0 = 0.f, ps1 = 0.f;  // sums of the rounded probabilities: what GEMM2 multiplies V with
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const __nv_bfloat162 p01 = __floats2bfloat162_rn(exp2f(x[nt][0] - mu0), exp2f(x[nt][1] - mu0));
         const __nv_bfloat162 p23 = __floats2bfloat162_rn(exp2f(x[nt][2] - mu1), exp2f(x[nt][3] - mu1));
         ps0 += __low2float(p01) + __high2float(p01);
         ps1 += __low2float(p23) + __high2float(p23);
-        pa[nt * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);  // A: (row g, k 8 nt + 2t ..)
-        pa[nt * 2 + 1] = *reinterpret_cast<const uint32_t*>(&p23);  // A: (row g + 8, k 8 nt + 2t ..)
+        pa[nt * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);
+        pa[nt * 2 + 1] = *reinterpret_cast<const uint32_t*>(&p23);
       }
       l0 = l0 * al0 + ps0;
       l1 = l1 * al1 + ps1;
-      // Once the maxima settle most steps move no head's max (alpha = 1 exactly): skip the multiplies then.
+    };
+    // Rescale (skipped when no head of the warp moved its max: alpha = 1 exactly), GEMM2, release the slot.
+    auto gemm2 = [&](int step, const uint32_t (&pa)[4], float al0, float al1) {
       if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
         for (int n = 0; n < C::kNT2; ++n) {
@@ -187,7 +199,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
           acc[n][3] *= al1;
         }
       }
-      // GEMM2: A = P (rows g / g + 8; k = tokens: a0 / a1 tokens 2t.., a2 / a3 tokens 2t + 8..).
+      const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
 #pragma unroll
       for (int n2 = 0; n2 < C::kNT2 / 2; ++n2) {
         uint32_t b[4];
@@ -196,7 +208,37 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
+      if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
+    };
+    float s[2][4], x[2][4], al0, al1;
+    uint32_t pa[4];
+    if constexpr (!LOOKAHEAD) {
+      for (int step = 0; step < nsteps; ++step) {
+        wait_full(step);
+        gemm1(step, s);
+        publish(step, s);
+        gather_scores(step, x);
+        softmax(step, x, pa, al0, al1);
+        gemm2(step, pa, al0, al1);
+      }
+    } else if (nsteps > 0) {
+      // Step s's softmax is written after step s + 1's GEMM1, in one basic block, so that the compiler
+      // interleaves the softmax's ALU / MUFU / shuffle chain with the HMMA chain of the next step's GEMM1
+      // (one warp's two latency chains overlapped, instead of run back to back).
+      wait_full(0);
+      gemm1(0, s);
+      publish(0, s);
+      for (int step = 0; step + 1 < nsteps; ++step) {
+        wait_full(step + 1);
+        gather_scores(step, x);
+        gemm1(step + 1, s);
+        softmax(step, x, pa, al0, al1);
+        gemm2(step, pa, al0, al1);
+        publish(step + 1, s);
+      }
+      gather_scores(nsteps - 1, x);
+      softmax(nsteps - 1, x, pa, al0, al1);
+      gemm2(nsteps - 1, pa, al0, al1);
     }
   }
   // Row sums over the four lanes of each row; every warp of a group holds the same values.
