@@ -98,14 +98,15 @@ int ws_copy_warps() {
   return env;
 }
 
-// Session 6: variant 10's step lookahead (step s + 1's GEMM1 before step s's softmax): GLM5RT_MLA_WSR_LOOKAHEAD=0
-// (read once) runs the plain step order. (Being measured: both forms are compiled until one is chosen.)
-bool wsr_lookahead() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WSR_LOOKAHEAD");
-    return !(e && std::atoi(e) == 0);
+// Session 6: how variant 10 exchanges its partial scores (sparse_mla_wsr_kernel's PIPE): GLM5RT_MLA_WSR_PIPE=1
+// (a group barrier after GEMM2) or 2 (an mbarrier per buffer, published before GEMM2; the default). Read once.
+// (Being measured: both forms are compiled until one is chosen.)
+int wsr_pipe() {
+  static const int mode = [] {
+    const char* e = std::getenv("GLM5RT_MLA_WSR_PIPE");
+    return e && std::atoi(e) == 1 ? 1 : 2;
   }();
-  return on;
+  return mode;
 }
 
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
@@ -608,7 +609,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsr(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_wsr_bf16(hc, wsr_lookahead(), a, stream);
+    err = sparse_mla_detail::launch_wsr_bf16(hc, wsr_pipe(), a, stream);
   } else if (variant == 5 || variant == 10) {  // 10 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);

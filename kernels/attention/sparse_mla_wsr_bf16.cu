@@ -4,10 +4,10 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-cudaError_t launch_wsr_bf16(int heads_per_cta, bool lookahead, const KernelArgs& a, cudaStream_t stream) {
+cudaError_t launch_wsr_bf16(int heads_per_cta, int pipe, const KernelArgs& a, cudaStream_t stream) {
   switch (heads_per_cta) {
-    case 16: return lookahead ? launch_wsr_one<16, true>(a, stream) : launch_wsr_one<16, false>(a, stream);
-    case 32: return lookahead ? launch_wsr_one<32, true>(a, stream) : launch_wsr_one<32, false>(a, stream);
+    case 16: return pipe == 2 ? launch_wsr_one<16, 2>(a, stream) : launch_wsr_one<16, 1>(a, stream);
+    case 32: return pipe == 2 ? launch_wsr_one<32, 2>(a, stream) : launch_wsr_one<32, 1>(a, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -22,6 +22,14 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
+// 2^x by the SFU alone (ex2.approx.ftz: 2^-inf = 0, subnormal results flushed to 0); exp2f adds a range
+// fix-up around it (4 instructions instead of 1, ten times per lane and step here).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
@@ -35,13 +43,17 @@ struct WsrCfg : WsCfg<HC, false> {
   static constexpr int kOffLse = kOffSpart + Base::kGroups * kSpartFloats * 4;
   static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
   static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
-  static constexpr int kSmemBytes = kOffBar + 2 * Base::kRing * 8;
+  // full[kRing], empty[kRing], then (PIPE 2) the partial-score exchange: [group][buffer] "published" barriers.
+  static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
+  static constexpr int kSmemBytes = kOffPartBar + Base::kGroups * 2 * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// LOOKAHEAD: step s + 1's GEMM1 is issued before step s's softmax (see the consumer loop).
-template <int HC, bool LOOKAHEAD>
+// PIPE (see the consumer loop): 1 = step s + 1's GEMM1 issued before step s's softmax, the partial scores
+// exchanged through a group barrier after GEMM2; 2 = the same order, the partials published (an mbarrier per
+// buffer, one arrival per warp) before GEMM2 and waited for only where they are read.
+template <int HC, int PIPE>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
@@ -91,6 +103,9 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
   ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
+  if (PIPE == 2 && tid == 0)
+    for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
   __syncthreads();
 
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
@@ -129,12 +144,24 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     // This warp's quarter of `step`'s scores -> its buffer (step & 1), then the group barrier. (Double buffer: a
     // warp writes this buffer again two steps later, after the next step's barrier, which every warp reaches
     // only once done reading it.)
+    // PIPE 2: the same double buffer, each buffer with its own mbarrier (use k of buffer b = step 2 k + b has
+    // parity k & 1); a warp reaches the next write of a buffer only after waiting for the other buffer's
+    // arrivals, which every warp makes after reading this one.
+    const uint32_t part_bar = bar_part + gi * 2 * 8;
     auto publish = [&](int step, const float (&s)[2][4]) {
       float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
         *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
-      named_bar_sync(bar_id, C::kGroupThreads);
+      if constexpr (PIPE == 2) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
+      } else {
+        named_bar_sync(bar_id, C::kGroupThreads);
+      }
+    };
+    auto wait_published = [&](int step) {
+      if constexpr (PIPE == 2) mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
     };
     // The four quarters at this lane's fragment positions, added in a fixed order.
     auto gather_scores = [&](int step, float (&x)[2][4]) {
@@ -171,15 +198,15 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
       // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
       const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
-      al0 = exp2f(m0 - mu0);
-      al1 = exp2f(m1 - mu1);
+      al0 = fast_exp2(m0 - mu0);
+      al1 = fast_exp2(m1 - mu1);
       m0 = mn0;
       m1 = mn1;
       float ps0 = 0.f, ps1 = 0.f;  // sums of the rounded probabilities: what GEMM2 multiplies V with
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        const __nv_bfloat162 p01 = __floats2bfloat162_rn(exp2f(x[nt][0] - mu0), exp2f(x[nt][1] - mu0));
-        const __nv_bfloat162 p23 = __floats2bfloat162_rn(exp2f(x[nt][2] - mu1), exp2f(x[nt][3] - mu1));
+        const __nv_bfloat162 p01 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
+        const __nv_bfloat162 p23 = __floats2bfloat162_rn(fast_exp2(x[nt][2] - mu1), fast_exp2(x[nt][3] - mu1));
         ps0 += __low2float(p01) + __high2float(p01);
         ps1 += __low2float(p23) + __high2float(p23);
         pa[nt * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);
@@ -212,30 +239,24 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     };
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
-    if constexpr (!LOOKAHEAD) {
-      for (int step = 0; step < nsteps; ++step) {
-        wait_full(step);
-        gemm1(step, s);
-        publish(step, s);
-        gather_scores(step, x);
-        softmax(step, x, pa, al0, al1);
-        gemm2(step, pa, al0, al1);
-      }
-    } else if (nsteps > 0) {
+    if (nsteps > 0) {
       // Step s's softmax is written after step s + 1's GEMM1, in one basic block, so that the compiler
       // interleaves the softmax's ALU / MUFU / shuffle chain with the HMMA chain of the next step's GEMM1
-      // (one warp's two latency chains overlapped, instead of run back to back).
+      // (one warp's two latency chains overlapped instead of run back to back: 1.09x at T=128 H=64).
       wait_full(0);
       gemm1(0, s);
       publish(0, s);
       for (int step = 0; step + 1 < nsteps; ++step) {
-        wait_full(step + 1);
+        wait_published(step);
         gather_scores(step, x);
+        wait_full(step + 1);
         gemm1(step + 1, s);
         softmax(step, x, pa, al0, al1);
+        if constexpr (PIPE == 2) publish(step + 1, s);
         gemm2(step, pa, al0, al1);
-        publish(step + 1, s);
+        if constexpr (PIPE != 2) publish(step + 1, s);
       }
+      wait_published(nsteps - 1);
       gather_scores(nsteps - 1, x);
       softmax(nsteps - 1, x, pa, al0, al1);
       gemm2(nsteps - 1, pa, al0, al1);
