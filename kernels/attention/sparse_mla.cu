@@ -98,13 +98,13 @@ int ws_copy_warps() {
   return env;
 }
 
-// Session 6: how variant 10 exchanges its partial scores (sparse_mla_wsr_kernel's PIPE): GLM5RT_MLA_WSR_PIPE=1
-// (a group barrier after GEMM2) or 2 (an mbarrier per buffer, published before GEMM2; the default). Read once.
-// (Being measured: both forms are compiled until one is chosen.)
+// Session 6: variant 10's form (sparse_mla_wsr_kernel's PIPE): GLM5RT_MLA_WSR_PIPE=2 (producer warps fill the
+// ring) or 3 (the consumer warps fill it themselves; the default). Read once. (Being measured: both forms are
+// compiled until one is chosen.)
 int wsr_pipe() {
   static const int mode = [] {
     const char* e = std::getenv("GLM5RT_MLA_WSR_PIPE");
-    return e && std::atoi(e) == 1 ? 1 : 2;
+    return e && std::atoi(e) == 2 ? 2 : 3;
   }();
   return mode;
 }

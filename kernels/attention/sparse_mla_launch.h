@@ -23,7 +23,7 @@ cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 10: variant 5 with the softmax in registers (sparse_mla_wsr_kernel.cuh); bf16 records, 16 or
 // 32 heads per CTA (the caller runs variant 5 elsewhere).
-// pipe: how the consumer loop exchanges the partial scores (sparse_mla_wsr_kernel's PIPE: 1 or 2).
+// pipe: sparse_mla_wsr_kernel's PIPE (2, or 3 = without producer warps).
 cudaError_t launch_wsr_bf16(int heads_per_cta, int pipe, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
@@ -86,7 +86,7 @@ cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
 }
 template <int HC, int PIPE>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, PIPE>, true, a, stream);
+  return launch_grid<WsrCfg<HC, PIPE == 3>, HC>(sparse_mla_wsr_kernel<HC, PIPE>, true, a, stream);
 }
 template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {

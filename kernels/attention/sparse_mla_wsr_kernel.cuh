@@ -30,9 +30,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-template <int HC>
+// SELF_FILL: no producer warps; the consumer warps fill the ring themselves (PIPE 3).
+template <int HC, bool SELF_FILL = false>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
+  // Without producer warps an SM holds 8 warps (one 8-warp CTA or two 4-warp ones): two per SM
+  // sub-partition, so 255 registers per thread instead of 168 (16K registers per sub-partition).
+  static constexpr int kThreads = SELF_FILL ? Base::kConsumerWarps * 32 : Base::kThreads;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
   static constexpr int kKSteps = 9;                // GEMM1 k16 steps per warp (its quarter of 576)
   static constexpr int kNT2 = 16;                  // GEMM2 n8 tiles per warp: 128 output dims
@@ -52,11 +56,13 @@ struct WsrCfg : WsCfg<HC, false> {
 
 // PIPE (see the consumer loop): 1 = step s + 1's GEMM1 issued before step s's softmax, the partial scores
 // exchanged through a group barrier after GEMM2; 2 = the same order, the partials published (an mbarrier per
-// buffer, one arrival per warp) before GEMM2 and waited for only where they are read.
+// buffer, one arrival per warp) before GEMM2 and waited for only where they are read; 3 = 2 without producer
+// warps: consumer warp w fills the steps r = w (mod consumer warps) into the ring itself.
 template <int HC, int PIPE>
-__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
+__global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PIPE == 3>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
-  using C = WsrCfg<HC>;
+  constexpr bool kSelfFill = PIPE == 3;
+  using C = WsrCfg<HC, kSelfFill>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -102,9 +108,10 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
-  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  // Self-filled: a fill completes with the 32 arrivals of its warp (after its copies are issued / landed).
+  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty, kSelfFill ? 32 : 0);
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
-  if (PIPE == 2 && tid == 0)
+  if (PIPE >= 2 && tid == 0)
     for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
   __syncthreads();
 
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
         *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
-      if constexpr (PIPE == 2) {
+      if constexpr (PIPE >= 2) {
         __syncwarp();
         if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
       } else {
@@ -161,7 +168,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       }
     };
     auto wait_published = [&](int step) {
-      if constexpr (PIPE == 2) mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
+      if constexpr (PIPE >= 2) mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
     };
     // The four quarters at this lane's fragment positions, added in a fixed order.
     auto gather_scores = [&](int step, float (&x)[2][4]) {
@@ -237,8 +244,60 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
+    // PIPE 3: this warp's fills. Step r goes to warp r mod W; a slot's previous step must have been released
+    // by every warp (its "empty" barrier). Before waiting for step r, its filler has filled it: a fill due
+    // by then waits for the release (of a step at least NST - 1 older, so every warp is past it or on its
+    // way); an earlier one is only tried (test_wait) and left for the next iteration when the slot is busy.
+    // Deadlock-free by induction on r: a warp only ever blocks on steps below the one it fills next.
+    constexpr int W = C::kConsumerWarps;
+    int my_r = warp;  // the next step this warp fills
+    auto fill = [&](int r) {
+      const uint32_t bar = bar_full + (r % NST) * 8;
+      uint8_t* tile = smem + (r % NST) * C::kTileBytes;
+      if constexpr (kBulk) {
+        const bool act = lane < C::kBT;
+        const int idx = act ? s_idx[r * C::kBT + lane] : -1;
+        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, idx >= 0));
+        if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+        __syncwarp();
+        uint8_t* row = tile + lane * C::kRowBytes;
+        if (idx >= 0) {
+          fence_proxy_async_smem();  // this lane's earlier zero-fill stores of the row before the async writes
+          bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
+                        kMlaBf16RecordBytes, bar);
+        } else if (act) {
+          // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).
+          const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+          for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+        }
+        mbar_arrive(bar);  // after this lane's stores: the phase needs all 32 arrivals and the bytes
+      } else {
+        for (int c = lane; c < C::kBT * kRecordChunks<false>; c += 32)
+          gather_chunk<false, C::kRowBytes, 128>(smem_addr(tile), s_idx + r * C::kBT, 0, rc.base, c);
+        cp_async_mbar_arrive_noinc(bar);
+      }
+    };
+    // Fill this warp's steps due by step `need` (waiting for their slots), and those up to need + NST - 2
+    // whose slots are free already.
+    auto fill_ahead = [&](int need) {
+      if constexpr (kSelfFill) {
+        while (my_r < nsteps && my_r <= need + NST - 2) {
+          const int r = my_r;
+          if (r >= NST) {
+            const uint32_t eb = bar_empty + (r % NST) * 8, par = ((r / NST) - 1) & 1;
+            if (r <= need)
+              mbar_wait_parity(eb, par);
+            else if (!mbar_test_parity(eb, par))
+              break;
+          }
+          fill(r);
+          my_r += W;
+        }
+      }
+    };
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
+    fill_ahead(1);  // steps 0 .. NST - 1 (every slot is free)
     if (nsteps > 0) {
       // Step s's softmax is written after step s + 1's GEMM1, in one basic block, so that the compiler
       // interleaves the softmax's ALU / MUFU / shuffle chain with the HMMA chain of the next step's GEMM1
@@ -249,12 +308,13 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       for (int step = 0; step + 1 < nsteps; ++step) {
         wait_published(step);
         gather_scores(step, x);
+        fill_ahead(step + 1);
         wait_full(step + 1);
         gemm1(step + 1, s);
         softmax(step, x, pa, al0, al1);
-        if constexpr (PIPE == 2) publish(step + 1, s);
+        if constexpr (PIPE >= 2) publish(step + 1, s);
         gemm2(step, pa, al0, al1);
-        if constexpr (PIPE != 2) publish(step + 1, s);
+        if constexpr (PIPE == 1) publish(step + 1, s);
       }
       wait_published(nsteps - 1);
       gather_scores(nsteps - 1, x);
