@@ -98,13 +98,14 @@ int ws_copy_warps() {
   return env;
 }
 
-// Session 6: variant 10's form (sparse_mla_wsr_kernel's PIPE): GLM5RT_MLA_WSR_PIPE=2 (producer warps fill the
-// ring) or 3 (the consumer warps fill it themselves; the default). Read once. (Being measured: both forms are
-// compiled until one is chosen.)
-int wsr_pipe() {
+// Session 6: variant 10's lazy rescale (1) + softmax sums by HMMA (2) (sparse_mla_wsr_kernel's LAZY):
+// GLM5RT_MLA_WSR_LAZY=0 / 1 / 2 (default 2). Read once. (Being measured: the forms are compiled until one is
+// chosen.)
+int wsr_lazy() {
   static const int mode = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WSR_PIPE");
-    return e && std::atoi(e) == 2 ? 2 : 3;
+    const char* e = std::getenv("GLM5RT_MLA_WSR_LAZY");
+    const int v = e ? std::atoi(e) : 2;
+    return v == 0 || v == 1 ? v : 2;
   }();
   return mode;
 }
@@ -609,7 +610,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsr(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_wsr_bf16(hc, wsr_pipe(), a, stream);
+    err = sparse_mla_detail::launch_wsr_bf16(hc, wsr_lazy(), a, stream);
   } else if (variant == 5 || variant == 10) {  // 10 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);

@@ -91,12 +91,10 @@ __device__ __forceinline__ int ws_copy_warps_of(const KernelArgs& a) {
 // indices -> s_idx, cleaned (-1 = unused: past the length, negative, outside the pool), and the ring's
 // mbarriers initialised. (Not stage_split_indices: its row_idx + (first + i) form moves variant 5's register
 // allocation and schedule on sm_90; the entries loaded are the same.)
-// full_arrivals: the arrivals that complete a fill (0 = variant 5's producers: every producer thread, or with
-// bulk copies the copying warps' lanes).
 template <class C, bool kBulk>
 __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row_idx, const SplitSpan& span,
                                                   const RowCache& rc, int tid, int copy_warps, uint32_t bar_full,
-                                                  uint32_t bar_empty, int full_arrivals = 0) {
+                                                  uint32_t bar_empty) {
   using namespace mma;
 #pragma unroll 4
   for (int i = tid; i < span.nsteps * C::kBT; i += C::kThreads) {
@@ -109,9 +107,7 @@ __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
       // stores, so that each thread's arrive releases its own writes).
       // Bulk: the copying producer warps' lanes (each warp's lane 0's arrival carries its expected bytes).
-      mbar_init(bar_full + s * 8, full_arrivals   ? full_arrivals
-                                  : kBulk ? 32 * copy_warps
-                                          : C::kProducerThreads);
+      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
       mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
   }

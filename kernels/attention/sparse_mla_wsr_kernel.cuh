@@ -24,19 +24,17 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 // 2^x by the SFU alone (ex2.approx.ftz: 2^-inf = 0, subnormal results flushed to 0); exp2f adds a range
 // fix-up around it (4 instructions instead of 1, ten times per lane and step here).
+// LAZY's threshold: P values up to 2^8 (exact in bf16's exponent range, fp32 sums far from overflow).
+inline constexpr float kLazyRescale = 8.f;
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
 
-// SELF_FILL: no producer warps; the consumer warps fill the ring themselves (PIPE 3).
-template <int HC, bool SELF_FILL = false>
+template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
-  // Without producer warps an SM holds 8 warps (one 8-warp CTA or two 4-warp ones): two per SM
-  // sub-partition, so 255 registers per thread instead of 168 (16K registers per sub-partition).
-  static constexpr int kThreads = SELF_FILL ? Base::kConsumerWarps * 32 : Base::kThreads;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
   static constexpr int kKSteps = 9;                // GEMM1 k16 steps per warp (its quarter of 576)
   static constexpr int kNT2 = 16;                  // GEMM2 n8 tiles per warp: 128 output dims
@@ -47,22 +45,21 @@ struct WsrCfg : WsCfg<HC, false> {
   static constexpr int kOffLse = kOffSpart + Base::kGroups * kSpartFloats * 4;
   static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
   static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
-  // full[kRing], empty[kRing], then (PIPE 2) the partial-score exchange: [group][buffer] "published" barriers.
+  // full[kRing], empty[kRing], then the partial-score exchange: [group][buffer] "published" barriers.
   static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
   static constexpr int kSmemBytes = kOffPartBar + Base::kGroups * 2 * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// PIPE (see the consumer loop): 1 = step s + 1's GEMM1 issued before step s's softmax, the partial scores
-// exchanged through a group barrier after GEMM2; 2 = the same order, the partials published (an mbarrier per
-// buffer, one arrival per warp) before GEMM2 and waited for only where they are read; 3 = 2 without producer
-// warps: consumer warp w fills the steps r = w (mod consumer warps) into the ring itself.
-template <int HC, int PIPE>
-__global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PIPE == 3>::kMinBlocks)
+// LAZY >= 1: the rescale of the accumulators only when a head's max grows by more than kLazyRescale (base-2
+// units; until then P is taken against the older, smaller max, so P <= 2^kLazyRescale); LAZY = 2 also takes the
+// softmax sums by one more HMMA against a B fragment of ones instead of unpacking the rounded P (session 6 A / B;
+// see PERFORMANCE.md).
+template <int HC, int LAZY>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
-  constexpr bool kSelfFill = PIPE == 3;
-  using C = WsrCfg<HC, kSelfFill>;
+  using C = WsrCfg<HC>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -108,10 +105,9 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
-  // Self-filled: a fill completes with the 32 arrivals of its warp (after its copies are issued / landed).
-  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty, kSelfFill ? 32 : 0);
+  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
-  if (PIPE >= 2 && tid == 0)
+  if (tid == 0)
     for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
   __syncthreads();
 
@@ -120,14 +116,14 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
 #pragma unroll
   for (int n = 0; n < C::kNT2; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   float m0 = kNegInf, m1 = kNegInf;  // running max (base-2 units) of heads g, g + 8 (same on the row's lanes)
-  float l0 = 0.f, l1 = 0.f;          // this lane's share of their running sums (its 4 tokens per step)
+  float l0 = 0.f, l1 = 0.f;          // LAZY < 2: this lane's share of their running sums (its 4 tokens per step)
+  float lsum[4] = {0.f, 0.f, 0.f, 0.f};  // LAZY 2: the sums by HMMA (rows g / g + 8 in [0] / [2], every column)
 
   if (producer) {
     ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
                                 bar_empty);
   } else {
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats;
-    const int bar_id = 1 + gi;
     // ldmatrix row addresses: K (non-transposed, B of GEMM1): matrices (tok 0-7, k0), (tok 0-7, k0 + 8),
     // (tok 8-15, k0), (tok 8-15, k0 + 8); V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d),
     // (tok 0-7, d + 8), (tok 8-15, d + 8).
@@ -151,24 +147,20 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
     // This warp's quarter of `step`'s scores -> its buffer (step & 1), then the group barrier. (Double buffer: a
     // warp writes this buffer again two steps later, after the next step's barrier, which every warp reaches
     // only once done reading it.)
-    // PIPE 2: the same double buffer, each buffer with its own mbarrier (use k of buffer b = step 2 k + b has
-    // parity k & 1); a warp reaches the next write of a buffer only after waiting for the other buffer's
-    // arrivals, which every warp makes after reading this one.
+    // Each buffer has its own mbarrier (use k of buffer b = step 2 k + b has parity k & 1); a warp reaches the
+    // next write of a buffer only after waiting for the other buffer's arrivals, which every warp makes after
+    // reading this one.
     const uint32_t part_bar = bar_part + gi * 2 * 8;
     auto publish = [&](int step, const float (&s)[2][4]) {
       float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
         *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
-      if constexpr (PIPE >= 2) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
-      } else {
-        named_bar_sync(bar_id, C::kGroupThreads);
-      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
     };
     auto wait_published = [&](int step) {
-      if constexpr (PIPE >= 2) mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
+      mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
     };
     // The four quarters at this lane's fragment positions, added in a fixed order.
     auto gather_scores = [&](int step, float (&x)[2][4]) {
@@ -202,7 +194,13 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      if constexpr (LAZY >= 1) {
+        // Keep the older max while the new one exceeds it by at most kLazyRescale (same decision on every
+        // lane of the row and in every warp of the group: the scores are bitwise the same).
+        if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
+        if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
+      }
       // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
       const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
       al0 = fast_exp2(m0 - mu0);
@@ -214,13 +212,17 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
       for (int nt = 0; nt < 2; ++nt) {
         const __nv_bfloat162 p01 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
         const __nv_bfloat162 p23 = __floats2bfloat162_rn(fast_exp2(x[nt][2] - mu1), fast_exp2(x[nt][3] - mu1));
-        ps0 += __low2float(p01) + __high2float(p01);
-        ps1 += __low2float(p23) + __high2float(p23);
+        if constexpr (LAZY < 2) {
+          ps0 += __low2float(p01) + __high2float(p01);
+          ps1 += __low2float(p23) + __high2float(p23);
+        }
         pa[nt * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);
         pa[nt * 2 + 1] = *reinterpret_cast<const uint32_t*>(&p23);
       }
-      l0 = l0 * al0 + ps0;
-      l1 = l1 * al1 + ps1;
+      if constexpr (LAZY < 2) {
+        l0 = l0 * al0 + ps0;
+        l1 = l1 * al1 + ps1;
+      }
     };
     // Rescale (skipped when no head of the warp moved its max: alpha = 1 exactly), GEMM2, release the slot.
     auto gemm2 = [&](int step, const uint32_t (&pa)[4], float al0, float al1) {
@@ -232,6 +234,17 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
           acc[n][2] *= al1;
           acc[n][3] *= al1;
         }
+        if constexpr (LAZY == 2) {
+          lsum[0] *= al0;
+          lsum[1] *= al0;
+          lsum[2] *= al1;
+          lsum[3] *= al1;
+        }
+      }
+      if constexpr (LAZY == 2) {
+        // Row sums of P (as rounded to bf16, exactly what multiplies V) on the tensor cores: P times ones.
+        constexpr uint32_t kOnes = 0x3f803f80u;  // bf16x2 (1, 1)
+        mma_bf16_16816(lsum, pa, kOnes, kOnes);
       }
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
 #pragma unroll
@@ -244,60 +257,8 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
-    // PIPE 3: this warp's fills. Step r goes to warp r mod W; a slot's previous step must have been released
-    // by every warp (its "empty" barrier). Before waiting for step r, its filler has filled it: a fill due
-    // by then waits for the release (of a step at least NST - 1 older, so every warp is past it or on its
-    // way); an earlier one is only tried (test_wait) and left for the next iteration when the slot is busy.
-    // Deadlock-free by induction on r: a warp only ever blocks on steps below the one it fills next.
-    constexpr int W = C::kConsumerWarps;
-    int my_r = warp;  // the next step this warp fills
-    auto fill = [&](int r) {
-      const uint32_t bar = bar_full + (r % NST) * 8;
-      uint8_t* tile = smem + (r % NST) * C::kTileBytes;
-      if constexpr (kBulk) {
-        const bool act = lane < C::kBT;
-        const int idx = act ? s_idx[r * C::kBT + lane] : -1;
-        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, idx >= 0));
-        if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-        __syncwarp();
-        uint8_t* row = tile + lane * C::kRowBytes;
-        if (idx >= 0) {
-          fence_proxy_async_smem();  // this lane's earlier zero-fill stores of the row before the async writes
-          bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
-                        kMlaBf16RecordBytes, bar);
-        } else if (act) {
-          // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).
-          const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-          for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
-        }
-        mbar_arrive(bar);  // after this lane's stores: the phase needs all 32 arrivals and the bytes
-      } else {
-        for (int c = lane; c < C::kBT * kRecordChunks<false>; c += 32)
-          gather_chunk<false, C::kRowBytes, 128>(smem_addr(tile), s_idx + r * C::kBT, 0, rc.base, c);
-        cp_async_mbar_arrive_noinc(bar);
-      }
-    };
-    // Fill this warp's steps due by step `need` (waiting for their slots), and those up to need + NST - 2
-    // whose slots are free already.
-    auto fill_ahead = [&](int need) {
-      if constexpr (kSelfFill) {
-        while (my_r < nsteps && my_r <= need + NST - 2) {
-          const int r = my_r;
-          if (r >= NST) {
-            const uint32_t eb = bar_empty + (r % NST) * 8, par = ((r / NST) - 1) & 1;
-            if (r <= need)
-              mbar_wait_parity(eb, par);
-            else if (!mbar_test_parity(eb, par))
-              break;
-          }
-          fill(r);
-          my_r += W;
-        }
-      }
-    };
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
-    fill_ahead(1);  // steps 0 .. NST - 1 (every slot is free)
     if (nsteps > 0) {
       // Step s's softmax is written after step s + 1's GEMM1, in one basic block, so that the compiler
       // interleaves the softmax's ALU / MUFU / shuffle chain with the HMMA chain of the next step's GEMM1
@@ -308,13 +269,11 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
       for (int step = 0; step + 1 < nsteps; ++step) {
         wait_published(step);
         gather_scores(step, x);
-        fill_ahead(step + 1);
         wait_full(step + 1);
         gemm1(step + 1, s);
         softmax(step, x, pa, al0, al1);
-        if constexpr (PIPE >= 2) publish(step + 1, s);
+        publish(step + 1, s);  // before GEMM2: the group's other warps need not wait for this warp's GEMM2
         gemm2(step, pa, al0, al1);
-        if constexpr (PIPE == 1) publish(step + 1, s);
       }
       wait_published(nsteps - 1);
       gather_scores(nsteps - 1, x);
@@ -323,10 +282,15 @@ __global__ void __launch_bounds__(WsrCfg<HC, PIPE == 3>::kThreads, WsrCfg<HC, PI
     }
   }
   // Row sums over the four lanes of each row; every warp of a group holds the same values.
+  if constexpr (LAZY == 2) {
+    l0 = lsum[0];
+    l1 = lsum[2];
+  } else {
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  }
   if (!producer && wq == 0 && tq == 0) {
     lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
     lse_s[gi * 16 + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
