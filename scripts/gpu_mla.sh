@@ -8,8 +8,9 @@
 #                                      # bench/results/sparse_mla-h200.json (saves ~60 s of device time)
 #   BENCH_ARGS=--no-sweep scripts/gpu_mla.sh   # extra benchmark flags (--no-sweep: no split sweep)
 #   PREBUILT=dir scripts/gpu_mla.sh    # use binaries built elsewhere with ARCHS=90 (dir holds glm5rt_gpu_tests,
-#                                      # glm5rt_bench_sparse_mla, sm120_*.o, ptxas_sm120.txt); falls back to
-#                                      # building here when they do not start (saves the build's device time)
+#                                      # glm5rt_bench_sparse_mla, optionally sm120_*.o + ptxas_sm120.txt, else
+#                                      # those are compiled here); falls back to building here when the binaries
+#                                      # do not start (saves the build's device time)
 # Each step continues past a failure of the previous one, so a failing test still leaves benchmark numbers.
 set -x
 set -o pipefail
@@ -31,28 +32,38 @@ nvcc --version | tail -2
 
 TEST_BIN="$BUILD/tests/glm5rt_gpu_tests"
 BENCH_BIN="$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla"
-if [ -n "${PREBUILT:-}" ] && "$PREBUILT/glm5rt_gpu_tests" -ltc >/dev/null 2>&1 && [ -f "$PREBUILT/sm120_sparse_mla.o" ]; then
-  echo "using the prebuilt binaries in $PREBUILT (built elsewhere from the same tree)"
-  TEST_BIN="$PREBUILT/glm5rt_gpu_tests"
-  BENCH_BIN="$PREBUILT/glm5rt_bench_sparse_mla"
+MLA_TUS="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_wsr_bf16 sparse_mla_reg_fp8 sparse_mla"
+# sm_120 resource report and SASS of every attention translation unit, in the background (here, or taken from
+# PREBUILT when it has them).
+build_sm120() {
   mkdir -p "$BUILD"
-  cp "$PREBUILT"/sm120_*.o "$BUILD"/
-  cp "$PREBUILT/ptxas_sm120.txt" "$OUT/ptxas_sm120.txt"
-  sm120_pid=""
-else
-  # 1. Build the kernels, the GPU tests and the benchmark.
-  cmake --preset kernels -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tail -5 || status=1
-  cmake --build "$BUILD" -j"$JOBS" --target glm5rt_gpu_tests glm5rt_bench_sparse_mla 2>&1 | tail -30 || status=1
-
-  # 2. sm_120 resource report and SASS (in the background while the tests run).
   (
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_reg_fp8 sparse_mla; do
+    for f in $MLA_TUS; do
       nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
         -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
     done
     wait
   ) >"$OUT/ptxas_sm120.txt" 2>&1 &
   sm120_pid=$!
+}
+sm120_pid=""
+if [ -n "${PREBUILT:-}" ] && "$PREBUILT/glm5rt_gpu_tests" -ltc >/dev/null 2>&1; then
+  echo "using the prebuilt binaries in $PREBUILT (built elsewhere from the same tree)"
+  TEST_BIN="$PREBUILT/glm5rt_gpu_tests"
+  BENCH_BIN="$PREBUILT/glm5rt_bench_sparse_mla"
+  mkdir -p "$BUILD"
+  if [ -f "$PREBUILT/sm120_sparse_mla.o" ]; then
+    cp "$PREBUILT"/sm120_*.o "$BUILD"/
+    cp "$PREBUILT/ptxas_sm120.txt" "$OUT/ptxas_sm120.txt"
+  else
+    build_sm120
+  fi
+else
+  # 1. Build the kernels, the GPU tests and the benchmark.
+  cmake --preset kernels -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" 2>&1 | tail -5 || status=1
+  cmake --build "$BUILD" -j"$JOBS" --target glm5rt_gpu_tests glm5rt_bench_sparse_mla 2>&1 | tail -30 || status=1
+  # 2. sm_120 (while the tests run).
+  build_sm120
 fi
 
 # 3. GPU tests (correctness against the float32 CPU reference).
@@ -86,7 +97,7 @@ set +x
   grep -E "Compiling entry|registers|spill|smem" "$OUT/ptxas_sm120.txt" | sed 's/ptxas info *: //'
   echo "== SASS, sm_120 =="
   if command -v cuobjdump >/dev/null; then
-    for f in sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_reg_fp8 sparse_mla; do
+    for f in $MLA_TUS; do
       sass=$(cuobjdump --dump-sass "$BUILD/sm120_$f.o" 2>&1)
       printf '%-16s arch: %s  HMMA %d  QMMA %d  LDSM %d  LDGSTS %d  UBLKCP %d  HGMMA %d  WGMMA/UTC* %d\n' "$f" \
         "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \

@@ -64,6 +64,14 @@ int planner_mode(const SparseMlaParams& p) {
 //     32 heads per CTA: variant 3 (two pipelined CTAs per SM) for T >= 32 where an SM holds two (H100 /
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
+bool v10_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_V10");
+    return !(e && std::atoi(e) == 0);
+  }();
+  return on;
+}
+
 int kernel_variant(const SparseMlaParams& p, int hc) {
   if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
@@ -72,6 +80,11 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
     // 6.52 / 7.09 against 6.96 / 7.69 us; at T = 1 H = 64 (8 x 32) and at T = 8 it does not.
     if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
+    // Session 6: variant 10 (the softmax in registers) wherever 32 heads share a CTA: T=128 H=64 1.11x, prefill
+    // 4096 x 64 1.12x, T=8 H=64 1.07x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
+    // CTA it was within -1% .. +1% of variant 5 (its 16-head build spills a little), so those keep their kernel.
+    // GLM5RT_MLA_V10=0 (read once) keeps variant 5 there.
+    if (hc == 32 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
   // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
@@ -96,18 +109,6 @@ int ws_copy_warps() {
     return v == 1 || v == 4 ? v : 2;
   }();
   return env;
-}
-
-// Session 6: variant 10's lazy rescale (1) + softmax sums by HMMA (2) (sparse_mla_wsr_kernel's LAZY):
-// GLM5RT_MLA_WSR_LAZY=0 / 1 / 2 (default 2). Read once. (Being measured: the forms are compiled until one is
-// chosen.)
-int wsr_lazy() {
-  static const int mode = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WSR_LAZY");
-    const int v = e ? std::atoi(e) : 2;
-    return v == 0 || v == 1 ? v : 2;
-  }();
-  return mode;
 }
 
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
@@ -610,7 +611,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsr(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_wsr_bf16(hc, wsr_lazy(), a, stream);
+    err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
   } else if (variant == 5 || variant == 10) {  // 10 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);

@@ -23,8 +23,7 @@ cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 10: variant 5 with the softmax in registers (sparse_mla_wsr_kernel.cuh); bf16 records, 16 or
 // 32 heads per CTA (the caller runs variant 5 elsewhere).
-// lazy: sparse_mla_wsr_kernel's LAZY.
-cudaError_t launch_wsr_bf16(int heads_per_cta, int lazy, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_wsr_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool quad, const KernelArgs& a, cudaStream_t stream);
@@ -84,9 +83,9 @@ template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, true, a, stream);
 }
-template <int HC, int LAZY>
+template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, LAZY>, true, a, stream);
+  return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC>, true, a, stream);
 }
 template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {

@@ -3,10 +3,9 @@
 // is the orientation of both GEMMs, so that a step's probabilities never go through shared memory:
 //   GEMM1  S[16 heads x 16 tok] = Q[16 x 576] K^T, heads on the MMA M side: Q as A fragments in registers
 //          (36 per thread, as variant 5's Q^T B fragments), K through ldmatrix (non-transposed) as B. Warp w
-//          of the group sums its k quarter (144 dims) and stores its C fragments as they are (two float4 per
-//          lane, conflict-free) into a double-buffered partial area; ONE named barrier; then every warp of
-//          the group reads the four quarters at its own fragment positions and adds them in a fixed order,
-//          so the four warps hold bitwise the same scores.
+//          of the group sums its k quarter (144 dims) and publishes its C fragments as they are (two float4
+//          per lane, conflict-free) in a double-buffered partial area (an mbarrier per buffer, one arrival per
+//          warp); every warp of the group then adds the other three quarters at its own fragment positions.
 //   softmax in registers: lane (g, t) holds heads g and g + 8 at tokens 2t, 2t + 1, 2t + 8, 2t + 9; the step
 //          max needs two shuffles (the four lanes of a row), the running max / sum are per lane, and the
 //          C fragment of S is already the A fragment of P for GEMM2 (the FlashAttention-2 layout).
@@ -52,11 +51,7 @@ struct WsrCfg : WsCfg<HC, false> {
   static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// LAZY >= 1: the rescale of the accumulators only when a head's max grows by more than kLazyRescale (base-2
-// units; until then P is taken against the older, smaller max, so P <= 2^kLazyRescale); LAZY = 2 also takes the
-// softmax sums by one more HMMA against a B fragment of ones instead of unpacking the rounded P (session 6 A / B;
-// see PERFORMANCE.md).
-template <int HC, int LAZY>
+template <int HC>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
@@ -116,8 +111,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
 #pragma unroll
   for (int n = 0; n < C::kNT2; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   float m0 = kNegInf, m1 = kNegInf;  // running max (base-2 units) of heads g, g + 8 (same on the row's lanes)
-  float l0 = 0.f, l1 = 0.f;          // LAZY < 2: this lane's share of their running sums (its 4 tokens per step)
-  float lsum[4] = {0.f, 0.f, 0.f, 0.f};  // LAZY 2: the sums by HMMA (rows g / g + 8 in [0] / [2], every column)
+  float lsum[4] = {0.f, 0.f, 0.f, 0.f};  // their running sums by HMMA (rows g / g + 8 in [0] / [2], every column)
 
   if (producer) {
     ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
@@ -162,21 +156,25 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     auto wait_published = [&](int step) {
       mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
     };
-    // The four quarters at this lane's fragment positions, added in a fixed order.
-    auto gather_scores = [&](int step, float (&x)[2][4]) {
+    // The four quarters at this lane's fragment positions: this warp's own from its registers (`own`, GEMM1's
+    // result for `step`), the other three from shared memory (a quarter less partial-score traffic than reading
+    // all four). The order of the sum differs between the group's warps, so their scores may differ in the last
+    // bit; each warp's output columns use its own P, maximum and sums, so every warp is self-consistent.
+    auto gather_scores = [&](int step, const float (&own)[2][4], float (&x)[2][4]) {
       const float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const float4 v = *reinterpret_cast<const float4*>(buf + (nt * 32 + lane) * 4);
-        x[nt][0] = v.x, x[nt][1] = v.y, x[nt][2] = v.z, x[nt][3] = v.w;
-      }
+      for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int w = 1; w < 4; ++w)
+        for (int j = 0; j < 4; ++j) x[nt][j] = own[nt][j];
+#pragma unroll
+      for (int i = 1; i < 4; ++i) {
+        const int w = (wq + i) & 3;
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           const float4 v = *reinterpret_cast<const float4*>(buf + ((w * 2 + nt) * 32 + lane) * 4);
           x[nt][0] += v.x, x[nt][1] += v.y, x[nt][2] += v.z, x[nt][3] += v.w;
         }
+      }
     };
     // Scale and mask (tokens 2t, 2t + 1 of each n-tile), the online softmax of heads g / g + 8, P as GEMM2's A
     // fragment: (row g, k 8 nt + 2t ..) and (row g + 8, k 8 nt + 2t ..).
@@ -195,33 +193,22 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
       float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      if constexpr (LAZY >= 1) {
-        // Keep the older max while the new one exceeds it by at most kLazyRescale (same decision on every
-        // lane of the row and in every warp of the group: the scores are bitwise the same).
-        if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
-        if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
-      }
+      // Lazy rescale: keep the older max while the new one exceeds it by at most kLazyRescale (the same
+      // decision on the row's four lanes, which hold the same maxima), so that most steps rescale nothing.
+      if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
+      if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
       // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
       const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
       al0 = fast_exp2(m0 - mu0);
       al1 = fast_exp2(m1 - mu1);
       m0 = mn0;
       m1 = mn1;
-      float ps0 = 0.f, ps1 = 0.f;  // sums of the rounded probabilities: what GEMM2 multiplies V with
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const __nv_bfloat162 p01 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
         const __nv_bfloat162 p23 = __floats2bfloat162_rn(fast_exp2(x[nt][2] - mu1), fast_exp2(x[nt][3] - mu1));
-        if constexpr (LAZY < 2) {
-          ps0 += __low2float(p01) + __high2float(p01);
-          ps1 += __low2float(p23) + __high2float(p23);
-        }
         pa[nt * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);
         pa[nt * 2 + 1] = *reinterpret_cast<const uint32_t*>(&p23);
-      }
-      if constexpr (LAZY < 2) {
-        l0 = l0 * al0 + ps0;
-        l1 = l1 * al1 + ps1;
       }
     };
     // Rescale (skipped when no head of the warp moved its max: alpha = 1 exactly), GEMM2, release the slot.
@@ -234,15 +221,14 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
           acc[n][2] *= al1;
           acc[n][3] *= al1;
         }
-        if constexpr (LAZY == 2) {
-          lsum[0] *= al0;
-          lsum[1] *= al0;
-          lsum[2] *= al1;
-          lsum[3] *= al1;
-        }
+        lsum[0] *= al0;
+        lsum[1] *= al0;
+        lsum[2] *= al1;
+        lsum[3] *= al1;
       }
-      if constexpr (LAZY == 2) {
-        // Row sums of P (as rounded to bf16, exactly what multiplies V) on the tensor cores: P times ones.
+      {
+        // Row sums of P (as rounded to bf16, exactly what multiplies V) on the tensor cores: P times ones,
+        // instead of unpacking and adding the rounded values (~16 instructions per step).
         constexpr uint32_t kOnes = 0x3f803f80u;  // bf16x2 (1, 1)
         mma_bf16_16816(lsum, pa, kOnes, kOnes);
       }
@@ -268,7 +254,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       publish(0, s);
       for (int step = 0; step + 1 < nsteps; ++step) {
         wait_published(step);
-        gather_scores(step, x);
+        gather_scores(step, s, x);
         wait_full(step + 1);
         gemm1(step + 1, s);
         softmax(step, x, pa, al0, al1);
@@ -276,21 +262,12 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         gemm2(step, pa, al0, al1);
       }
       wait_published(nsteps - 1);
-      gather_scores(nsteps - 1, x);
+      gather_scores(nsteps - 1, s, x);
       softmax(nsteps - 1, x, pa, al0, al1);
       gemm2(nsteps - 1, pa, al0, al1);
     }
   }
-  // Row sums over the four lanes of each row; every warp of a group holds the same values.
-  if constexpr (LAZY == 2) {
-    l0 = lsum[0];
-    l1 = lsum[2];
-  } else {
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  }
+  const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
   if (!producer && wq == 0 && tq == 0) {
     lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
     lse_s[gi * 16 + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
