@@ -12,9 +12,15 @@
 //   GEMM2  O[16 heads x 512] += P[16 x 16 tok] V[16 tok x 512]: P as A from registers, V through
 //          ldmatrix.trans as B; warp w owns output dims 128 w .. 128 w + 127 (64 fp32 accumulators, as in
 //          variant 5); the rescale factors are the lane's own (rows g, g + 8).
-// Against variant 5 per group and step: one barrier instead of two, no P / alpha stores and loads, the partial
-// scores without bank conflicts; in exchange each warp computes the softmax of all 16 x 16 scores (8 exp2 per
-// lane instead of 2). 16 heads per group only (8 heads would pad M to 16: variant 5 runs those).
+// The consumer loop is software-pipelined: step s + 1's GEMM1 is issued before step s's softmax in one basic
+// block (the two latency chains of a warp overlap), and the partials of s + 1 are published before step s's
+// GEMM2. The accumulators are rescaled only when a head's max grows by more than 2^8, and the softmax sums come
+// from one more HMMA (P times ones). Against variant 5 (H200, docs/PERFORMANCE.md "Session 6"): T=128 H=64
+// 1.13x, prefill 4096 x 64 1.11x; what bounds it now is the shared-memory traffic of 16-head groups (each K / V
+// fragment feeds 2 MMAs; the pipe ~68% busy at ideal wavefront counts). Measured and removed on the way: the
+// plain step order (0.99x of variant 5), a group barrier instead of the mbarriers (0.94x), no producer warps with
+// the consumers refilling the ring (0.72x). 16 heads per group only (8 heads would pad M to 16: variant 5 runs
+// those).
 #pragma once
 
 #include "kernels/attention/sparse_mla_ws_kernel.cuh"
