@@ -79,6 +79,31 @@ struct WsCfg {
   static_assert(kOffRaw % 16 == 0 && kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
+// Where a warp-specialized CTA (variants 5 and 10) works and what its warps do: the grid place, the row's pool,
+// the split's span of the row, and per warp: producer or consumer, its consumer group and its place in it.
+struct WsRole {
+  int hg, split, t;
+  RowCache rc;
+  SplitSpan span;
+  const int32_t* row_idx;
+  bool producer;
+  int gi;  // consumer group (0 for producers)
+  int wq;  // warp within the group: GEMM1 k quarter, GEMM2 dim quarter
+};
+template <class C, int HC>
+__device__ __forceinline__ WsRole ws_role(const KernelArgs& a, int warp) {
+  const CtaPlace place = cta_place<HC>(a);
+  WsRole r;
+  r.hg = place.hg, r.split = place.split, r.t = place.t;
+  r.rc = row_cache(a, r.t);  // this row's pool (one of several in a batched launch)
+  r.span = split_span<C::kBT>(a, r.t, r.split);
+  r.row_idx = a.indices + static_cast<int64_t>(r.t) * a.topk;
+  r.producer = warp >= C::kConsumerWarps;
+  r.gi = r.producer ? 0 : warp / 4;
+  r.wq = warp % 4;
+  return r;
+}
+
 // How many producer warps issue a step's bulk copies (KernelArgs::ws_copy_warps, clamped to the kernel's).
 template <class C>
 __device__ __forceinline__ int ws_copy_warps_of(const KernelArgs& a) {
@@ -218,19 +243,16 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
 #endif
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const CtaPlace place = cta_place<HC>(a);
-  const int hg = place.hg, split = place.split, t = place.t;
-  const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  allow_dependent_launch();  // the combine kernel (PDL)
-
-  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const WsRole role = ws_role<C, HC>(a, warp);
+  const int hg = role.hg, split = role.split, t = role.t;
+  const RowCache& rc = role.rc;
+  const SplitSpan& span = role.span;
   const int nsteps = span.nsteps;
-  const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
-
-  const bool producer = warp >= C::kConsumerWarps;
-  const int gi = producer ? 0 : warp / 4;  // consumer group
-  const int wq = warp % 4;                 // warp within the group: GEMM1 k quarter, GEMM2 dim quarter
+  const int32_t* row_idx = role.row_idx;
+  const bool producer = role.producer;
+  const int gi = role.gi, wq = role.wq;
+  allow_dependent_launch();  // the combine kernel (PDL)
   const int gtid = tid % C::kGroupThreads;
 
   uint32_t qf[C::kKSteps][C::kNTw][2];

@@ -71,19 +71,15 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
 #endif
   extern __shared__ __align__(16) uint8_t smem[];
 
-  const CtaPlace place = cta_place<HC>(a);
-  const int hg = place.hg, split = place.split, t = place.t;
-  const RowCache rc = row_cache(a, t);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  allow_dependent_launch();  // the combine kernel (PDL)
-
-  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const WsRole role = ws_role<C, HC>(a, warp);
+  const int hg = role.hg, split = role.split, t = role.t;
+  const RowCache& rc = role.rc;
+  const SplitSpan& span = role.span;
   const int nsteps = span.nsteps;
-  const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
-
-  const bool producer = warp >= C::kConsumerWarps;
-  const int gi = producer ? 0 : warp / 4;  // consumer group
-  const int wq = warp % 4;                 // GEMM1 k quarter, GEMM2 dim quarter
+  const bool producer = role.producer;
+  const int gi = role.gi, wq = role.wq;
+  allow_dependent_launch();  // the combine kernel (PDL)
 
   // Q of the group's 16 heads as GEMM1 A fragments over this warp's k quarter: rows g / g + 8, columns
   // k0 + 2t (+ 8).
@@ -106,7 +102,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
-  ws_stage_and_init<C, kBulk>(s_idx, row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
   if (tid == 0)
     for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
