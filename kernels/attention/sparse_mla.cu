@@ -55,6 +55,15 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
+// Session 6: GLM5RT_MLA_V10=0 (read once) keeps variant 5 where the automatic choice would run variant 10.
+bool v10_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_V10");
+    return !(e && std::atoi(e) == 0);
+  }();
+  return on;
+}
+
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -64,14 +73,6 @@ int planner_mode(const SparseMlaParams& p) {
 //     32 heads per CTA: variant 3 (two pipelined CTAs per SM) for T >= 32 where an SM holds two (H100 /
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
-bool v10_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V10");
-    return !(e && std::atoi(e) == 0);
-  }();
-  return on;
-}
-
 int kernel_variant(const SparseMlaParams& p, int hc) {
   if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
@@ -80,10 +81,9 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
     // 6.52 / 7.09 against 6.96 / 7.69 us; at T = 1 H = 64 (8 x 32) and at T = 8 it does not.
     if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
-    // Session 6: variant 10 (the softmax in registers) wherever 32 heads share a CTA: T=128 H=64 1.11x, prefill
-    // 4096 x 64 1.12x, T=8 H=64 1.07x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
-    // CTA it was within -1% .. +1% of variant 5 (its 16-head build spills a little), so those keep their kernel.
-    // GLM5RT_MLA_V10=0 (read once) keeps variant 5 there.
+    // Session 6: variant 10 (the softmax in registers) wherever 32 heads share a CTA: T=128 H=64 1.13x, prefill
+    // 4096 x 64 1.11x, T=8 H=64 1.08x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
+    // CTA it was within -3% .. +2% of variant 5 / 2 (its 16-head build spills a little), so those keep theirs.
     if (hc == 32 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }

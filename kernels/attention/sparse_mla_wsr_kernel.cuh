@@ -27,10 +27,12 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
+// The lazy rescale's threshold (base-2 units): P values up to 2^8 (within bf16's exponent range, fp32 sums far
+// from overflow).
+inline constexpr float kLazyRescale = 8.f;
+
 // 2^x by the SFU alone (ex2.approx.ftz: 2^-inf = 0, subnormal results flushed to 0); exp2f adds a range
 // fix-up around it (4 instructions instead of 1, ten times per lane and step here).
-// LAZY's threshold: P values up to 2^8 (exact in bf16's exponent range, fp32 sums far from overflow).
-inline constexpr float kLazyRescale = 8.f;
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -41,8 +43,8 @@ template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
-  static constexpr int kKSteps = 9;                // GEMM1 k16 steps per warp (its quarter of 576)
-  static constexpr int kNT2 = 16;                  // GEMM2 n8 tiles per warp: 128 output dims
+  // (Base::kKSteps = 9: GEMM1 k16 steps per warp, its quarter of 576, as in variant 5.)
+  static constexpr int kDimTiles = 16;  // GEMM2 n8 tiles per warp: its 128 output dims
   // Partial scores per group: [2 buffers][4 warps][2 n-tiles][32 lanes][4] floats (C fragments as stored).
   static constexpr int kBufFloats = 4 * 2 * 32 * 4;
   static constexpr int kSpartFloats = 2 * kBufFloats;
@@ -109,9 +111,9 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   __syncthreads();
 
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
-  float acc[C::kNT2][4];  // O rows g / g + 8 (heads), columns 128 wq + 8 n + 2t (+1)
+  float acc[C::kDimTiles][4];  // O rows g / g + 8 (heads), columns 128 wq + 8 n + 2t (+1)
 #pragma unroll
-  for (int n = 0; n < C::kNT2; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   float m0 = kNegInf, m1 = kNegInf;  // running max (base-2 units) of heads g, g + 8 (same on the row's lanes)
   float lsum[4] = {0.f, 0.f, 0.f, 0.f};  // their running sums by HMMA (rows g / g + 8 in [0] / [2], every column)
 
@@ -140,12 +142,9 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       }
     };
     auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
-    // This warp's quarter of `step`'s scores -> its buffer (step & 1), then the group barrier. (Double buffer: a
-    // warp writes this buffer again two steps later, after the next step's barrier, which every warp reaches
-    // only once done reading it.)
-    // Each buffer has its own mbarrier (use k of buffer b = step 2 k + b has parity k & 1); a warp reaches the
-    // next write of a buffer only after waiting for the other buffer's arrivals, which every warp makes after
-    // reading this one.
+    // This warp's quarter of `step`'s scores -> buffer (step & 1), then one arrival on that buffer's mbarrier
+    // (use k of buffer b = step 2 k + b has parity k & 1). A warp writes a buffer again two steps later, only
+    // after waiting for the other buffer's arrivals, which every warp makes after reading this one.
     const uint32_t part_bar = bar_part + gi * 2 * 8;
     auto publish = [&](int step, const float (&s)[2][4]) {
       float* buf = spart + (step & 1) * C::kBufFloats;
@@ -217,7 +216,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     auto gemm2 = [&](int step, const uint32_t (&pa)[4], float al0, float al1) {
       if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
-        for (int n = 0; n < C::kNT2; ++n) {
+        for (int n = 0; n < C::kDimTiles; ++n) {
           acc[n][0] *= al0;
           acc[n][1] *= al0;
           acc[n][2] *= al1;
@@ -236,7 +235,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       }
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
 #pragma unroll
-      for (int n2 = 0; n2 < C::kNT2 / 2; ++n2) {
+      for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
         mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
@@ -281,7 +280,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     float* r0 = stg + (gi * 16 + g) * kStgStride + wq * 128 + 2 * tq;
     float* r1 = r0 + 8 * kStgStride;
 #pragma unroll
-    for (int n = 0; n < C::kNT2; ++n) {
+    for (int n = 0; n < C::kDimTiles; ++n) {
       *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
       *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
     }
