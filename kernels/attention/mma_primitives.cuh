@@ -72,12 +72,13 @@ __device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) 
 }
 // sm_90+ (Hopper, and SM120's TMA): one bulk copy of `bytes` (a multiple of 16, both addresses 16-byte
 // aligned) from global to shared memory, completing on `bar` with a transaction count of `bytes`. The
-// barrier must expect the bytes (mbar_arrive_expect_tx). fence_proxy_async orders this thread's earlier
-// generic shared-memory accesses before its later bulk copies (they go through the async proxy). Never
-// called on sm_80 (the asm is compiled out there).
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+// barrier must expect the bytes (mbar_expect_tx, registered before any copy it counts can complete; the
+// arrivals follow separately, so that a thread arrives only after its own stores). fence_proxy_async orders
+// this thread's earlier generic shared-memory accesses before its later bulk copies (they go through the async
+// proxy). Never called on sm_80 (the asm is compiled out there).
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

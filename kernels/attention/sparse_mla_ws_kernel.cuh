@@ -131,7 +131,7 @@ __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row
     for (int s = 0; s < C::kRing; ++s) {
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
       // stores, so that each thread's arrive releases its own writes).
-      // Bulk: the copying producer warps' lanes (each warp's lane 0's arrival carries its expected bytes).
+      // Bulk: the copying producer warps' lanes (each warp's lane 0 registers its expected bytes first).
       mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
       mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
@@ -172,7 +172,11 @@ __device__ __forceinline__ void ws_produce(uint8_t* smem, const int* s_idx, cons
         const uint32_t bar = bar_full + slot * 8;
         uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
         fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-        if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+        // The bytes first (before any lane's copy can land), every lane's arrival after its own copy or zero
+        // stores: lane 0 used to arrive with the bytes before zero-filling its row, so the phase could complete
+        // before those stores.
+        if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+        __syncwarp();
         if (act) {
           if (valid) {
             bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
@@ -183,7 +187,7 @@ __device__ __forceinline__ void ws_produce(uint8_t* smem, const int* s_idx, cons
             for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
           }
         }
-        if (lane != 0) mbar_arrive(bar);
+        mbar_arrive(bar);
       }
     }
   } else if constexpr (!FP8) {
