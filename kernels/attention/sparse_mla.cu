@@ -74,7 +74,7 @@ bool v10_enabled() {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
-  if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10)
+  if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10 || p.kernel_variant == 11)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
@@ -555,7 +555,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || (p.kernel_variant > 7 && p.kernel_variant != 10) || p.kernel_variant == 4 ||
+      p.kernel_variant < 0 || (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11) ||
+      p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
@@ -610,9 +611,11 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
-  } else if (sparse_mla_detail::runs_wsr(variant, hc, fp8)) {
+  } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
+    err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
+  } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
     err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
-  } else if (variant == 5 || variant == 10) {  // 10 with 8 heads per CTA or FP8 records: variant 5
+  } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {

@@ -1,0 +1,12 @@
+// Instantiation of variant 11 (one 8-warp consumer group for a CTA's 32 heads, sparse_mla_wsg_kernel.cuh) for
+// bf16 (1152-byte) records.
+#include "kernels/attention/sparse_mla_launch.h"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
+  if (heads_per_cta != 32) return cudaErrorInvalidValue;
+  return launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32>, true, a, stream);
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail

@@ -1,0 +1,302 @@
+// Variant 11 (session 7): variant 10's grid, producer and ring with the CTA's 32 heads in ONE consumer group of
+// 8 warps, so that every K / V fragment read from shared memory feeds 32 heads (two MMAs per B fragment)
+// instead of 16. Why: variant 10 runs at its ideal shared-memory wavefront count with the pipe ~68% busy
+// (~850 wavefronts per 16-token step of a 32-head CTA + 144 for the bulk copies: K 288, V 256, partial scores
+// 256); two 16-head groups each read the whole tile, and each of a group's 4 warps re-reads all four partial
+// score quarters. Here each tile byte is read once (K 144, V 128) and each partial score once (64 + 64):
+//   GEMM1  warp (wq, kh) = (warp & 3, warp >> 2): S[32 heads x 8 tok (half kh)] over its k quarter (144 dims),
+//          heads on the MMA M side (two m16 tiles), Q as A fragments in registers (72 per thread), K through
+//          ldmatrix as B (one B fragment, two MMAs). The C fragments go to a double-buffered partial area
+//          (an mbarrier per buffer).
+//   softmax  warp w owns heads {2c, 2c + 1, 2c + 8, 2c + 9} of m tile w >> 2 (c = w & 3), all 16 tokens: each
+//          lane sums the four quarters of 2 scores (one float2 per quarter), the row max is three shuffles,
+//          P goes to shared memory already in GEMM2's A-fragment order (one 32-bit store per lane) with the
+//          rescale factors; the owner's lanes keep the running max and partial sums (no redundant softmax:
+//          variant 10's four warps of a group each ran the group's whole softmax).
+//   GEMM2  warp w owns output dims 64 w .. 64 w + 63 of all 32 heads: P as A fragments (two 16-byte loads),
+//          V through ldmatrix.trans as B (one B fragment, two MMAs), 64 fp32 accumulators.
+// Per step and warp: wait for the partials of step s -> softmax of its heads -> (GEMM1 of step s + 1) -> wait
+// for every owner's P -> publish step s + 1's partials -> rescale + GEMM2 of step s -> release the slot. P is
+// read into registers before the next partials are published, so one P buffer suffices (an owner writes P of
+// step s + 1 only after every warp has published step s + 1). Lazy rescale as variant 10 (> 2^8).
+// Two producer warps (both issue the bulk copies, the measured best for variant 5 / 10), 320 threads, so the
+// consumers may use up to 200 registers (72 Q + 64 O + scores). bf16 records, 32 heads per CTA only.
+#pragma once
+
+#include "kernels/attention/sparse_mla_wsr_kernel.cuh"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+struct WsgCfg : WsCfg<32, false> {
+  using Base = WsCfg<32, false>;
+  static constexpr int kProducerWarps = 2;
+  static constexpr int kProducerThreads = kProducerWarps * 32;
+  static constexpr int kConsumerWarps = 8;
+  static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;  // 320
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kKSteps = 9;     // GEMM1 k16 steps per warp: a quarter of 576
+  static constexpr int kDimTiles = 8;   // GEMM2 n8 tiles per warp: its 64 output dims
+  // Partial scores: [2 buffers][8 warps][2 m tiles][32 lanes][4] floats (C fragments as stored).
+  static constexpr int kBufFloats = 8 * 2 * 32 * 4;
+  static constexpr int kOffSpart = Base::kStageAreaBytes;
+  // P: [2 m tiles][32 lanes][4] bf16x2 words (GEMM2's A fragments); alpha / 1 / l: [g][m tile][hi] floats.
+  static constexpr int kOffP = kOffSpart + 2 * kBufFloats * 4;
+  static constexpr int kOffAlpha = kOffP + 2 * 32 * 4 * 4;
+  static constexpr int kOffInvL = kOffAlpha + 32 * 4;
+  static constexpr int kOffLse = kOffInvL + 32 * 4;
+  static constexpr int kOffIdx = kOffLse + 32 * 4;
+  static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
+  // full[kRing], empty[kRing], part[2] (one per partial buffer), p (P and alpha written)
+  static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
+  static constexpr int kOffPBar = kOffPartBar + 2 * 8;
+  static constexpr int kSmemBytes = kOffPBar + 8;
+  static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
+  static_assert(kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffAlpha % 16 == 0 && kOffIdx % 16 == 0 &&
+                    kOffBar % 8 == 0,
+                "alignment");
+};
+
+// (A template, as the other kernels, so that only the translation unit that launches it compiles it.)
+template <int HC>
+__global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_mla_wsg_kernel(const KernelArgs a) {
+  static_assert(HC == 32, "variant 11 runs one group of 32 heads");
+  using C = WsgCfg;
+  using namespace mma;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int NST = C::kRing;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = true;  // one cp.async.bulk per bf16 record, as variants 5 / 10
+#else
+  constexpr bool kBulk = false;
+#endif
+  extern __shared__ __align__(16) uint8_t smem[];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const WsRole role = ws_role<C, HC>(a, warp);
+  const int hg = role.hg, split = role.split, t = role.t;
+  const RowCache& rc = role.rc;
+  const SplitSpan& span = role.span;
+  const int nsteps = span.nsteps;
+  const bool producer = role.producer;
+  allow_dependent_launch();  // the combine kernel (PDL)
+  // GEMM1 place: k quarter wq, token half kh. Softmax place: m tile om, rows og / og + 8 of it (og = 2 oc +
+  // (lane >> 3 & 1)), token half okh (lane >> 4), tokens 8 okh + 2 otq, + 1 (otq = lane & 3).
+  const int wq = warp & 3, kh = (warp >> 2) & 1;
+  const int om = (warp >> 2) & 1, oc = warp & 3;
+  const int og = 2 * oc + ((lane >> 3) & 1), ohi = (lane >> 2) & 1, okh = lane >> 4, otq = lane & 3;
+
+  // Q of all 32 heads as GEMM1 A fragments over this warp's k quarter: m tile mt, rows g / g + 8, columns
+  // k0 + 2t (+ 8).
+  uint32_t qa[2][C::kKSteps][4];
+  if (!producer) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
+          a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + mt * 16 + g) * kMlaQkDim);
+      const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
+#pragma unroll
+      for (int ks = 0; ks < C::kKSteps; ++ks) {
+        const int w0 = ((wq * C::kKSteps + ks) * 16 + 2 * tq) / 2;
+        qa[mt][ks][0] = __ldg(q0 + w0);
+        qa[mt][ks][1] = __ldg(q8 + w0);
+        qa[mt][ks][2] = __ldg(q0 + w0 + 4);
+        qa[mt][ks][3] = __ldg(q8 + w0 + 4);
+      }
+    }
+  }
+
+  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+  const uint32_t bar_full = smem_addr(smem + C::kOffBar);
+  const uint32_t bar_empty = bar_full + NST * 8;
+  const int copy_warps = ws_copy_warps_of<C>(a);
+  ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
+  const uint32_t bar_p = smem_addr(smem + C::kOffPBar);
+  if (tid == 0) {
+    mbar_init(bar_part, C::kConsumerWarps);  // one arrival per consumer warp
+    mbar_init(bar_part + 8, C::kConsumerWarps);
+    mbar_init(bar_p, C::kConsumerWarps);
+  }
+  __syncthreads();
+
+  float* alpha_s = reinterpret_cast<float*>(smem + C::kOffAlpha);
+  float* inv_l_s = reinterpret_cast<float*>(smem + C::kOffInvL);
+  float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
+  float acc[2][C::kDimTiles][4];  // O: m tile, dims 64 warp + 8 n + 2t (+1), rows g / g + 8
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int n = 0; n < C::kDimTiles; ++n) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.f;
+  float m_run = kNegInf;  // running max (base-2 units) of the owned head (om, og + 8 ohi); same on its 8 lanes
+  float l_run = 0.f;      // this lane's share of its running sum
+
+  if (producer) {
+    ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
+                                bar_empty);
+  } else {
+    float* spart = reinterpret_cast<float*>(smem + C::kOffSpart);
+    uint32_t* p_s = reinterpret_cast<uint32_t*>(smem + C::kOffP);
+    // ldmatrix row addresses: K (non-transposed, B of GEMM1): tokens 8 kh + (lane & 7), dims k0 + 8 (lane >> 3)
+    // (four k8 chunks = the B fragments of two k16 steps); V (transposed, B of GEMM2): (tok 0-7, d),
+    // (tok 8-15, d), (tok 0-7, d + 8), (tok 8-15, d + 8).
+    const uint32_t k_off =
+        (8 * kh + (lane & 7)) * C::kRowBytes + (wq * C::kKSteps * 16 + (lane >> 3) * 8) * 2;
+    const uint32_t k_off2 = (8 * kh + (lane & 7)) * C::kRowBytes + (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
+    const uint32_t v_off =
+        ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (warp * 64 + (lane >> 4) * 8) * 2;
+    auto tile_of = [&](int step) { return smem_addr(smem + (step % NST) * C::kTileBytes); };
+    auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
+    // This warp's partial scores of `step`: m tile mt, heads g / g + 8, tokens 8 kh + 2t (+1).
+    auto gemm1 = [&](int step, float (&s)[2][4]) {
+      const uint32_t tile = tile_of(step);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.f;
+#pragma unroll
+      for (int kp = 0; kp < C::kKSteps / 2; ++kp) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + k_off + kp * 64);
+        mma_bf16_16816(s[0], qa[0][2 * kp], b[0], b[1]);
+        mma_bf16_16816(s[1], qa[1][2 * kp], b[0], b[1]);
+        mma_bf16_16816(s[0], qa[0][2 * kp + 1], b[2], b[3]);
+        mma_bf16_16816(s[1], qa[1][2 * kp + 1], b[2], b[3]);
+      }
+      uint32_t b[2];
+      ldmatrix_x2(b, tile + k_off2 + (C::kKSteps - 1) * 32);
+      mma_bf16_16816(s[0], qa[0][C::kKSteps - 1], b[0], b[1]);
+      mma_bf16_16816(s[1], qa[1][C::kKSteps - 1], b[0], b[1]);
+    };
+    // Buffer (step & 1) of the partial area; use k of buffer b = step 2 k + b has parity k & 1. A warp writes a
+    // buffer again two steps later, after it has waited for every owner's P of the step between, which each
+    // owner writes only after reading this buffer.
+    auto publish = [&](int step, const float (&s)[2][4]) {
+      float* buf = spart + (step & 1) * C::kBufFloats;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+        *reinterpret_cast<float4*>(buf + ((warp * 2 + mt) * 32 + lane) * 4) = make_float4(s[mt][0], s[mt][1], s[mt][2], s[mt][3]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_part + (step & 1) * 8);
+    };
+    auto wait_published = [&](int step) { mbar_wait_parity(bar_part + (step & 1) * 8, (step >> 1) & 1); };
+    // The owner's softmax of `step`: sum the four k quarters of its 2 scores, mask, online softmax of the
+    // owned head (8 lanes: otq x okh), P (bf16) into GEMM2's A-fragment slot, the rescale factor to alpha_s.
+    auto softmax = [&](int step) {
+      const float* buf = spart + (step & 1) * C::kBufFloats;
+      float x0 = 0.f, x1 = 0.f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 v = *reinterpret_cast<const float2*>(
+            buf + (((okh * 4 + q) * 2 + om) * 32 + og * 4 + otq) * 4 + 2 * ohi);
+        x0 += v.x;
+        x1 += v.y;
+      }
+      const int2 idx = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 * okh + 2 * otq);
+      x0 = idx.x >= 0 ? x0 * a.scale_log2 : kNegInf;
+      x1 = idx.y >= 0 ? x1 * a.scale_log2 : kNegInf;
+      float mx = fmaxf(x0, x1);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+      // Lazy rescale (variant 10): keep the older max while the new one exceeds it by at most kLazyRescale.
+      const float mn = mx > m_run + kLazyRescale ? fmaxf(m_run, mx) : m_run;
+      // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
+      const float mu = mn == kNegInf ? 0.f : mn;
+      const float al = fast_exp2(m_run - mu);
+      m_run = mn;
+      const __nv_bfloat162 p = __floats2bfloat162_rn(fast_exp2(x0 - mu), fast_exp2(x1 - mu));
+      l_run = l_run * al + (__low2float(p) + __high2float(p));  // the rounded values that multiply V
+      p_s[(om * 32 + og * 4 + otq) * 4 + ohi + 2 * okh] = *reinterpret_cast<const uint32_t*>(&p);
+      if ((lane & 0x13) == 0) alpha_s[og * 4 + om * 2 + ohi] = al;  // otq == 0, okh == 0
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_p);
+    };
+    // P of `step` and the rescale factors of rows g / g + 8 of both m tiles, after every owner wrote them.
+    auto load_p = [&](int step, uint32_t (&pa)[2][4], float4& al) {
+      mbar_wait_parity(bar_p, step & 1);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const uint4 v = *reinterpret_cast<const uint4*>(p_s + (mt * 32 + lane) * 4);
+        pa[mt][0] = v.x, pa[mt][1] = v.y, pa[mt][2] = v.z, pa[mt][3] = v.w;
+      }
+      al = *reinterpret_cast<const float4*>(alpha_s + g * 4);
+    };
+    // Rescale (skipped when no head moved its max: alpha = 1 exactly), GEMM2, release the slot.
+    auto gemm2 = [&](int step, const uint32_t (&pa)[2][4], const float4& al) {
+      if (__any_sync(0xffffffffu, al.x != 1.f || al.y != 1.f || al.z != 1.f || al.w != 1.f)) {
+#pragma unroll
+        for (int n = 0; n < C::kDimTiles; ++n) {
+          acc[0][n][0] *= al.x;
+          acc[0][n][1] *= al.x;
+          acc[0][n][2] *= al.y;
+          acc[0][n][3] *= al.y;
+          acc[1][n][0] *= al.z;
+          acc[1][n][1] *= al.z;
+          acc[1][n][2] *= al.w;
+          acc[1][n][3] *= al.w;
+        }
+      }
+      const uint32_t tile = tile_of(step);
+#pragma unroll
+      for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+        mma_bf16_16816(acc[0][2 * n2], pa[0], b[0], b[1]);
+        mma_bf16_16816(acc[1][2 * n2], pa[1], b[0], b[1]);
+        mma_bf16_16816(acc[0][2 * n2 + 1], pa[0], b[2], b[3]);
+        mma_bf16_16816(acc[1][2 * n2 + 1], pa[1], b[2], b[3]);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
+    };
+    float s[2][4];
+    uint32_t pa[2][4];
+    float4 al;
+    if (nsteps > 0) {
+      wait_full(0);
+      gemm1(0, s);
+      publish(0, s);
+      for (int step = 0; step + 1 < nsteps; ++step) {
+        wait_published(step);
+        wait_full(step + 1);
+        // One basic block: the owner's softmax chain and the next step's GEMM1 chain interleave.
+        softmax(step);
+        gemm1(step + 1, s);
+        load_p(step, pa, al);
+        publish(step + 1, s);  // after reading P of `step`: no owner can overwrite it before this
+        gemm2(step, pa, al);
+      }
+      wait_published(nsteps - 1);
+      softmax(nsteps - 1);
+      load_p(nsteps - 1, pa, al);
+      gemm2(nsteps - 1, pa, al);
+    }
+    // The owned head's total sum (its 8 lanes), 1 / l and the LSE.
+    float l = l_run;
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    l += __shfl_xor_sync(0xffffffffu, l, 16);
+    if ((lane & 0x13) == 0) {
+      inv_l_s[og * 4 + om * 2 + ohi] = l > 0.f ? 1.f / l : 0.f;
+      lse_s[om * 16 + og + 8 * ohi] = l > 0.f ? m_run + log2f(l) : kNegInf;
+    }
+  }
+  __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
+  float* stg = reinterpret_cast<float*>(smem);
+  if (!producer) {
+    const float4 il = *reinterpret_cast<const float4*>(inv_l_s + g * 4);
+    const float inv[2][2] = {{il.x, il.y}, {il.z, il.w}};
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      float* r0 = stg + (mt * 16 + g) * kStgStride + warp * 64 + 2 * tq;
+      float* r1 = r0 + 8 * kStgStride;
+#pragma unroll
+      for (int n = 0; n < C::kDimTiles; ++n) {
+        *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[mt][n][0] * inv[mt][0], acc[mt][n][1] * inv[mt][0]);
+        *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[mt][n][2] * inv[mt][1], acc[mt][n][3] * inv[mt][1]);
+      }
+    }
+  }
+  __syncthreads();
+  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail
