@@ -39,25 +39,87 @@ struct WsgCfg : WsCfg<32, false> {
   // Partial scores: [2 buffers][8 warps][2 m tiles][32 lanes][4] floats (C fragments as stored).
   static constexpr int kBufFloats = 8 * 2 * 32 * 4;
   static constexpr int kOffSpart = Base::kStageAreaBytes;
-  // P: [2 m tiles][32 lanes][4] bf16x2 words (GEMM2's A fragments); alpha / 1 / l: [g][m tile][hi] floats.
+  // P: [2 buffers][2 m tiles][32 lanes][4] bf16x2 words (GEMM2's A fragments); alpha: [2 buffers][g][m tile][hi].
+  static constexpr int kPWords = 2 * 32 * 4;
   static constexpr int kOffP = kOffSpart + 2 * kBufFloats * 4;
-  static constexpr int kOffAlpha = kOffP + 2 * 32 * 4 * 4;
-  static constexpr int kOffInvL = kOffAlpha + 32 * 4;
+  static constexpr int kOffAlpha = kOffP + 2 * kPWords * 4;
+  static constexpr int kOffInvL = kOffAlpha + 2 * 32 * 4;
   static constexpr int kOffLse = kOffInvL + 32 * 4;
-  static constexpr int kOffIdx = kOffLse + 32 * 4;
-  static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
-  // full[kRing], empty[kRing], part[2] (one per partial buffer), p (P and alpha written)
+  // The cleaned indices of the step each ring slot holds (written by the producer before the slot's copies;
+  // the consumers' masks), instead of the whole split's indices (8 KB) that variants 5 / 10 stage.
+  static constexpr int kOffSlotIdx = kOffLse + 32 * 4;
+  static constexpr int kOffBar = kOffSlotIdx + Base::kRing * kBT * 4;
+  // full[kRing], empty[kRing], part[2] (one per partial buffer), p[2] (one per P buffer)
   static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
   static constexpr int kOffPBar = kOffPartBar + 2 * 8;
-  static constexpr int kSmemBytes = kOffPBar + 8;
+  static constexpr int kSmemBytes = kOffPBar + 2 * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
-  static_assert(kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffAlpha % 16 == 0 && kOffIdx % 16 == 0 &&
+  static_assert(kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffAlpha % 16 == 0 && kOffSlotIdx % 16 == 0 &&
                     kOffBar % 8 == 0,
                 "alignment");
 };
 
+// Variant 11's producer warps: step `step` of the split into ring slot step % kRing, its indices read from global
+// memory one step ahead (cleaned as ws_stage_and_init cleans them: -1 past the split's count, negative or outside
+// the pool) and stored to the slot's index row for the consumers' masks. sm_90+: each of the two warps' lanes
+// 0..7 copy one record by cp.async.bulk (the bytes registered first, every lane arriving after its own copy or
+// zero stores, as ws_produce); sm_80: 16-byte cp.async by all 64 producer threads after a producer barrier.
+template <class C, bool kBulk>
+__device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const int32_t* row_idx, const SplitSpan& span,
+                                            const RowCache& rc, int ptid, int lane, uint32_t bar_full,
+                                            uint32_t bar_empty) {
+  using namespace mma;
+  constexpr int NST = C::kRing;
+  constexpr int kRowsPerWarp = C::kBT / C::kProducerWarps;  // 8
+  const bool act = lane < kRowsPerWarp;
+  const int r = (ptid >> 5) * kRowsPerWarp + (act ? lane : 0);
+  auto load_idx = [&](int step) {
+    const int i = step * C::kBT + r;
+    const int v = act && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
+    return v >= 0 && v < rc.num_slots ? v : -1;
+  };
+  int next = span.nsteps > 0 ? load_idx(0) : -1;
+  for (int step = 0; step < span.nsteps; ++step) {
+    const int idx = next;
+    if (step + 1 < span.nsteps) next = load_idx(step + 1);  // one step ahead: its latency off the refill path
+    const int slot = step % NST, use = step / NST;
+    if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+    if (act) slot_idx[slot * C::kBT + r] = idx;
+    const uint32_t bar = bar_full + slot * 8;
+    uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
+    if constexpr (kBulk) {
+      const bool valid = idx >= 0;
+      const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
+      fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
+      if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+      __syncwarp();
+      if (act) {
+        if (valid) {
+          bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes,
+                        bar);
+        } else {
+          const uint4 z = make_uint4(0u, 0u, 0u, 0u);  // V stays finite (P is 0 there, and 0 * NaN would poison O)
+          for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+        }
+      }
+      mbar_arrive(bar);
+    } else {
+      named_bar_sync(1, C::kProducerThreads);  // the slot's index row complete
+      const uint32_t dst0 = smem_addr(smem + slot * C::kTileBytes);
+#pragma unroll 4
+      for (int c = ptid; c < C::kBT * kRecordChunks<false>; c += C::kProducerThreads)
+        gather_chunk<false, C::kRowBytes, 128>(dst0, slot_idx + slot * C::kBT, 0, rc.base, c);
+      cp_async_mbar_arrive_noinc(bar);
+    }
+  }
+  cp_async_wait_all();  // nothing may land in the stage area after the loop (the epilogue reuses it)
+}
+
 // (A template, as the other kernels, so that only the translation unit that launches it compiles it.)
-template <int HC>
+// kEarly: P and the rescale factors double-buffered, so that a warp publishes step s + 1's partial scores right
+// after its GEMM1, before waiting for step s's P (one rendezvous of the 8 warps per step instead of two);
+// otherwise one P buffer, read before the next partials are published.
+template <int HC, bool kEarly>
 __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_mla_wsg_kernel(const KernelArgs a) {
   static_assert(HC == 32, "variant 11 runs one group of 32 heads");
   using C = WsgCfg;
@@ -74,7 +136,6 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const WsRole role = ws_role<C, HC>(a, warp);
   const int hg = role.hg, split = role.split, t = role.t;
-  const RowCache& rc = role.rc;
   const SplitSpan& span = role.span;
   const int nsteps = span.nsteps;
   const bool producer = role.producer;
@@ -105,17 +166,20 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
     }
   }
 
-  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+  int* slot_idx = reinterpret_cast<int*>(smem + C::kOffSlotIdx);
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
-  const int copy_warps = ws_copy_warps_of<C>(a);
-  ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
   const uint32_t bar_p = smem_addr(smem + C::kOffPBar);
   if (tid == 0) {
-    mbar_init(bar_part, C::kConsumerWarps);  // one arrival per consumer warp
-    mbar_init(bar_part + 8, C::kConsumerWarps);
-    mbar_init(bar_p, C::kConsumerWarps);
+    for (int i = 0; i < NST; ++i) {
+      mbar_init(bar_full + i * 8, C::kProducerThreads);  // every producer thread arrives once per fill
+      mbar_init(bar_empty + i * 8, C::kConsumerWarps);   // one arrival per consumer warp
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(bar_part + i * 8, C::kConsumerWarps);
+      mbar_init(bar_p + i * 8, C::kConsumerWarps);
+    }
   }
   __syncthreads();
 
@@ -131,17 +195,17 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   float l_run = 0.f;      // this lane's share of its running sum
 
   if (producer) {
-    ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
-                                bar_empty);
+    wsg_produce<C, kBulk>(smem, slot_idx, role.row_idx, span, role.rc, tid - C::kConsumerWarps * 32, lane, bar_full,
+                          bar_empty);
   } else {
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart);
     uint32_t* p_s = reinterpret_cast<uint32_t*>(smem + C::kOffP);
     // ldmatrix row addresses: K (non-transposed, B of GEMM1): tokens 8 kh + (lane & 7), dims k0 + 8 (lane >> 3)
-    // (four k8 chunks = the B fragments of two k16 steps); V (transposed, B of GEMM2): (tok 0-7, d),
-    // (tok 8-15, d), (tok 0-7, d + 8), (tok 8-15, d + 8).
-    const uint32_t k_off =
-        (8 * kh + (lane & 7)) * C::kRowBytes + (wq * C::kKSteps * 16 + (lane >> 3) * 8) * 2;
-    const uint32_t k_off2 = (8 * kh + (lane & 7)) * C::kRowBytes + (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
+    // (four k8 chunks = the B fragments of two k16 steps; the x2 form of the ninth step uses lanes 0..15);
+    // V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d), (tok 0-7, d + 8), (tok 8-15, d + 8).
+    const uint32_t k_row = (8 * kh + (lane & 7)) * C::kRowBytes + wq * C::kKSteps * 16 * 2;
+    const uint32_t k_off = k_row + (lane >> 3) * 16;
+    const uint32_t k_off2 = k_row + ((lane >> 3) & 1) * 16 + (C::kKSteps - 1) * 32;
     const uint32_t v_off =
         ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (warp * 64 + (lane >> 4) * 8) * 2;
     auto tile_of = [&](int step) { return smem_addr(smem + (step % NST) * C::kTileBytes); };
@@ -161,13 +225,13 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
         mma_bf16_16816(s[1], qa[1][2 * kp + 1], b[2], b[3]);
       }
       uint32_t b[2];
-      ldmatrix_x2(b, tile + k_off2 + (C::kKSteps - 1) * 32);
+      ldmatrix_x2(b, tile + k_off2);
       mma_bf16_16816(s[0], qa[0][C::kKSteps - 1], b[0], b[1]);
       mma_bf16_16816(s[1], qa[1][C::kKSteps - 1], b[0], b[1]);
     };
-    // Buffer (step & 1) of the partial area; use k of buffer b = step 2 k + b has parity k & 1. A warp writes a
-    // buffer again two steps later, after it has waited for every owner's P of the step between, which each
-    // owner writes only after reading this buffer.
+    // Buffer (step & 1) of the partial area, with its mbarrier (use k of buffer b = step 2 k + b has parity k & 1).
+    // A warp writes a buffer again two steps later, after waiting for every owner's P of a later step than the
+    // one it held, which each owner writes only after reading the buffer.
     auto publish = [&](int step, const float (&s)[2][4]) {
       float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
@@ -177,6 +241,9 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
       if (lane == 0) mbar_arrive(bar_part + (step & 1) * 8);
     };
     auto wait_published = [&](int step) { mbar_wait_parity(bar_part + (step & 1) * 8, (step >> 1) & 1); };
+    // P buffer of `step` (and its mbarrier: one use per step with one buffer, else per two steps).
+    auto pbuf = [&](int step) { return kEarly ? (step & 1) : 0; };
+    auto p_parity = [&](int step) { return kEarly ? (step >> 1) & 1 : step & 1; };
     // The owner's softmax of `step`: sum the four k quarters of its 2 scores, mask, online softmax of the
     // owned head (8 lanes: otq x okh), P (bf16) into GEMM2's A-fragment slot, the rescale factor to alpha_s.
     auto softmax = [&](int step) {
@@ -189,7 +256,7 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
         x0 += v.x;
         x1 += v.y;
       }
-      const int2 idx = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 * okh + 2 * otq);
+      const int2 idx = *reinterpret_cast<const int2*>(slot_idx + (step % NST) * C::kBT + 8 * okh + 2 * otq);
       x0 = idx.x >= 0 ? x0 * a.scale_log2 : kNegInf;
       x1 = idx.y >= 0 ? x1 * a.scale_log2 : kNegInf;
       float mx = fmaxf(x0, x1);
@@ -204,20 +271,22 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
       m_run = mn;
       const __nv_bfloat162 p = __floats2bfloat162_rn(fast_exp2(x0 - mu), fast_exp2(x1 - mu));
       l_run = l_run * al + (__low2float(p) + __high2float(p));  // the rounded values that multiply V
-      p_s[(om * 32 + og * 4 + otq) * 4 + ohi + 2 * okh] = *reinterpret_cast<const uint32_t*>(&p);
-      if ((lane & 0x13) == 0) alpha_s[og * 4 + om * 2 + ohi] = al;  // otq == 0, okh == 0
+      const int b = pbuf(step);
+      p_s[b * C::kPWords + (om * 32 + og * 4 + otq) * 4 + ohi + 2 * okh] = *reinterpret_cast<const uint32_t*>(&p);
+      if ((lane & 0x13) == 0) alpha_s[b * 32 + og * 4 + om * 2 + ohi] = al;  // otq == 0, okh == 0
       __syncwarp();
-      if (lane == 0) mbar_arrive(bar_p);
+      if (lane == 0) mbar_arrive(bar_p + b * 8);
     };
     // P of `step` and the rescale factors of rows g / g + 8 of both m tiles, after every owner wrote them.
     auto load_p = [&](int step, uint32_t (&pa)[2][4], float4& al) {
-      mbar_wait_parity(bar_p, step & 1);
+      const int b = pbuf(step);
+      mbar_wait_parity(bar_p + b * 8, p_parity(step));
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
-        const uint4 v = *reinterpret_cast<const uint4*>(p_s + (mt * 32 + lane) * 4);
+        const uint4 v = *reinterpret_cast<const uint4*>(p_s + b * C::kPWords + (mt * 32 + lane) * 4);
         pa[mt][0] = v.x, pa[mt][1] = v.y, pa[mt][2] = v.z, pa[mt][3] = v.w;
       }
-      al = *reinterpret_cast<const float4*>(alpha_s + g * 4);
+      al = *reinterpret_cast<const float4*>(alpha_s + b * 32 + g * 4);
     };
     // Rescale (skipped when no head moved its max: alpha = 1 exactly), GEMM2, release the slot.
     auto gemm2 = [&](int step, const uint32_t (&pa)[2][4], const float4& al) {
@@ -260,8 +329,15 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
         // One basic block: the owner's softmax chain and the next step's GEMM1 chain interleave.
         softmax(step);
         gemm1(step + 1, s);
-        load_p(step, pa, al);
-        publish(step + 1, s);  // after reading P of `step`: no owner can overwrite it before this
+        if constexpr (kEarly) {
+          // Buffers: P of `step` in its own buffer; partial buffer (step + 1) & 1 last held step - 1, which every
+          // owner read before arriving on P of step - 1, which this warp waited for in the previous iteration.
+          publish(step + 1, s);
+          load_p(step, pa, al);
+        } else {
+          load_p(step, pa, al);
+          publish(step + 1, s);  // after reading P of `step`: no owner can overwrite it before this
+        }
         gemm2(step, pa, al);
       }
       wait_published(nsteps - 1);
