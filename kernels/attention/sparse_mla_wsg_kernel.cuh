@@ -60,8 +60,8 @@ struct WsgCfg : WsCfg<32, false> {
 };
 
 // Variant 11's producer warps: step `step` of the split into ring slot step % kRing, its indices read from global
-// memory one step ahead (cleaned as ws_stage_and_init cleans them: -1 past the split's count, negative or outside
-// the pool) and stored to the slot's index row for the consumers' masks. sm_90+: each of the two warps' lanes
+// memory four steps ahead (cleaned as ws_stage_and_init cleans them: -1 past the split's count, negative or
+// outside the pool) and stored to the slot's index row for the consumers' masks. sm_90+: each of the two warps' lanes
 // 0..7 copy one record by cp.async.bulk (the bytes registered first, every lane arriving after its own copy or
 // zero stores, as ws_produce); sm_80: 16-byte cp.async by all 64 producer threads after a producer barrier.
 template <class C, bool kBulk>
@@ -73,43 +73,54 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
   constexpr int kRowsPerWarp = C::kBT / C::kProducerWarps;  // 8
   const bool act = lane < kRowsPerWarp;
   const int r = (ptid >> 5) * kRowsPerWarp + (act ? lane : 0);
-  auto load_idx = [&](int step) {
+  // The raw index of this lane's row of `step` (-1 past the split's count); cleaned only when used, four steps
+  // later, so that the load's latency never stalls the loop (a first form cleaned it at once, one step ahead:
+  // the producer then waited ~one L2 round trip per step and the ring ran dry, 1.2x slower).
+  auto load_raw = [&](int step) {
     const int i = step * C::kBT + r;
-    const int v = act && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
-    return v >= 0 && v < rc.num_slots ? v : -1;
+    return act && step < span.nsteps && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
   };
-  int next = span.nsteps > 0 ? load_idx(0) : -1;
-  for (int step = 0; step < span.nsteps; ++step) {
-    const int idx = next;
-    if (step + 1 < span.nsteps) next = load_idx(step + 1);  // one step ahead: its latency off the refill path
-    const int slot = step % NST, use = step / NST;
-    if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-    if (act) slot_idx[slot * C::kBT + r] = idx;
-    const uint32_t bar = bar_full + slot * 8;
-    uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
-    if constexpr (kBulk) {
-      const bool valid = idx >= 0;
-      const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
-      fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-      if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-      __syncwarp();
-      if (act) {
-        if (valid) {
-          bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes,
-                        bar);
-        } else {
-          const uint4 z = make_uint4(0u, 0u, 0u, 0u);  // V stays finite (P is 0 there, and 0 * NaN would poison O)
-          for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+  constexpr int kAhead = 4;
+  int pre[kAhead];
+#pragma unroll
+  for (int j = 0; j < kAhead; ++j) pre[j] = load_raw(j);
+  for (int step0 = 0; step0 < span.nsteps; step0 += kAhead) {
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) {
+      const int step = step0 + j;
+      if (step >= span.nsteps) break;
+      const int raw = pre[j];
+      pre[j] = load_raw(step + kAhead);
+      const int idx = raw >= 0 && raw < rc.num_slots ? raw : -1;
+      const int slot = step % NST, use = step / NST;
+      if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+      if (act) slot_idx[slot * C::kBT + r] = idx;
+      const uint32_t bar = bar_full + slot * 8;
+      uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
+      if constexpr (kBulk) {
+        const bool valid = idx >= 0;
+        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
+        fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
+        if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+        __syncwarp();
+        if (act) {
+          if (valid) {
+            bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
+                          kMlaBf16RecordBytes, bar);
+          } else {
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);  // V stays finite (P is 0 there; 0 * NaN would poison O)
+            for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+          }
         }
-      }
-      mbar_arrive(bar);
-    } else {
-      named_bar_sync(1, C::kProducerThreads);  // the slot's index row complete
-      const uint32_t dst0 = smem_addr(smem + slot * C::kTileBytes);
+        mbar_arrive(bar);
+      } else {
+        named_bar_sync(1, C::kProducerThreads);  // the slot's index row complete
+        const uint32_t dst0 = smem_addr(smem + slot * C::kTileBytes);
 #pragma unroll 4
-      for (int c = ptid; c < C::kBT * kRecordChunks<false>; c += C::kProducerThreads)
-        gather_chunk<false, C::kRowBytes, 128>(dst0, slot_idx + slot * C::kBT, 0, rc.base, c);
-      cp_async_mbar_arrive_noinc(bar);
+        for (int c = ptid; c < C::kBT * kRecordChunks<false>; c += C::kProducerThreads)
+          gather_chunk<false, C::kRowBytes, 128>(dst0, slot_idx + slot * C::kBT, 0, rc.base, c);
+        cp_async_mbar_arrive_noinc(bar);
+      }
     }
   }
   cp_async_wait_all();  // nothing may land in the stage area after the loop (the epilogue reuses it)
