@@ -36,11 +36,13 @@ struct WsgCfg : WsCfg<32, false> {
   static constexpr int kMinBlocks = 1;
   static constexpr int kKSteps = 9;     // GEMM1 k16 steps per warp: a quarter of 576
   static constexpr int kDimTiles = 8;   // GEMM2 n8 tiles per warp: its 64 output dims
-  // Partial scores: [2 buffers][8 warps][2 m tiles][32 lanes][4] floats (C fragments as stored).
-  static constexpr int kBufFloats = 8 * 2 * 32 * 4;
+  // Partial scores (one buffer: a warp publishes step s + 1's only after every owner has read step s's, see the
+  // loop), C fragments as stored: k quarters x token halves [8 warps][2 m tiles][32 lanes][4] floats, or k eighths
+  // (kK8) [8 warps][2 m tiles][2 n tiles][32 lanes][4].
+  static constexpr int kBufFloats = 8 * 2 * 2 * 32 * 4;
   static constexpr int kOffSpart = Base::kStageAreaBytes;
   // P: [2 m tiles][32 lanes][4] bf16x2 words (GEMM2's A fragments); alpha / 1 / l: [g][m tile][hi] floats.
-  static constexpr int kOffP = kOffSpart + 2 * kBufFloats * 4;
+  static constexpr int kOffP = kOffSpart + kBufFloats * 4;
   static constexpr int kOffAlpha = kOffP + 2 * 32 * 4 * 4;
   static constexpr int kOffInvL = kOffAlpha + 32 * 4;
   static constexpr int kOffLse = kOffInvL + 32 * 4;
@@ -48,9 +50,9 @@ struct WsgCfg : WsCfg<32, false> {
   // the consumers' masks), instead of the whole split's indices (8 KB) that variants 5 / 10 stage.
   static constexpr int kOffSlotIdx = kOffLse + 32 * 4;
   static constexpr int kOffBar = kOffSlotIdx + Base::kRing * kBT * 4;
-  // full[kRing], empty[kRing], part[2] (one per partial buffer), p (P and the rescale factors written)
+  // full[kRing], empty[kRing], part (the partial scores published), p (P and the rescale factors written)
   static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
-  static constexpr int kOffPBar = kOffPartBar + 2 * 8;
+  static constexpr int kOffPBar = kOffPartBar + 8;
   static constexpr int kSmemBytes = kOffPBar + 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffSpart % 16 == 0 && kOffP % 16 == 0 && kOffAlpha % 16 == 0 && kOffSlotIdx % 16 == 0 &&
@@ -126,9 +128,11 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
 }
 
 // (A template, as the other kernels, so that only the translation unit that launches it compiles it.)
-// kChains: GEMM1's independent accumulator chains per warp: 2 (one per m tile, 9 HMMAs deep) or 4 (the k steps
-// split in two halves, summed before publishing: half the chain latency, 8 more registers).
-template <int HC, int kChains>
+// kK8: GEMM1 split over k eighths instead of k quarters x token halves: warp w sums latent dims 64 w .. 64 w + 63
+// (4 k steps) for all 16 tokens and one rope k step (w & 3) of m tile w >> 2, so that Q takes 36 registers
+// instead of 72 (Q held once, not twice) and GEMM1 runs 4 accumulator chains; each owner then sums 8 partials
+// per score instead of 4 (16 KB of partial scores per step instead of 8).
+template <int HC, bool kK8>
 __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_mla_wsg_kernel(const KernelArgs a) {
   static_assert(HC == 32, "variant 11 runs one group of 32 heads");
   using C = WsgCfg;
@@ -149,16 +153,41 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   const int nsteps = span.nsteps;
   const bool producer = role.producer;
   allow_dependent_launch();  // the combine kernel (PDL)
-  // GEMM1 place: k quarter wq, token half kh. Softmax place: m tile om, rows og / og + 8 of it (og = 2 oc +
-  // (lane >> 3 & 1)), token half okh (lane >> 4), tokens 8 okh + 2 otq, + 1 (otq = lane & 3).
+  // GEMM1 place: k quarter wq, token half kh (kK8: k eighth `warp`, rope k step rj of m tile rm). Softmax place:
+  // m tile om, rows og / og + 8 of it (og = 2 oc + (lane >> 3 & 1)), token half okh (lane >> 4), tokens
+  // 8 okh + 2 otq, + 1 (otq = lane & 3).
   const int wq = warp & 3, kh = (warp >> 2) & 1;
+  const int rj = warp & 3, rm = (warp >> 2) & 1;
   const int om = (warp >> 2) & 1, oc = warp & 3;
   const int og = 2 * oc + ((lane >> 3) & 1), ohi = (lane >> 2) & 1, okh = lane >> 4, otq = lane & 3;
 
   // Q of all 32 heads as GEMM1 A fragments over this warp's k quarter: m tile mt, rows g / g + 8, columns
-  // k0 + 2t (+ 8).
-  uint32_t qa[2][C::kKSteps][4];
-  if (!producer) {
+  // k0 + 2t (+ 8). kK8: the first 4 k steps = latent dims 64 warp .., and qr = the rope k step rj of m tile rm.
+  uint32_t qa[2][C::kKSteps][4];  // (kK8 uses k steps 0-3)
+  uint32_t qr[4];
+  if (!producer && kK8) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
+          a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + mt * 16 + g) * kMlaQkDim);
+      const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const int w0 = ((warp * 4 + ks) * 16 + 2 * tq) / 2;
+        qa[mt][ks][0] = __ldg(q0 + w0);
+        qa[mt][ks][1] = __ldg(q8 + w0);
+        qa[mt][ks][2] = __ldg(q0 + w0 + 4);
+        qa[mt][ks][3] = __ldg(q8 + w0 + 4);
+      }
+      if (mt == rm) {
+        const int w0 = (kMlaLatentDim + rj * 16 + 2 * tq) / 2;
+        qr[0] = __ldg(q0 + w0);
+        qr[1] = __ldg(q8 + w0);
+        qr[2] = __ldg(q0 + w0 + 4);
+        qr[3] = __ldg(q8 + w0 + 4);
+      }
+    }
+  } else if (!producer) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
       const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
@@ -186,7 +215,6 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);   // one arrival per consumer warp
     }
     mbar_init(bar_part, C::kConsumerWarps);
-    mbar_init(bar_part + 8, C::kConsumerWarps);
     mbar_init(bar_p, C::kConsumerWarps);
   }
   __syncthreads();
@@ -210,69 +238,93 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
     uint32_t* p_s = reinterpret_cast<uint32_t*>(smem + C::kOffP);
     // ldmatrix row addresses: K (non-transposed, B of GEMM1): tokens 8 kh + (lane & 7), dims k0 + 8 (lane >> 3)
     // (four k8 chunks = the B fragments of two k16 steps; the x2 form of the ninth step uses lanes 0..15);
+    // kK8: (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0), (tok 8-15, k0 + 8) = both n tiles of one k step.
     // V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d), (tok 0-7, d + 8), (tok 8-15, d + 8).
     const uint32_t k_row = (8 * kh + (lane & 7)) * C::kRowBytes + wq * C::kKSteps * 16 * 2;
     const uint32_t k_off = k_row + (lane >> 3) * 16;
     const uint32_t k_off2 = k_row + ((lane >> 3) & 1) * 16 + (C::kKSteps - 1) * 32;
+    const uint32_t k8_off = ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes + ((lane >> 3) & 1) * 16;
     const uint32_t v_off =
         ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (warp * 64 + (lane >> 4) * 8) * 2;
     auto tile_of = [&](int step) { return smem_addr(smem + (step % NST) * C::kTileBytes); };
     auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
-    // This warp's partial scores of `step`: m tile mt, heads g / g + 8, tokens 8 kh + 2t (+1).
+    // This warp's partial scores of `step`: m tile mt, heads g / g + 8, tokens 8 kh + 2t (+1); kK8: s8[mt][nt],
+    // tokens 8 nt + 2t (+1).
     auto gemm1 = [&](int step, float (&s)[2][4]) {
       const uint32_t tile = tile_of(step);
-      // kChains = 4: k steps 0-3 (and the ninth) into s, 4-7 into s2, summed at the end.
-      float s2[2][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.f;
-        s2[mt][0] = s2[mt][1] = s2[mt][2] = s2[mt][3] = 0.f;
-      }
+      for (int mt = 0; mt < 2; ++mt) s[mt][0] = s[mt][1] = s[mt][2] = s[mt][3] = 0.f;
 #pragma unroll
       for (int kp = 0; kp < C::kKSteps / 2; ++kp) {
         uint32_t b[4];
         ldmatrix_x4(b, tile + k_off + kp * 64);
-        float (&d)[2][4] = kChains == 4 && kp >= 2 ? s2 : s;
-        mma_bf16_16816(d[0], qa[0][2 * kp], b[0], b[1]);
-        mma_bf16_16816(d[1], qa[1][2 * kp], b[0], b[1]);
-        mma_bf16_16816(d[0], qa[0][2 * kp + 1], b[2], b[3]);
-        mma_bf16_16816(d[1], qa[1][2 * kp + 1], b[2], b[3]);
+        mma_bf16_16816(s[0], qa[0][2 * kp], b[0], b[1]);
+        mma_bf16_16816(s[1], qa[1][2 * kp], b[0], b[1]);
+        mma_bf16_16816(s[0], qa[0][2 * kp + 1], b[2], b[3]);
+        mma_bf16_16816(s[1], qa[1][2 * kp + 1], b[2], b[3]);
       }
       uint32_t b[2];
       ldmatrix_x2(b, tile + k_off2);
       mma_bf16_16816(s[0], qa[0][C::kKSteps - 1], b[0], b[1]);
       mma_bf16_16816(s[1], qa[1][C::kKSteps - 1], b[0], b[1]);
-      if constexpr (kChains == 4) {
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) s[mt][j] += s2[mt][j];
-      }
     };
-    // Buffer (step & 1) of the partial area, with its mbarrier (use k of buffer b = step 2 k + b has parity k & 1).
-    // A warp writes a buffer again two steps later, after waiting for every owner's P of a later step than the
-    // one it held, which each owner writes only after reading the buffer.
-    auto publish = [&](int step, const float (&s)[2][4]) {
-      float* buf = spart + (step & 1) * C::kBufFloats;
+    auto gemm1_k8 = [&](int step, float (&s8)[2][2][4]) {
+      const uint32_t tile = tile_of(step) + k8_off;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
-        *reinterpret_cast<float4*>(buf + ((warp * 2 + mt) * 32 + lane) * 4) = make_float4(s[mt][0], s[mt][1], s[mt][2], s[mt][3]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_part + (step & 1) * 8);
-    };
-    auto wait_published = [&](int step) { mbar_wait_parity(bar_part + (step & 1) * 8, (step >> 1) & 1); };
-    // P buffer of `step` (and its mbarrier: one use per step with one buffer, else per two steps).
-    // The owner's softmax of `step`: sum the four k quarters of its 2 scores, mask, online softmax of the
-    // owned head (8 lanes: otq x okh), P (bf16) into GEMM2's A-fragment slot, the rescale factor to alpha_s.
-    auto softmax = [&](int step) {
-      const float* buf = spart + (step & 1) * C::kBufFloats;
-      float x0 = 0.f, x1 = 0.f;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 v = *reinterpret_cast<const float2*>(
-            buf + (((okh * 4 + q) * 2 + om) * 32 + og * 4 + otq) * 4 + 2 * ohi);
-        x0 += v.x;
-        x1 += v.y;
+        for (int nt = 0; nt < 2; ++nt) s8[mt][nt][0] = s8[mt][nt][1] = s8[mt][nt][2] = s8[mt][nt][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + ((warp * 4 + ks) * 16) * 2);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_bf16_16816(s8[mt][0], qa[mt][ks], b[0], b[1]);
+          mma_bf16_16816(s8[mt][1], qa[mt][ks], b[2], b[3]);
+        }
+      }
+      uint32_t b[4];
+      ldmatrix_x4(b, tile + (kMlaLatentDim + rj * 16) * 2);
+      if (rm == 0) {
+        mma_bf16_16816(s8[0][0], qr, b[0], b[1]);
+        mma_bf16_16816(s8[0][1], qr, b[2], b[3]);
+      } else {
+        mma_bf16_16816(s8[1][0], qr, b[0], b[1]);
+        mma_bf16_16816(s8[1][1], qr, b[2], b[3]);
+      }
+    };
+    // The partial area with its mbarrier (one phase per step).
+    auto publish = [&](const float* s) {
+      constexpr int kFrags = kK8 ? 4 : 2;
+#pragma unroll
+      for (int f = 0; f < kFrags; ++f)
+        *reinterpret_cast<float4*>(spart + ((warp * kFrags + f) * 32 + lane) * 4) =
+            make_float4(s[4 * f], s[4 * f + 1], s[4 * f + 2], s[4 * f + 3]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_part);
+    };
+    auto wait_published = [&](int step) { mbar_wait_parity(bar_part, step & 1); };
+    // The owner's softmax of `step`: sum the k parts of its 2 scores, mask, online softmax of the owned head
+    // (8 lanes: otq x okh), P (bf16) into GEMM2's A-fragment slot, the rescale factor to alpha_s.
+    auto softmax = [&](int step) {
+      float x0 = 0.f, x1 = 0.f;
+      if constexpr (kK8) {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const float2 v = *reinterpret_cast<const float2*>(
+              spart + (((q * 2 + om) * 2 + okh) * 32 + og * 4 + otq) * 4 + 2 * ohi);
+          x0 += v.x;
+          x1 += v.y;
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 v = *reinterpret_cast<const float2*>(
+              spart + (((okh * 4 + q) * 2 + om) * 32 + og * 4 + otq) * 4 + 2 * ohi);
+          x0 += v.x;
+          x1 += v.y;
+        }
       }
       const int2 idx = *reinterpret_cast<const int2*>(slot_idx + (step % NST) * C::kBT + 8 * okh + 2 * otq);
       x0 = idx.x >= 0 ? x0 * a.scale_log2 : kNegInf;
@@ -332,24 +384,33 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
-    float s[2][4];
+    float s[2][4], s8[2][2][4];  // (one of them is used)
+    auto gemm1_any = [&](int step) {
+      if constexpr (kK8) gemm1_k8(step, s8);
+      else gemm1(step, s);
+    };
+    auto publish_any = [&]() {
+      if constexpr (kK8) publish(&s8[0][0][0]);
+      else publish(&s[0][0]);
+    };
     uint32_t pa[2][4];
     float4 al;
     if (nsteps > 0) {
       wait_full(0);
-      gemm1(0, s);
-      publish(0, s);
+      gemm1_any(0);
+      publish_any();
       for (int step = 0; step + 1 < nsteps; ++step) {
         wait_published(step);
         wait_full(step + 1);
         // One basic block: the owner's softmax chain and the next step's GEMM1 chain interleave.
         softmax(step);
-        gemm1(step + 1, s);
-        // P of `step` is read before this warp publishes step s + 1's partials: no owner can overwrite it
-        // before. (Publishing first, with P double-buffered, measured 0.94x: the wait for P then no longer
-        // overlaps the tail of GEMM1's HMMA chain.)
+        gemm1_any(step + 1);
+        // P of `step` is read before this warp publishes step s + 1's partials: once every owner has written P,
+        // every owner has read the partial area, so one buffer suffices, and no owner can overwrite P before
+        // every warp has published. (Publishing first, with P double-buffered, measured 0.94x: the wait for P
+        // then no longer overlaps the tail of GEMM1's HMMA chain.)
         load_p(step, pa, al);
-        publish(step + 1, s);
+        publish_any();
         gemm2(step, pa, al);
       }
       wait_published(nsteps - 1);
