@@ -55,6 +55,15 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
+// Session 7: GLM5RT_MLA_V11=0 (read once) keeps variant 10 where the automatic choice would run variant 11.
+bool v11_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_V11");
+    return !(e && std::atoi(e) == 0);
+  }();
+  return on;
+}
+
 // Session 6: GLM5RT_MLA_V10=0 (read once) keeps variant 5 where the automatic choice would run variant 10.
 bool v10_enabled() {
   static const bool on = [] {
@@ -84,6 +93,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // Session 6: variant 10 (the softmax in registers) wherever 32 heads share a CTA: T=128 H=64 1.13x, prefill
     // 4096 x 64 1.11x, T=8 H=64 1.08x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
     // CTA it was within -3% .. +2% of variant 5 / 2 (its 16-head build spills a little), so those keep theirs.
+    // Session 7: variant 11 (one 8-warp group for the CTA's 32 heads) over variant 10 where 32 heads share a CTA:
+    // T=128 H=64 1.03-1.04x, T=128 H=128 1.03x, T=8 H=64 1.03x, prefill 4096 x 64 1.01-1.03x (H200,
+    // docs/PERFORMANCE.md "Session 7").
+    if (hc == 32 && v10_enabled() && v11_enabled()) return 11;
     if (hc == 32 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
