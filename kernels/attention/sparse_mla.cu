@@ -55,17 +55,6 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
-// Session 7: variant 12's L2 prefetch distance beyond its ring refill, in steps (GLM5RT_MLA_V12_L2, read once;
-// 0 = none).
-int v12_l2_ahead() {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V12_L2");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 0 && v <= 8 ? v : 0;
-  }();
-  return env;
-}
-
 // Session 7: GLM5RT_MLA_V11=0 (read once) keeps variant 10 where the automatic choice would run variant 11.
 bool v11_enabled() {
   static const bool on = [] {
@@ -94,7 +83,7 @@ bool v10_enabled() {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
-  if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || (p.kernel_variant >= 10 && p.kernel_variant <= 12))
+  if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10 || p.kernel_variant == 11)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
@@ -579,7 +568,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || (p.kernel_variant > 7 && p.kernel_variant < 10) || p.kernel_variant > 12 ||
+      p.kernel_variant < 0 || (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11) ||
       p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
@@ -624,7 +613,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
-  a.l2_ahead = v12_l2_ahead();
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
@@ -638,11 +626,9 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
-  } else if (sparse_mla_detail::runs_ws16(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_ws16_bf16(hc, a, stream);
-  } else if (sparse_mla_detail::runs_wsr(variant >= 11 ? 10 : variant, hc, fp8)) {  // 11 / 12 at 16 heads: 10
+  } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
     err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
-  } else if (variant == 5 || variant >= 10) {  // 10 - 12 with 8 heads per CTA or FP8 records: variant 5
+  } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {

@@ -47,9 +47,6 @@ struct KernelArgs {
   // first warp's lanes 0..15, one copy each; 2 or 4: 16 / n rows per warp, so that the serialized per-lane
   // copy instructions of a step are spread over warps on different SM sub-partitions).
   int ws_copy_warps;
-  // Session 7 (variant 12): how many steps beyond its ring refill a warp asks L2 for its record
-  // (cp.async.bulk.prefetch.L2; 0 = none).
-  int l2_ahead;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

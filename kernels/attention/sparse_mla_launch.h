@@ -7,7 +7,6 @@
 #include "kernels/attention/sparse_mla_pipe_kernel.cuh"
 #include "kernels/attention/sparse_mla_reg_kernel.cuh"
 #include "kernels/attention/sparse_mla_ws_kernel.cuh"
-#include "kernels/attention/sparse_mla_ws16_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsr_kernel.cuh"
 
@@ -29,9 +28,6 @@ cudaError_t launch_wsr_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
 // kernel_variant 11: one 8-warp consumer group for the CTA's 32 heads (sparse_mla_wsg_kernel.cuh); bf16 records,
 // 32 heads per CTA only (the caller runs variant 10 / 5 elsewhere).
 cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// kernel_variant 12: variant 11's group over 16 warps, no producer warps (sparse_mla_ws16_kernel.cuh); bf16
-// records, 32 heads per CTA only (the caller runs variant 10 / 5 elsewhere).
-cudaError_t launch_ws16_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool quad, const KernelArgs& a, cudaStream_t stream);
@@ -54,12 +50,10 @@ inline int reg_smem_bytes(int hc, bool quad = false) {
 inline bool runs_wsr(int variant, int hc, bool fp8) { return variant == 10 && hc >= 16 && !fp8; }
 // Variant 11 with 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 10's choice.
 inline bool runs_wsg(int variant, int hc, bool fp8) { return variant == 11 && hc == 32 && !fp8; }
-inline bool runs_ws16(int variant, int hc, bool fp8) { return variant == 12 && hc == 32 && !fp8; }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
   if (runs_wsg(variant, hc, fp8)) return WsgCfg::kSmemBytes;
-  if (runs_ws16(variant, hc, fp8)) return Ws16Cfg::kSmemBytes;
-  if (runs_wsr(variant >= 11 ? 10 : variant, hc, fp8))
+  if (runs_wsr(variant == 11 ? 10 : variant, hc, fp8))
     return hc == 16 ? WsrCfg<16>::kSmemBytes : WsrCfg<32>::kSmemBytes;
   if (variant == 7) return fp8 ? reg_smem_bytes(hc) : smem_of<PipeCfg>(hc, false);  // bf16 records: variant 2
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
