@@ -575,7 +575,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     return cudaErrorInvalidValue;
   // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
   // everywhere), 8 never merged (session 4), 9 removed in session 5 (the alternating-step kernel, 1.6-2x slower
-  // than 5; code at 19294ff), combine 4 in session 4 (the cluster merge): their numbers stay taken and are
+  // than 5; code at 19294ff), 12 in session 7 (variant 11's group over 16 warps without producer warps, 0.74x of
+  // variant 11; code at af15c92), combine 4 in session 4 (the cluster merge): their numbers stay taken and are
   // rejected above.)
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;

@@ -86,7 +86,8 @@ struct SparseMlaParams {
   // from shared memory feeds both m16 tiles, each partial score read once, each head's softmax run by one warp,
   // P handed over in shared memory in GEMM2's A-fragment order; its own producer loads the indices); bf16
   // records with 32 heads per CTA, variant 10's choice elsewhere. The automatic bf16 kernel at 32 heads per CTA
-  // (1.01-1.04x over variant 10 on the H200; GLM5RT_MLA_V11=0 keeps variant 10).
+  // (1.01-1.04x over variant 10 on the H200; GLM5RT_MLA_V11=0 keeps variant 10). 12 (session 7's 16-warp form of
+  // 11, measured 0.74x of it and removed) is rejected as invalid, as 8 and 9.
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
