@@ -248,6 +248,11 @@ constexpr PlanModel kPlanModel[2] = {
 // ones); FP8 T=1 H=64 32x64 -> 8x32 (12.19 -> 10.45 us), T=1 H=128 -> 16x32 (15.47 -> 13.82), T=2 H=16 / 32 / 64,
 // T=4 H=16 / 32; bf16 T=8 H=8 / 16 / 64. Every entry ran in that call's tests (planner grids: every heads per
 // CTA x split count x merge).
+// Session 7, one H200 plan sweep of bf16 T = 1, 2, 4, 8 x H = 32, 64, 128 after variants 10 / 11 made the 32-head
+// CTAs faster (bench/results/sparse_mla-h200-s7-plans.json): the entries whose plan was >= 5% slower than the
+// sweep's best took it: T=1 H=128 8x16 -> 16x16 (13.73 -> 12.92 us), T=2 H=64 8x16 -> 16x16 (13.60 -> 12.94),
+// T=2 H=128 16x16 -> 32x16 (16.77 -> 15.34), T=4 H=32 8x16 -> 16x16 (13.87 -> 13.18), T=4 H=64 16x16 -> 32x16
+// (17.01 -> 15.47), T=8 H=32 16x16 -> 32x16 (17.57 -> 16.00).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -258,13 +263,13 @@ struct MeasuredPlan {
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
-    {MlaCacheFormat::kBf16, 1, 128, 8, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
+    {MlaCacheFormat::kBf16, 1, 128, 16, 16},  {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
     {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
-    {MlaCacheFormat::kBf16, 2, 64, 8, 16},   {MlaCacheFormat::kBf16, 2, 128, 16, 16},
+    {MlaCacheFormat::kBf16, 2, 64, 16, 16},   {MlaCacheFormat::kBf16, 2, 128, 32, 16},
     {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32},
-    {MlaCacheFormat::kBf16, 4, 32, 8, 16},   {MlaCacheFormat::kBf16, 4, 64, 16, 16},
+    {MlaCacheFormat::kBf16, 4, 32, 16, 16},   {MlaCacheFormat::kBf16, 4, 64, 32, 16},
     {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
-    {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 16, 16},
+    {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 32, 16},
     {MlaCacheFormat::kBf16, 8, 64, 32, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
     {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 8, 32},
