@@ -30,7 +30,7 @@ B=$P/bin
   timeout 120 "$B/glm5rt_bench_moe" --tokens 1,8,64,512,4096 --commit "$COMMIT" --json "$J/moe-h200.json" \
     --rows default,shared-strm,s4-base,s4-base-shstrm 2>&1 | tail -40
   stamp "sparse MLA: T = 1, 8, 128 x H = 8..128, prefill 4096 x 64"
-  timeout 150 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64,128 --variants 2,5,7,10 \
+  timeout 150 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1,8,128 --H 8,16,64,128 --variants 2,5,7,10,11 \
     --prefill-T 4096 --prefill-H 64 --commit "$COMMIT" --reps 9 --json "$J/sparse_mla-h200-final.json" 2>&1 | tail -30
   stamp "device sampling kernels (v1 / v2)"
   timeout 60 "$B/bench_sampling" --iters 20 --commit "$COMMIT" --json "$J/sampling-h200.json" 2>&1 | tail -20

@@ -138,6 +138,32 @@ __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row
   }
 }
 
+// One step's bulk copies by one producer warp (variants 5, 10 and 11): the lanes with `act` own the slot row at
+// `row` and copy record `idx` into it, or zeros when idx < 0, so that V stays finite (P is 0 there, and 0 * NaN
+// would poison O). The bytes of the warp's valid rows are registered first (before any lane's copy can land),
+// every lane arrives after its own copy or zero stores (lane 0 used to arrive with the bytes before zero-filling
+// its row, so the phase could complete before those stores): the slot's "full" barrier expects 32 arrivals per
+// copying warp.
+__device__ __forceinline__ void ws_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
+                                            int lane) {
+  using namespace mma;
+  const bool valid = idx >= 0;
+  const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
+  fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
+  if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+  __syncwarp();
+  if (act) {
+    if (valid) {
+      bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes,
+                    bar);
+    } else {
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+    }
+  }
+  mbar_arrive(bar);
+}
+
 // The producer warps' loop (variant 5 and variant 10 share it): gathers steps 0 .. nsteps - 1 of the split
 // (indices in s_idx, cleaned) into the ring of C::kRing bf16 tile slots at the start of shared memory,
 // signalling each slot's "full" mbarrier and waiting on its "empty" one before a refill. ptid = the thread's
@@ -166,28 +192,8 @@ __device__ __forceinline__ void ws_produce(uint8_t* smem, const int* s_idx, cons
       for (int step = 0; step < nsteps; ++step) {
         const int slot = step % NST, use = step / NST;
         if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-        const int idx = s_idx[step * C::kBT + r];
-        const bool valid = idx >= 0;
-        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
-        const uint32_t bar = bar_full + slot * 8;
-        uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
-        fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-        // The bytes first (before any lane's copy can land), every lane's arrival after its own copy or zero
-        // stores: lane 0 used to arrive with the bytes before zero-filling its row, so the phase could complete
-        // before those stores.
-        if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-        __syncwarp();
-        if (act) {
-          if (valid) {
-            bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
-                          kMlaBf16RecordBytes, bar);
-          } else {
-            // Unused entry: zeros, so that V stays finite (P is 0 there, and 0 * NaN would poison O).
-            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-            for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
-          }
-        }
-        mbar_arrive(bar);
+        ws_copy_row(smem + slot * C::kTileBytes + r * C::kRowBytes, s_idx[step * C::kBT + r], act, rc.base,
+                    bar_full + slot * 8, lane);
       }
     }
   } else if constexpr (!FP8) {

@@ -1,26 +1,30 @@
-// Variant 11 (session 7): variant 10's grid, producer and ring with the CTA's 32 heads in ONE consumer group of
-// 8 warps, so that every K / V fragment read from shared memory feeds 32 heads (two MMAs per B fragment)
-// instead of 16. Why: variant 10 runs at its ideal shared-memory wavefront count with the pipe ~68% busy
-// (~850 wavefronts per 16-token step of a 32-head CTA + 144 for the bulk copies: K 288, V 256, partial scores
-// 256); two 16-head groups each read the whole tile, and each of a group's 4 warps re-reads all four partial
-// score quarters. Here each tile byte is read once (K 144, V 128) and each partial score once (64 + 64):
+// Variant 11 (session 7): variant 10's grid, bulk-copy ring and producer warps with the CTA's 32 heads in ONE
+// consumer group of 8 warps, so that every K / V fragment read from shared memory feeds 32 heads (two MMAs per B
+// fragment) instead of 16. Why: variant 10 runs at its ideal shared-memory wavefront count with the pipe ~68% busy
+// (~850 wavefronts per 16-token step of a 32-head CTA + 144 for the bulk copies: K 288, V 256, partial scores 256);
+// its two 16-head groups each read the whole tile, and each of a group's 4 warps re-reads all four partial-score
+// quarters. Here each tile byte is read once and each partial score once (0.62x the wavefronts, measured):
 //   GEMM1  warp (wq, kh) = (warp & 3, warp >> 2): S[32 heads x 8 tok (half kh)] over its k quarter (144 dims),
 //          heads on the MMA M side (two m16 tiles), Q as A fragments in registers (72 per thread), K through
-//          ldmatrix as B (one B fragment, two MMAs). The C fragments go to a double-buffered partial area
-//          (an mbarrier per buffer).
+//          ldmatrix as B. kK8 (T <= 32): warp w sums k eighth w (64 latent dims) for all 16 tokens plus one rope
+//          k step, so that Q is held once (36 registers). The C fragments go to one partial-score buffer.
 //   softmax  warp w owns heads {2c, 2c + 1, 2c + 8, 2c + 9} of m tile w >> 2 (c = w & 3), all 16 tokens: each
-//          lane sums the four quarters of 2 scores (one float2 per quarter), the row max is three shuffles,
-//          P goes to shared memory already in GEMM2's A-fragment order (one 32-bit store per lane) with the
-//          rescale factors; the owner's lanes keep the running max and partial sums (no redundant softmax:
-//          variant 10's four warps of a group each ran the group's whole softmax).
+//          lane sums the k parts of 2 scores (one float2 per part), the row max is three shuffles, P goes to
+//          shared memory already in GEMM2's A-fragment order (one 32-bit store per lane) with the rescale
+//          factors; the owner's lanes keep the running max and partial sums (no redundant softmax: variant 10's
+//          four warps of a group each ran the group's whole softmax).
 //   GEMM2  warp w owns output dims 64 w .. 64 w + 63 of all 32 heads: P as A fragments (two 16-byte loads),
 //          V through ldmatrix.trans as B (one B fragment, two MMAs), 64 fp32 accumulators.
-// Per step and warp: wait for the partials of step s -> softmax of its heads -> (GEMM1 of step s + 1) -> wait
-// for every owner's P -> publish step s + 1's partials -> rescale + GEMM2 of step s -> release the slot. P is
-// read into registers before the next partials are published, so one P buffer suffices (an owner writes P of
-// step s + 1 only after every warp has published step s + 1). Lazy rescale as variant 10 (> 2^8).
-// Two producer warps (both issue the bulk copies, the measured best for variant 5 / 10), 320 threads, so the
-// consumers may use up to 200 registers (72 Q + 64 O + scores). bf16 records, 32 heads per CTA only.
+// Per step and warp: wait for the partials of step s -> the softmax of its heads and the GEMM1 of step s + 1 (one
+// basic block) -> wait for every owner's P -> publish step s + 1's partials -> rescale + GEMM2 of step s -> release
+// the slot. Reading P before publishing lets one partial buffer and one P buffer suffice (an owner writes P of step
+// s + 1 only after every warp has published step s + 1, i.e. read P of step s), and overlaps the P wait with the
+// tail of GEMM1's HMMA chain (publishing first, with P double-buffered, measured 0.94x). Lazy rescale as variant
+// 10 (> 2^8). Two producer warps with their own index loads (four steps ahead: cleaning a load at once stalled the
+// producer, 1.2x slower) and a 16-index row per ring slot for the masks (instead of the split's 8 KB of indices).
+// 320 threads: ten warps over four sub-partitions cap registers at 168 (the kK8 form needs 151). Measured (H200,
+// docs/PERFORMANCE.md "Session 7"): 1.03-1.04x over variant 10 at T=128, 1.01-1.03x at prefill, 1.02-1.04x at T=8;
+// still latency-bound (0.5 eligible warps per scheduler). bf16 records, 32 heads per CTA only.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsr_kernel.cuh"
@@ -97,23 +101,8 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
       if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
       if (act) slot_idx[slot * C::kBT + r] = idx;
       const uint32_t bar = bar_full + slot * 8;
-      uint8_t* row = smem + slot * C::kTileBytes + r * C::kRowBytes;
       if constexpr (kBulk) {
-        const bool valid = idx >= 0;
-        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
-        fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-        if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-        __syncwarp();
-        if (act) {
-          if (valid) {
-            bulk_copy_g2s(smem_addr(row), rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes,
-                          kMlaBf16RecordBytes, bar);
-          } else {
-            const uint4 z = make_uint4(0u, 0u, 0u, 0u);  // V stays finite (P is 0 there; 0 * NaN would poison O)
-            for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
-          }
-        }
-        mbar_arrive(bar);
+        ws_copy_row(smem + slot * C::kTileBytes + r * C::kRowBytes, idx, act, rc.base, bar, lane);
       } else {
         named_bar_sync(1, C::kProducerThreads);  // the slot's index row complete
         const uint32_t dst0 = smem_addr(smem + slot * C::kTileBytes);
@@ -165,43 +154,24 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   // k0 + 2t (+ 8). kK8: the first 4 k steps = latent dims 64 warp .., and qr = the rope k step rj of m tile rm.
   uint32_t qa[2][C::kKSteps][4];  // (kK8 uses k steps 0-3)
   uint32_t qr[4];
-  if (!producer && kK8) {
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+  if (!producer) {
+    // One A fragment (rows g / g + 8 of m tile mt, dims d0 + 2t (+1), d0 + 8 + 2t (+1)).
+    auto load_a = [&](uint32_t (&f)[4], int mt, int d0) {
       const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
           a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + mt * 16 + g) * kMlaQkDim);
       const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
+      const int w0 = (d0 + 2 * tq) / 2;
+      f[0] = __ldg(q0 + w0);
+      f[1] = __ldg(q8 + w0);
+      f[2] = __ldg(q0 + w0 + 4);
+      f[3] = __ldg(q8 + w0 + 4);
+    };
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const int w0 = ((warp * 4 + ks) * 16 + 2 * tq) / 2;
-        qa[mt][ks][0] = __ldg(q0 + w0);
-        qa[mt][ks][1] = __ldg(q8 + w0);
-        qa[mt][ks][2] = __ldg(q0 + w0 + 4);
-        qa[mt][ks][3] = __ldg(q8 + w0 + 4);
-      }
-      if (mt == rm) {
-        const int w0 = (kMlaLatentDim + rj * 16 + 2 * tq) / 2;
-        qr[0] = __ldg(q0 + w0);
-        qr[1] = __ldg(q8 + w0);
-        qr[2] = __ldg(q0 + w0 + 4);
-        qr[3] = __ldg(q8 + w0 + 4);
-      }
-    }
-  } else if (!producer) {
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-          a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + mt * 16 + g) * kMlaQkDim);
-      const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
-#pragma unroll
-      for (int ks = 0; ks < C::kKSteps; ++ks) {
-        const int w0 = ((wq * C::kKSteps + ks) * 16 + 2 * tq) / 2;
-        qa[mt][ks][0] = __ldg(q0 + w0);
-        qa[mt][ks][1] = __ldg(q8 + w0);
-        qa[mt][ks][2] = __ldg(q0 + w0 + 4);
-        qa[mt][ks][3] = __ldg(q8 + w0 + 4);
-      }
-    }
+      for (int ks = 0; ks < (kK8 ? 4 : C::kKSteps); ++ks)
+        load_a(qa[mt][ks], mt, ((kK8 ? warp * 4 : wq * C::kKSteps) + ks) * 16);
+    if (kK8) load_a(qr, rm, kMlaLatentDim + rj * 16);
   }
 
   int* slot_idx = reinterpret_cast<int*>(smem + C::kOffSlotIdx);
@@ -308,23 +278,16 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
     // The owner's softmax of `step`: sum the k parts of its 2 scores, mask, online softmax of the owned head
     // (8 lanes: otq x okh), P (bf16) into GEMM2's A-fragment slot, the rescale factor to alpha_s.
     auto softmax = [&](int step) {
+      // Part q's C fragment holding the two scores: kK8: warp q, fragment (m tile om, n tile okh); else warp
+      // (okh, q), fragment om.
+      const float* own = spart + (og * 4 + otq) * 4 + 2 * ohi;
       float x0 = 0.f, x1 = 0.f;
-      if constexpr (kK8) {
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const float2 v = *reinterpret_cast<const float2*>(
-              spart + (((q * 2 + om) * 2 + okh) * 32 + og * 4 + otq) * 4 + 2 * ohi);
-          x0 += v.x;
-          x1 += v.y;
-        }
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float2 v = *reinterpret_cast<const float2*>(
-              spart + (((okh * 4 + q) * 2 + om) * 32 + og * 4 + otq) * 4 + 2 * ohi);
-          x0 += v.x;
-          x1 += v.y;
-        }
+      for (int q = 0; q < (kK8 ? 8 : 4); ++q) {
+        const int frag = kK8 ? (q * 2 + om) * 2 + okh : (okh * 4 + q) * 2 + om;
+        const float2 v = *reinterpret_cast<const float2*>(own + frag * 32 * 4);
+        x0 += v.x;
+        x1 += v.y;
       }
       const int2 idx = *reinterpret_cast<const int2*>(slot_idx + (step % NST) * C::kBT + 8 * okh + 2 * otq);
       x0 = idx.x >= 0 ? x0 * a.scale_log2 : kNegInf;
@@ -431,18 +394,9 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
   if (!producer) {
-    const float4 il = *reinterpret_cast<const float4*>(inv_l_s + g * 4);
-    const float inv[2][2] = {{il.x, il.y}, {il.z, il.w}};
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      float* r0 = stg + (mt * 16 + g) * kStgStride + warp * 64 + 2 * tq;
-      float* r1 = r0 + 8 * kStgStride;
-#pragma unroll
-      for (int n = 0; n < C::kDimTiles; ++n) {
-        *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[mt][n][0] * inv[mt][0], acc[mt][n][1] * inv[mt][0]);
-        *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[mt][n][2] * inv[mt][1], acc[mt][n][3] * inv[mt][1]);
-      }
-    }
+    const float4 il = *reinterpret_cast<const float4*>(inv_l_s + g * 4);  // m tile 0 rows g / g + 8, m tile 1
+    stage_mtile(stg + g * kStgStride + warp * 64 + 2 * tq, acc[0], il.x, il.y);
+    stage_mtile(stg + (16 + g) * kStgStride + warp * 64 + 2 * tq, acc[1], il.z, il.w);
   }
   __syncthreads();
   write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);

@@ -39,6 +39,18 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Rows g and g + 8 of one m16 tile of O (C fragments of NT n8 tiles: columns 8 n + 2t, + 1) into the fp32 staging
+// area, scaled by the rows' 1 / l: r0 = row g's column of the tile's first n tile (variants 10 and 11).
+template <int NT>
+__device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4], float i0, float i1) {
+  float* r1 = r0 + 8 * kStgStride;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
+    *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
+  }
+}
+
 template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
@@ -276,14 +288,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
   if (!producer) {
-    const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-    float* r0 = stg + (gi * 16 + g) * kStgStride + wq * 128 + 2 * tq;
-    float* r1 = r0 + 8 * kStgStride;
-#pragma unroll
-    for (int n = 0; n < C::kDimTiles; ++n) {
-      *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
-      *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
-    }
+    stage_mtile(stg + (gi * 16 + g) * kStgStride + wq * 128 + 2 * tq, acc, l0 > 0.f ? 1.f / l0 : 0.f,
+                l1 > 0.f ? 1.f / l1 : 0.f);
   }
   __syncthreads();
   write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
