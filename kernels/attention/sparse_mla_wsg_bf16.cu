@@ -15,13 +15,6 @@ cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
     return e == nullptr ? -1 : std::atoi(e) == 1 ? 1 : 0;
   }();
   const bool k8 = forced >= 0 ? forced == 1 : a.num_tokens <= 32;
-  static const bool late = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V11_LATE");
-    return e && std::atoi(e) == 1;
-  }();
-  if (late)
-    return k8 ? launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, true, true>, true, a, stream)
-              : launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, false, true>, true, a, stream);
   return k8 ? launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, true>, true, a, stream)
             : launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, false>, true, a, stream);
 }

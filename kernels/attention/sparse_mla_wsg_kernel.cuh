@@ -121,9 +121,7 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
 // (4 k steps) for all 16 tokens and one rope k step (w & 3) of m tile w >> 2, so that Q takes 36 registers
 // instead of 72 (Q held once, not twice) and GEMM1 runs 4 accumulator chains; each owner then sums 8 partials
 // per score instead of 4 (16 KB of partial scores per step instead of 8).
-// kLate: GEMM1 of step s + 1 after the P wait of step s, in one basic block with GEMM2 of step s (the next
-// step's HMMA chain beside this step's independent HMMAs), instead of beside the softmax.
-template <int HC, bool kK8, bool kLate = false>
+template <int HC, bool kK8>
 __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_mla_wsg_kernel(const KernelArgs a) {
   static_assert(HC == 32, "variant 11 runs one group of 32 heads");
   using C = WsgCfg;
@@ -322,7 +320,7 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
       al = *reinterpret_cast<const float4*>(alpha_s + g * 4);
     };
     // Rescale (skipped when no head moved its max: alpha = 1 exactly), GEMM2, release the slot.
-    auto rescale = [&](const float4& al) {
+    auto gemm2 = [&](int step, const uint32_t (&pa)[2][4], const float4& al) {
       if (__any_sync(0xffffffffu, al.x != 1.f || al.y != 1.f || al.z != 1.f || al.w != 1.f)) {
 #pragma unroll
         for (int n = 0; n < C::kDimTiles; ++n) {
@@ -336,8 +334,6 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
           acc[1][n][3] *= al.w;
         }
       }
-    };
-    auto gemm2_mma = [&](int step, const uint32_t (&pa)[2][4]) {
       const uint32_t tile = tile_of(step);
 #pragma unroll
       for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
@@ -348,15 +344,8 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
         mma_bf16_16816(acc[0][2 * n2 + 1], pa[0], b[2], b[3]);
         mma_bf16_16816(acc[1][2 * n2 + 1], pa[1], b[2], b[3]);
       }
-    };
-    auto release = [&](int step) {
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
-    };
-    auto gemm2 = [&](int step, const uint32_t (&pa)[2][4], const float4& al) {
-      rescale(al);
-      gemm2_mma(step, pa);
-      release(step);
     };
     float s[2][4], s8[2][2][4];  // (one of them is used)
     auto gemm1_any = [&](int step) {
@@ -373,18 +362,7 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
       wait_full(0);
       gemm1_any(0);
       publish_any();
-      for (int step = 0; kLate && step + 1 < nsteps; ++step) {
-        wait_published(step);
-        softmax(step);
-        load_p(step, pa, al);
-        rescale(al);
-        wait_full(step + 1);
-        gemm1_any(step + 1);  // one basic block with GEMM2 below
-        gemm2_mma(step, pa);
-        publish_any();  // after load_p of `step`: as in the other order
-        release(step);
-      }
-      for (int step = 0; !kLate && step + 1 < nsteps; ++step) {
+      for (int step = 0; step + 1 < nsteps; ++step) {
         wait_published(step);
         wait_full(step + 1);
         // One basic block: the owner's softmax chain and the next step's GEMM1 chain interleave.
