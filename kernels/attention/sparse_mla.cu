@@ -98,6 +98,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // docs/PERFORMANCE.md "Session 7").
     if (hc == 32 && v10_enabled() && v11_enabled()) return 11;
     if (hc == 32 && v10_enabled()) return 10;
+    // Session 7: variant 10 for the 16-head CTAs of the small-T plans (16 splits of 8 steps): T=1 H=128, T=2 H=64,
+    // T=4 H=32 1.05-1.06x over variant 5 (H200, two processes each, docs/PERFORMANCE.md "Session 7, call 10");
+    // at T=8 H=16 they were equal.
+    if (hc == 16 && p.num_tokens <= 4 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
   // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
