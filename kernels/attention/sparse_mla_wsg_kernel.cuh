@@ -110,6 +110,9 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
         for (int c = ptid; c < C::kBT * kRecordChunks<false>; c += C::kProducerThreads)
           gather_chunk<false, C::kRowBytes, 128>(dst0, slot_idx + slot * C::kBT, 0, rc.base, c);
         cp_async_mbar_arrive_noinc(bar);
+        // And a plain arrival, whose release orders this thread's index-row stores before the consumers' mask
+        // reads (the cp.async arrival only says that the copies landed): "full" counts 2 per producer thread here.
+        mbar_arrive(bar);
       }
     }
   }
@@ -181,7 +184,8 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   const uint32_t bar_p = smem_addr(smem + C::kOffPBar);
   if (tid == 0) {
     for (int i = 0; i < NST; ++i) {
-      mbar_init(bar_full + i * 8, C::kProducerThreads);  // every producer thread arrives once per fill
+      // Every producer thread arrives once per fill (sm_80: twice, see wsg_produce).
+      mbar_init(bar_full + i * 8, kBulk ? C::kProducerThreads : 2 * C::kProducerThreads);
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);   // one arrival per consumer warp
     }
     mbar_init(bar_part, C::kConsumerWarps);
