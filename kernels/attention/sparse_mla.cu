@@ -55,21 +55,21 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
+// A kernel choice that the environment variable `name` set to 0 switches off (callers cache the answer).
+bool env_not_off(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && std::atoi(e) == 0);
+}
+
 // Session 7: GLM5RT_MLA_V11=0 (read once) keeps variant 10 where the automatic choice would run variant 11.
 bool v11_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V11");
-    return !(e && std::atoi(e) == 0);
-  }();
+  static const bool on = env_not_off("GLM5RT_MLA_V11");
   return on;
 }
 
 // Session 6: GLM5RT_MLA_V10=0 (read once) keeps variant 5 where the automatic choice would run variant 10.
 bool v10_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V10");
-    return !(e && std::atoi(e) == 0);
-  }();
+  static const bool on = env_not_off("GLM5RT_MLA_V10");
   return on;
 }
 

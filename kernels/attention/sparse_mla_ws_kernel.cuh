@@ -34,6 +34,16 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
+// bf16 records reach the warp-specialized kernels' rings (variants 5, 10, 11) by one cp.async.bulk per 1152-byte
+// record where the target has the TMA bulk copy (sm_90+: Hopper and SM120), else by 16-byte cp.async (sm_80). Round
+// 3 measured a warp's cp.async issue rate bounding the kernel, and the bulk copies 1.2-1.7x faster than 4 / 2
+// cp.async producer warps. (Per compilation pass: the host pass sees false and compiles no kernel body.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+inline constexpr bool kWsBulkCopies = true;
+#else
+inline constexpr bool kWsBulkCopies = false;
+#endif
+
 template <int HC, bool FP8>
 struct WsCfg {
   static constexpr int kHG = HC >= 16 ? 16 : HC;  // heads per consumer group
@@ -242,15 +252,9 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // bf16 records: one cp.async.bulk per 1152-byte record, issued by the first producer warp's lanes 0..15
-  // (16 instructions per step instead of 1152 16-byte cp.async; round 3 measured a warp's cp.async issue
-  // rate bounding the kernel, and the bulk copies 1.2-1.7x faster than 4 / 2 cp.async producer warps). FP8
-  // keeps cp.async (its producers are bound by the dequantization).
-  constexpr bool kBulk = !FP8;
-#else
-  constexpr bool kBulk = false;
-#endif
+  // bf16 records by bulk copies (kWsBulkCopies); FP8 keeps cp.async (its producers are bound by the
+  // dequantization).
+  constexpr bool kBulk = !FP8 && kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;

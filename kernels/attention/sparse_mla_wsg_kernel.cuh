@@ -37,9 +37,8 @@ struct WsgCfg : WsCfg<32, false> {
   static constexpr int kProducerThreads = kProducerWarps * 32;
   static constexpr int kConsumerWarps = 8;
   static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;  // 320
-  static constexpr int kMinBlocks = 1;
-  static constexpr int kKSteps = 9;     // GEMM1 k16 steps per warp: a quarter of 576
-  static constexpr int kDimTiles = 8;   // GEMM2 n8 tiles per warp: its 64 output dims
+  // (Base::kMinBlocks = 1, Base::kKSteps = 9: GEMM1 k16 steps per warp, a quarter of 576.)
+  static constexpr int kDimTiles = 8;  // GEMM2 n8 tiles per warp: its 64 output dims
   // Partial scores (one buffer: a warp publishes step s + 1's only after every owner has read step s's, see the
   // loop), C fragments as stored: k quarters x token halves [8 warps][2 m tiles][32 lanes][4] floats, or k eighths
   // (kK8) [8 warps][2 m tiles][2 n tiles][32 lanes][4].
@@ -131,11 +130,7 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kBulk = true;  // one cp.async.bulk per bf16 record, as variants 5 / 10
-#else
-  constexpr bool kBulk = false;
-#endif
+  constexpr bool kBulk = kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
@@ -326,17 +321,8 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
     // Rescale (skipped when no head moved its max: alpha = 1 exactly), GEMM2, release the slot.
     auto gemm2 = [&](int step, const uint32_t (&pa)[2][4], const float4& al) {
       if (__any_sync(0xffffffffu, al.x != 1.f || al.y != 1.f || al.z != 1.f || al.w != 1.f)) {
-#pragma unroll
-        for (int n = 0; n < C::kDimTiles; ++n) {
-          acc[0][n][0] *= al.x;
-          acc[0][n][1] *= al.x;
-          acc[0][n][2] *= al.y;
-          acc[0][n][3] *= al.y;
-          acc[1][n][0] *= al.z;
-          acc[1][n][1] *= al.z;
-          acc[1][n][2] *= al.w;
-          acc[1][n][3] *= al.w;
-        }
+        scale_mtile(acc[0], al.x, al.y);
+        scale_mtile(acc[1], al.z, al.w);
       }
       const uint32_t tile = tile_of(step);
 #pragma unroll

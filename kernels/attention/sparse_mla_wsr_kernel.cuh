@@ -39,6 +39,19 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Rows g and g + 8 of one m16 tile of C fragments (NT n8 tiles) times a0 / a1: the online softmax's rescale of the
+// O accumulators (variants 10 and 11).
+template <int NT>
+__device__ __forceinline__ void scale_mtile(float (&acc)[NT][4], float a0, float a1) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    acc[n][0] *= a0;
+    acc[n][1] *= a0;
+    acc[n][2] *= a1;
+    acc[n][3] *= a1;
+  }
+}
+
 // Rows g and g + 8 of one m16 tile of O (C fragments of NT n8 tiles: columns 8 n + 2t, + 1) into the fp32 staging
 // area, scaled by the rows' 1 / l: r0 = row g's column of the tile's first n tile (variants 10 and 11).
 template <int NT>
@@ -78,11 +91,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kBulk = true;  // one cp.async.bulk per bf16 record, as variant 5
-#else
-  constexpr bool kBulk = false;
-#endif
+  constexpr bool kBulk = kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
@@ -227,13 +236,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     // Rescale (skipped when no head of the warp moved its max: alpha = 1 exactly), GEMM2, release the slot.
     auto gemm2 = [&](int step, const uint32_t (&pa)[4], float al0, float al1) {
       if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-#pragma unroll
-        for (int n = 0; n < C::kDimTiles; ++n) {
-          acc[n][0] *= al0;
-          acc[n][1] *= al0;
-          acc[n][2] *= al1;
-          acc[n][3] *= al1;
-        }
+        scale_mtile(acc, al0, al1);
         lsum[0] *= al0;
         lsum[1] *= al0;
         lsum[2] *= al1;
