@@ -116,6 +116,14 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   return 2;
 }
 
+// Session 8: the main kernel as a programmatic dependent launch of the previous kernel in the stream (sm_90+; the
+// kernels wait in wait_for_predecessor() before any global access). GLM5RT_MLA_PDL=0 (read once) launches it
+// plainly, as before.
+bool main_pdl_enabled() {
+  static const bool on = env_not_off("GLM5RT_MLA_PDL");
+  return on;
+}
+
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
 // GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).
@@ -403,6 +411,9 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Session 8: the next call's main kernel (a programmatic dependent, KernelArgs::pdl) may be launched once every
+  // block of this grid has started; it waits for this grid's completion before any global access.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Launched as a programmatic dependent of the main kernel (sm_90+): this block may start before the main
   // kernel has finished; wait here until it has completed and its partials are visible. A no-op when the
   // launch was an ordinary one.
@@ -455,7 +466,8 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
   __shared__ float red[4];
   __shared__ float4 part[4][32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // see sparse_mla_combine
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   const int64_t row = blockIdx.x >> 2;
   const int quarter = blockIdx.x & 3;
@@ -623,6 +635,12 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
+  // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
+  // after the main kernel); older GPUs: ordinary launches.
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return cudaErrorInvalidDevice;
+  a.pdl = major >= 9 && main_pdl_enabled() ? 1 : 0;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
@@ -651,11 +669,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the
-  // pipelined kernel releases it once all its CTAs are resident) instead of after it drains; the combine
+  // main kernels release it once all their CTAs are resident) instead of after it drains; the combine
   // waits on griddepcontrol.wait. Older GPUs: an ordinary launch.
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return cudaErrorInvalidDevice;
   cudaLaunchConfig_t cfg{};
   const bool chunked = combine == 2 || combine == 5;
   if (chunked && out_rows * 4 > 0x7fffffff) return cudaErrorInvalidValue;

@@ -47,6 +47,9 @@ struct KernelArgs {
   // first warp's lanes 0..15, one copy each; 2 or 4: 16 / n rows per warp, so that the serialized per-lane
   // copy instructions of a step are spread over warps on different SM sub-partitions).
   int ws_copy_warps;
+  // Session 8 (host side only; the kernels wait either way): launch the main kernel as a programmatic dependent
+  // of the previous kernel in the stream (sm_90+, SparseMla launcher: GLM5RT_MLA_PDL=0 turns it off).
+  int pdl;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -88,6 +91,17 @@ __device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {
   const int hg = bid % groups;
   bid /= groups;
   return CtaPlace{hg, bid % a.nsplit, bid / a.nsplit};
+}
+
+// Session 8: every main kernel may be launched as a programmatic dependent of the previous kernel in its stream
+// (KernelArgs::pdl), so that its launch and CTA placement overlap that kernel's tail (at T = 1 the launch gap is a
+// tenth of the call). It must then wait here, before its first global read (q, indices, lengths, the pool table,
+// the records: a predecessor may be writing them) and its first global write (the partials and counters a
+// previous call's combine may still be reading). A no-op after a plain launch and below sm_90.
+__device__ __forceinline__ void wait_for_predecessor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 }
 
 // Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every

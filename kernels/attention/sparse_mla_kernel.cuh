@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   constexpr float kNegInf = -__builtin_huge_valf();
   extern __shared__ __align__(16) uint8_t smem[];
 
+  wait_for_predecessor();  // before any global access (PDL)
   const CtaPlace place = cta_place<HC>(a);
   const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)

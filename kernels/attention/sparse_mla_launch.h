@@ -75,8 +75,25 @@ cudaError_t launch_grid(void (*kernel)(KernelArgs), bool max_carveout, const Ker
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
   if (blocks <= 0) return cudaSuccess;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  // a.pdl (sm_90+): a programmatic dependent of the previous kernel in the stream; the kernel waits for it in
+  // wait_for_predecessor(). A driver or virtualisation layer that refuses the attribute gets a plain launch.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(C::kThreads);
+  cfg.dynamicSmemBytes = C::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = a.pdl ? 1 : 0;
+  err = cudaLaunchKernelEx(&cfg, kernel, a);
+  if (err != cudaSuccess && cfg.numAttrs > 0) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    err = cudaLaunchKernelEx(&cfg, kernel, a);
+  }
+  return err;
 }
 
 template <int HC, bool FP8>

@@ -75,6 +75,7 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   constexpr int NST = C::kStages;
   extern __shared__ __align__(16) uint8_t smem[];
 
+  wait_for_predecessor();  // before any global access (PDL)
   const CtaPlace place = cta_place<HC>(a);
   const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);  // this row's pool (one of several in a batched launch)

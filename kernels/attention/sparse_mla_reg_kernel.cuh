@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
   constexpr int kLR = C::kLatRowBytes;
   extern __shared__ __align__(16) uint8_t smem[];
 
+  wait_for_predecessor();  // before any global access (PDL)
   const CtaPlace place = cta_place<HC>(a);
   const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);

@@ -257,6 +257,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
   constexpr bool kBulk = !FP8 && kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
+  wait_for_predecessor();  // before any global access (PDL)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const WsRole role = ws_role<C, HC>(a, warp);
   const int hg = role.hg, split = role.split, t = role.t;

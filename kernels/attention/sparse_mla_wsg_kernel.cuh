@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   constexpr bool kBulk = kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
+  wait_for_predecessor();  // before any global access (PDL)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const WsRole role = ws_role<C, HC>(a, warp);
   const int hg = role.hg, split = role.split, t = role.t;
