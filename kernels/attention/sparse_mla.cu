@@ -119,9 +119,15 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 // Session 8: the main kernel as a programmatic dependent launch of the previous kernel in the stream (sm_90+; the
 // kernels wait in wait_for_predecessor() before any global access). GLM5RT_MLA_PDL=0 (read once) launches it
 // plainly, as before.
-bool main_pdl_enabled() {
-  static const bool on = env_not_off("GLM5RT_MLA_PDL");
-  return on;
+// GLM5RT_MLA_PDL=2 (measurement): the combine kernels do not release the next kernel at their start (it is then
+// launched when the combine completes), so that no CTA of the next call is placed while this call's main kernel runs.
+int main_pdl_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("GLM5RT_MLA_PDL");
+    const int v = e ? std::atoi(e) : 1;
+    return v >= 0 && v <= 2 ? v : 1;
+  }();
+  return mode;
 }
 
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
@@ -407,13 +413,13 @@ __device__ __forceinline__ SplitWeights split_weights_128(float ls, float* w_s, 
 __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __restrict__ part_o,
                                                                  const float* __restrict__ part_lse, int nsplit,
                                                                  int64_t rows, __nv_bfloat16* __restrict__ out,
-                                                                 float* __restrict__ lse) {
+                                                                 float* __restrict__ lse, int release_early) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Session 8: the next call's main kernel (a programmatic dependent, KernelArgs::pdl) may be launched once every
   // block of this grid has started; it waits for this grid's completion before any global access.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   // Launched as a programmatic dependent of the main kernel (sm_90+): this block may start before the main
   // kernel has finished; wait here until it has completed and its partials are visible. A no-op when the
   // launch was an ordinary one.
@@ -461,12 +467,12 @@ template <int KPER, bool BF16 = false>  // KPER: splits per warp, >= ceil(nsplit
 __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* __restrict__ part_o,
                                                                   const float* __restrict__ part_lse, int nsplit,
                                                                   int64_t rows, __nv_bfloat16* __restrict__ out,
-                                                                  float* __restrict__ lse) {
+                                                                  float* __restrict__ lse, int release_early) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[4];
   __shared__ float4 part[4][32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
+  if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   const int64_t row = blockIdx.x >> 2;
@@ -640,7 +646,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
     return cudaErrorInvalidDevice;
-  a.pdl = major >= 9 && main_pdl_enabled() ? 1 : 0;
+  a.pdl = major >= 9 && main_pdl_mode() != 0 ? 1 : 0;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
@@ -683,6 +689,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = major >= 9 ? 1 : 0;
+  const int release_early = main_pdl_mode() == 1 ? 1 : 0;
   const float* part_o = a.part_o;
   const float* part_lse = a.part_lse;
   auto kernel = sparse_mla_combine;
@@ -703,12 +710,12 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                : per <= 16 ? sparse_mla_combine_chunked<16>
                            : sparse_mla_combine_chunked<32>;
   }
-  err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+  err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
   if (err != cudaSuccess && cfg.numAttrs > 0) {
     // A driver or virtualisation layer that refuses the attribute: clear the error, launch plainly.
     (void)cudaGetLastError();
     cfg.numAttrs = 0;
-    err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse);
+    err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
   }
   return err;
 }
