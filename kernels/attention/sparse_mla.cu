@@ -119,13 +119,16 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 // Session 8: the main kernel as a programmatic dependent launch of the previous kernel in the stream (sm_90+; the
 // kernels wait in wait_for_predecessor() before any global access). GLM5RT_MLA_PDL=0 (read once) launches it
 // plainly, as before.
-// GLM5RT_MLA_PDL=2 (measurement): the combine kernels do not release the next kernel at their start (it is then
-// launched when the combine completes), so that no CTA of the next call is placed while this call's main kernel runs.
+// GLM5RT_MLA_PDL (read once): 2 = the default: the combine kernels release the next kernel only at their completion,
+// so that no CTA of the next call is placed while this call's main kernel runs; 1 = the combine releases it at its
+// start (measured on the H200, three processes per mode, docs/PERFORMANCE.md "Session 8": 1-2% faster than 2 on
+// some small-T shapes, 3-15% slower than 2 on others (variant 7's 256-CTA FP8 plans, 8-head 64-split plans, T=32
+// H=64); 2 was 1.00-1.04x of plain launches everywhere, never slower); 0 = plain launches (before session 8).
 int main_pdl_mode() {
   static const int mode = [] {
     const char* e = std::getenv("GLM5RT_MLA_PDL");
-    const int v = e ? std::atoi(e) : 1;
-    return v >= 0 && v <= 2 ? v : 1;
+    const int v = e ? std::atoi(e) : 2;
+    return v >= 0 && v <= 2 ? v : 2;
   }();
   return mode;
 }
@@ -271,6 +274,11 @@ constexpr PlanModel kPlanModel[2] = {
 // sweep's best took it: T=1 H=128 8x16 -> 16x16 (13.73 -> 12.92 us), T=2 H=64 8x16 -> 16x16 (13.60 -> 12.94),
 // T=2 H=128 16x16 -> 32x16 (16.77 -> 15.34), T=4 H=32 8x16 -> 16x16 (13.87 -> 13.18), T=4 H=64 16x16 -> 32x16
 // (17.01 -> 15.47), T=8 H=32 16x16 -> 32x16 (17.57 -> 16.00).
+// Session 8, the plan sweeps of both formats with the main kernels' PDL off and on (GLM5RT_MLA_PDL 0 / 2, one H200
+// call, bench/results/s8-pdl/call2/): no plan was >= 3% faster than its entry; four bf16 8-head entries were 2-2.5%
+// faster with fp32 partials (combine 2) in both sweeps (and T=1 H=64 in session 7's), so they take them: T=1 H=64
+// 8x32 (9.98 -> 9.79 us), T=2 H=16 8x64 -> 8x32 (8.46 -> 8.28), T=2 H=32 8x32 (10.09 -> 9.88), T=4 H=16 8x32
+// (10.62 -> 10.36) (PDL 2 figures).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -280,11 +288,11 @@ struct MeasuredPlan {
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
-    {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32},
+    {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 8, 32, 2},
     {MlaCacheFormat::kBf16, 1, 128, 16, 16}, {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
-    {MlaCacheFormat::kBf16, 2, 16, 8, 64},   {MlaCacheFormat::kBf16, 2, 32, 8, 32},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},   {MlaCacheFormat::kBf16, 2, 32, 8, 32, 2},
     {MlaCacheFormat::kBf16, 2, 64, 16, 16},  {MlaCacheFormat::kBf16, 2, 128, 32, 16},
-    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32, 2},
     {MlaCacheFormat::kBf16, 4, 32, 16, 16},  {MlaCacheFormat::kBf16, 4, 64, 32, 16},
     {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
     {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 32, 16},

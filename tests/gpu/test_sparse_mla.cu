@@ -655,3 +655,142 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   CHECK(glm5rt::kernels::sparse_mla_forward(p, nullptr, 0, nullptr) == cudaErrorInvalidValue);
   CHECK(cudaGetLastError() == cudaSuccess);
 }
+
+namespace {
+
+__device__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A predecessor that writes the next kernel's inputs late, as the indexer's top-k does for sparse MLA in a decode
+// step: it lets a programmatic dependent launch at once (sm_90+), spins for `ns` nanoseconds, then copies src to
+// dst (two arrays of 16-byte words).
+__global__ void late_writer(uint4* dst_a, const uint4* src_a, size_t na, uint4* dst_b, const uint4* src_b,
+                            size_t nb, unsigned long long ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < na; i += stride) dst_a[i] = src_a[i];
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < nb; i += stride) dst_b[i] = src_b[i];
+}
+
+// The control: a programmatic dependent that does not wait records the first word it sees.
+__global__ void peek_without_wait(const uint32_t* p, uint32_t* seen) { *seen = *p; }
+
+}  // namespace
+
+// Session 8: the main kernels are launched as programmatic dependents of the previous kernel in the stream, so
+// they may start while it still runs; they must not read q / indices (or write anything) before it completes.
+// Here a predecessor writes q and the indices 200 us late: the result must equal a plain run on the final inputs
+// bit for bit, and differ from a run on the stale ones. The control shows that the hazard is real on this device
+// (a dependent that does not wait sees the stale q), so that the test can fail.
+TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (programmatic dependent launch)") {
+  int dev = 0, major = 0;
+  CUDA_REQUIRE(cudaGetDevice(&dev));
+  CUDA_REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  cudaStream_t stream;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct Case {
+    int T, H;
+    MlaCacheFormat fmt;
+  };
+  // Splits + combine kernel (T=1 H=64), variant 7 with FP8 records (T=128 H=8), one split (T=32 H=128).
+  for (const Case& c : {Case{1, 64, MlaCacheFormat::kBf16}, Case{128, 8, MlaCacheFormat::kFp8},
+                        Case{32, 128, MlaCacheFormat::kBf16}}) {
+    Problem pb = shape(c.T, c.H, 2048, c.fmt, 8192);
+    INFO(describe(pb));
+    const HostData d = make_data(pb);
+    std::vector<uint16_t> q_stale(d.q.size());
+    for (auto& v : q_stale) v = bf16_bits(uni(-1.f, 1.f));
+    std::vector<int32_t> idx_stale(d.idx);
+    for (auto& v : idx_stale) v = (v + 1) % static_cast<int32_t>(pb.num_slots);  // still distinct per row
+    const size_t qb = d.q.size() * 2, ib = d.idx.size() * 4;
+    REQUIRE(qb % 16 == 0);
+    REQUIRE(ib % 16 == 0);
+    DevBuf q(qb), idx(ib), q_true(qb), idx_true(ib), cache(d.cache.size());
+    DevBuf out(static_cast<size_t>(pb.T) * pb.H * 512 * 2), lse(static_cast<size_t>(pb.T) * pb.H * 4);
+    CUDA_REQUIRE(cudaMemcpy(q_true.p, d.q.data(), qb, cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(idx_true.p, d.idx.data(), ib, cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(cache.p, d.cache.data(), d.cache.size(), cudaMemcpyHostToDevice));
+    SparseMlaParams p;
+    p.q = q.p;
+    p.cache = cache.p;
+    p.num_slots = pb.num_slots;
+    p.format = pb.fmt;
+    p.indices = static_cast<const int32_t*>(idx.p);
+    p.out = out.p;
+    p.lse = static_cast<float*>(lse.p);
+    p.num_tokens = pb.T;
+    p.num_heads = pb.H;
+    p.topk = pb.topk;
+    p.softmax_scale = pb.scale;
+    const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
+    DevBuf ws(ws_bytes);
+    if (ws_bytes) CUDA_REQUIRE(cudaMemset(ws.p, 0, glm5rt::kernels::kMlaCombineCounterBytes));
+    auto run = [&](std::vector<uint16_t>& o, std::vector<float>& l) {
+      CUDA_REQUIRE(glm5rt::kernels::sparse_mla_forward(p, ws.p, ws_bytes, stream));
+      CUDA_REQUIRE(cudaStreamSynchronize(stream));
+      o.resize(static_cast<size_t>(pb.T) * pb.H * 512);
+      l.resize(static_cast<size_t>(pb.T) * pb.H);
+      CUDA_REQUIRE(cudaMemcpy(o.data(), out.p, o.size() * 2, cudaMemcpyDeviceToHost));
+      CUDA_REQUIRE(cudaMemcpy(l.data(), lse.p, l.size() * 4, cudaMemcpyDeviceToHost));
+    };
+    auto load_stale = [&] {
+      CUDA_REQUIRE(cudaMemcpy(q.p, q_stale.data(), qb, cudaMemcpyHostToDevice));
+      CUDA_REQUIRE(cudaMemcpy(idx.p, idx_stale.data(), ib, cudaMemcpyHostToDevice));
+    };
+    std::vector<uint16_t> o_final, o_stale, o_late;
+    std::vector<float> l_final, l_stale, l_late;
+    CUDA_REQUIRE(cudaMemcpy(q.p, q_true.p, qb, cudaMemcpyDeviceToDevice));
+    CUDA_REQUIRE(cudaMemcpy(idx.p, idx_true.p, ib, cudaMemcpyDeviceToDevice));
+    run(o_final, l_final);
+    load_stale();
+    run(o_stale, l_stale);
+    CHECK(o_stale != o_final);  // the stale inputs give another result: the comparison below can fail
+
+    load_stale();
+    CUDA_REQUIRE(cudaMemset(out.p, 0xff, o_final.size() * 2));
+    late_writer<<<8, 256, 0, stream>>>(static_cast<uint4*>(q.p), static_cast<const uint4*>(q_true.p), qb / 16,
+                                       static_cast<uint4*>(idx.p), static_cast<const uint4*>(idx_true.p), ib / 16,
+                                       200000ull);
+    CUDA_REQUIRE(cudaGetLastError());
+    run(o_late, l_late);
+    CHECK(o_late == o_final);
+    CHECK(std::memcmp(l_late.data(), l_final.data(), l_final.size() * 4) == 0);
+
+    if (major >= 9) {
+      // Control: the same predecessor, then a programmatic dependent that reads q without waiting.
+      load_stale();
+      DevBuf seen(4);
+      CUDA_REQUIRE(cudaMemset(seen.p, 0, 4));
+      late_writer<<<8, 256, 0, stream>>>(static_cast<uint4*>(q.p), static_cast<const uint4*>(q_true.p), qb / 16,
+                                         static_cast<uint4*>(idx.p), static_cast<const uint4*>(idx_true.p),
+                                         ib / 16, 200000ull);
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(1);
+      cfg.blockDim = dim3(1);
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      CUDA_REQUIRE(cudaLaunchKernelEx(&cfg, peek_without_wait, static_cast<const uint32_t*>(q.p),
+                                      static_cast<uint32_t*>(seen.p)));
+      CUDA_REQUIRE(cudaStreamSynchronize(stream));
+      uint32_t got = 0, stale_word = 0, final_word = 0;
+      CUDA_REQUIRE(cudaMemcpy(&got, seen.p, 4, cudaMemcpyDeviceToHost));
+      std::memcpy(&stale_word, q_stale.data(), 4);
+      std::memcpy(&final_word, d.q.data(), 4);
+      REQUIRE(stale_word != final_word);
+      CHECK_MESSAGE(got == stale_word, "a dependent that does not wait saw the final q: the hazard window did not open");
+    }
+  }
+  CUDA_REQUIRE(cudaStreamDestroy(stream));
+}
