@@ -19,7 +19,7 @@ source scripts/lib/device_prebuilt.sh
     GLM5RT_MLA_PDL=${TEST_PDL:-1} timeout 300 "$B/glm5rt_gpu_tests" ${TEST_FILTER:+-tc="$TEST_FILTER"} 2>&1 | tail -4
   fi
   n=0
-  for v in ${PDL_VALUES:-0 1 0 1}; do
+  for v in ${PDL_VALUES-0 1 0 1}; do
     n=$((n + 1))
     stamp "bench, GLM5RT_MLA_PDL=$v"
     GLM5RT_MLA_PDL=$v timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T "${TS:-1,2,4,8,32,128}" \
@@ -27,7 +27,7 @@ source scripts/lib/device_prebuilt.sh
       --json "$OUT/s8-pdl$v-run$n.json" 2>&1 | grep -E "^(decode|prefill) |copy" |
       sed 's/  */ /g; s/ v1 0.00 v2 0.00 v3 0.00//; s/ v7 0.00 us (0 splits)//; s/ v5 0.00 us (0 splits) v10 0.00//'
   done
-  for v in ${SWEEP_VALUES:-1}; do
+  for v in ${SWEEP_VALUES-1}; do
     stamp "plan sweep, GLM5RT_MLA_PDL=$v"
     GLM5RT_MLA_PDL=$v timeout 200 "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick --formats "${SWEEP_FORMATS:-bf16}" \
       --T 1,2,4,8 --H 8,16,32,64,128 --reps 9 --commit "$COMMIT" --json "$OUT/s8-plans-pdl$v.json" > "$OUT/s8-plans-pdl$v-log.txt" 2>&1
