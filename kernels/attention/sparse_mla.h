@@ -20,6 +20,9 @@
 // partial results with their LSEs (a second kernel, or the last CTA of each row group: see
 // SparseMlaParams::combine); the caller provides the workspace for the partials and counters.
 // The launchers never synchronise the host and allocate nothing, so they can be captured in a CUDA graph.
+// On sm_90+ the main kernel is launched as a programmatic dependent of the previous kernel in the stream: it
+// waits for that kernel's completion before reading q, the indices or the cache and before writing anything,
+// so a caller need not do anything (GLM5RT_MLA_PDL=0 launches it plainly).
 #pragma once
 
 #include <cuda_runtime.h>
