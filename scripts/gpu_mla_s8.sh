@@ -7,7 +7,7 @@
 # of SWEEP_VALUES (the launch gap PDL hides is part of what a split costs). Binaries from scripts/pack_prebuilt.sh.
 #
 #   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt && rm -rf .carry/final/prebuilt
-#   COMMIT=<sha> [PDL_VALUES="0 1 0 1"] [SWEEP_VALUES=1] [TEST_PDL=1] [TEST_FILTER='*sparse MLA*'] [TESTS=0] \
+#   COMMIT=<sha> [PDL_VALUES="0 1 0 1"] [SWEEP_VALUES=1] [TEST_PDL=1] [TEST_FILTER='*sparse MLA*'] [TESTS=0] [NCU_T1=1] \
 #     OUT=$OUT bash scripts/gpu_mla_s8.sh                                       (device, carry .carry/final)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +33,16 @@ source scripts/lib/device_prebuilt.sh
       --T 1,2,4,8 --H 8,16,32,64,128 --reps 9 --commit "$COMMIT" --json "$OUT/s8-plans-pdl$v.json" > "$OUT/s8-plans-pdl$v-log.txt" 2>&1
     tail -3 "$OUT/s8-plans-pdl$v-log.txt"
   done
+  if [ "${NCU_T1:-0}" = 1 ]; then
+    # Where a T=1 call's time goes: each kernel of the first calls alone (Nsight Compute serializes them).
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || echo /usr/local/cuda/bin/ncu)
+    for h in 64 128; do
+      stamp "Nsight Compute: kernel durations, bf16 T=1 H=$h"
+      timeout 120 "$NCU" --metrics gpu__time_duration.sum,sm__cycles_active.avg --launch-count 12 -k regex:sparse_mla \
+        "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --T 1 --H "$h" --formats bf16 --variants 11 --reps 1 \
+        > "$OUT/ncu-t1-h$h.txt" 2>&1
+      grep -E "^  [a-z_ ].*sparse_mla|gpu__time_duration|sm__cycles_active" "$OUT/ncu-t1-h$h.txt" | head -36
+    done
+  fi
   stamp end
 } 2>&1 | tee "$OUT/s8-log.txt"

@@ -266,6 +266,25 @@ constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 0};  // 6 was removed in ses
 // 5 = chunked combine over bf16 partials (session 4).
 constexpr int kCombines[] = {1, 2, 3, 5};
 
+// The launch parameters of a problem over its device buffers (len: the per-row lengths, or nullptr for none).
+SparseMlaParams params_of(const Problem& pb, const DevBuf& q, const DevBuf& cache, const DevBuf& idx,
+                          const DevBuf* len, const DevBuf& out, const DevBuf& lse) {
+  SparseMlaParams p;
+  p.q = q.p;
+  p.cache = cache.p;
+  p.num_slots = pb.num_slots;
+  p.format = pb.fmt;
+  p.indices = static_cast<const int32_t*>(idx.p);
+  p.lengths = len ? static_cast<const int32_t*>(len->p) : nullptr;
+  p.out = out.p;
+  p.lse = static_cast<float*>(lse.p);
+  p.num_tokens = pb.T;
+  p.num_heads = pb.H;
+  p.topk = pb.topk;
+  p.softmax_scale = pb.scale;
+  return p;
+}
+
 // Runs the kernel twice on the same inputs (each time after poisoning) and checks both runs.
 void run_and_check(const Problem& pb) {
   INFO(describe(pb));
@@ -279,19 +298,7 @@ void run_and_check(const Problem& pb) {
   CUDA_REQUIRE(cudaMemcpy(idx.p, d.idx.data(), d.idx.size() * 4, cudaMemcpyHostToDevice));
   if (pb.use_lengths) CUDA_REQUIRE(cudaMemcpy(len.p, d.len.data(), d.len.size() * 4, cudaMemcpyHostToDevice));
 
-  SparseMlaParams p;
-  p.q = q.p;
-  p.cache = cache.p;
-  p.num_slots = pb.num_slots;
-  p.format = pb.fmt;
-  p.indices = static_cast<const int32_t*>(idx.p);
-  p.lengths = pb.use_lengths ? static_cast<const int32_t*>(len.p) : nullptr;
-  p.out = out.p;
-  p.lse = static_cast<float*>(lse.p);
-  p.num_tokens = pb.T;
-  p.num_heads = pb.H;
-  p.topk = pb.topk;
-  p.softmax_scale = pb.scale;
+  SparseMlaParams p = params_of(pb, q, cache, idx, pb.use_lengths ? &len : nullptr, out, lse);
   std::vector<Problem::Plan> plans = pb.plans;
   if (plans.empty()) plans.push_back({pb.splits, pb.heads_per_cta, pb.planner});
   // The plan can differ between kernel variants (CTAs per SM): size the workspace for the largest.
@@ -725,18 +732,7 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
     CUDA_REQUIRE(cudaMemcpy(q_true.p, d.q.data(), qb, cudaMemcpyHostToDevice));
     CUDA_REQUIRE(cudaMemcpy(idx_true.p, d.idx.data(), ib, cudaMemcpyHostToDevice));
     CUDA_REQUIRE(cudaMemcpy(cache.p, d.cache.data(), d.cache.size(), cudaMemcpyHostToDevice));
-    SparseMlaParams p;
-    p.q = q.p;
-    p.cache = cache.p;
-    p.num_slots = pb.num_slots;
-    p.format = pb.fmt;
-    p.indices = static_cast<const int32_t*>(idx.p);
-    p.out = out.p;
-    p.lse = static_cast<float*>(lse.p);
-    p.num_tokens = pb.T;
-    p.num_heads = pb.H;
-    p.topk = pb.topk;
-    p.softmax_scale = pb.scale;
+    SparseMlaParams p = params_of(pb, q, cache, idx, nullptr, out, lse);
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
     DevBuf ws(ws_bytes);
     if (ws_bytes) CUDA_REQUIRE(cudaMemset(ws.p, 0, glm5rt::kernels::kMlaCombineCounterBytes));
