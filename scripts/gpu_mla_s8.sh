@@ -7,7 +7,7 @@
 # of SWEEP_VALUES (the launch gap PDL hides is part of what a split costs). Binaries from scripts/pack_prebuilt.sh.
 #
 #   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt && rm -rf .carry/final/prebuilt
-#   COMMIT=<sha> [PDL_VALUES="0 1 0 1"] [SWEEP_VALUES=1] [TEST_PDL=1] [TEST_FILTER='*sparse MLA*'] [TESTS=0] [NCU_T1=1] \
+#   COMMIT=<sha> [PDL_VALUES="0 1 0 1"] [SWEEP_VALUES=1] [TEST_PDL=0|1|2] [TEST_FILTER='*sparse MLA*'] [TESTS=0] [NCU_T1=1] \
 #     OUT=$OUT bash scripts/gpu_mla_s8.sh                                       (device, carry .carry/final)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +15,8 @@ source scripts/lib/device_prebuilt.sh
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   if [ "${TESTS:-1}" = 1 ]; then
-    stamp "GPU tests ${TEST_FILTER:-(all)}, GLM5RT_MLA_PDL=${TEST_PDL:-1} (commit $COMMIT)"
-    GLM5RT_MLA_PDL=${TEST_PDL:-1} timeout 300 "$B/glm5rt_gpu_tests" ${TEST_FILTER:+-tc="$TEST_FILTER"} 2>&1 | tail -4
+    stamp "GPU tests ${TEST_FILTER:-(all)}, GLM5RT_MLA_PDL=${TEST_PDL:-(default)} (commit $COMMIT)"
+    env ${TEST_PDL:+GLM5RT_MLA_PDL=$TEST_PDL} timeout 300 "$B/glm5rt_gpu_tests" ${TEST_FILTER:+-tc="$TEST_FILTER"} 2>&1 | tail -4
   fi
   n=0
   for v in ${PDL_VALUES-0 1 0 1}; do
