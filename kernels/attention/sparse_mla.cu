@@ -685,18 +685,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the
   // main kernels release it once all their CTAs are resident) instead of after it drains; the combine
   // waits on griddepcontrol.wait. Older GPUs: an ordinary launch.
-  cudaLaunchConfig_t cfg{};
   const bool chunked = combine == 2 || combine == 5;
   if (chunked && out_rows * 4 > 0x7fffffff) return cudaErrorInvalidValue;
-  cfg.gridDim = dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows));
-  cfg.blockDim = dim3(kMaxSplits);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = major >= 9 ? 1 : 0;
   const int release_early = main_pdl_mode() == 1 ? 1 : 0;
   const float* part_o = a.part_o;
   const float* part_lse = a.part_lse;
@@ -718,14 +708,9 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                : per <= 16 ? sparse_mla_combine_chunked<16>
                            : sparse_mla_combine_chunked<32>;
   }
-  err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
-  if (err != cudaSuccess && cfg.numAttrs > 0) {
-    // A driver or virtualisation layer that refuses the attribute: clear the error, launch plainly.
-    (void)cudaGetLastError();
-    cfg.numAttrs = 0;
-    err = cudaLaunchKernelEx(&cfg, kernel, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
-  }
-  return err;
+  return sparse_mla_detail::launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)),
+                                             dim3(kMaxSplits), 0, stream, major >= 9, part_o, part_lse, nsplit,
+                                             out_rows, a.out, a.lse, release_early);
 }
 
 }  // namespace glm5rt::kernels
