@@ -708,9 +708,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
                : per <= 16 ? sparse_mla_combine_chunked<16>
                            : sparse_mla_combine_chunked<32>;
   }
-  return sparse_mla_detail::launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)),
-                                             dim3(kMaxSplits), 0, stream, major >= 9, part_o, part_lse, nsplit,
-                                             out_rows, a.out, a.lse, release_early);
+  return detail::launch(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)), dim3(kMaxSplits), 0,
+                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
 }
 
 }  // namespace glm5rt::kernels

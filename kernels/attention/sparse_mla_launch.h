@@ -9,6 +9,7 @@
 #include "kernels/attention/sparse_mla_ws_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsr_kernel.cuh"
+#include "kernels/gemm/launch.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
@@ -59,31 +60,6 @@ inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
 
-// A launch of `kernel`; with pdl (sm_90+) as a programmatic dependent of the previous kernel in the stream (the
-// kernel must wait for it, griddepcontrol.wait, before any global access). A driver or virtualisation layer that
-// refuses the attribute gets a plain launch.
-template <typename... KArgs, typename... Args>
-cudaError_t launch_maybe_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                             bool pdl, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
-  if (err != cudaSuccess && pdl) {
-    (void)cudaGetLastError();
-    cfg.numAttrs = 0;
-    err = cudaLaunchKernelEx(&cfg, kernel, args...);
-  }
-  return err;
-}
-
 // One launch of `kernel` (its config C: kThreads, kSmemBytes) over the grid T * nsplit * (H / HC).
 // max_carveout: all of L1 as shared memory (the ring kernels: their gathers bypass L1 with cp.async.cg, and
 // where an SM has 227 KB two CTAs (2 x <= 99 KB) fit only with the largest carveout). Both attributes are
@@ -102,8 +78,8 @@ cudaError_t launch_grid(void (*kernel)(KernelArgs), bool max_carveout, const Ker
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   // a.pdl (sm_90+): a programmatic dependent of the previous kernel in the stream; the kernel waits for it in
   // wait_for_predecessor().
-  return launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream,
-                          a.pdl != 0, a);
+  return kernels::detail::launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes,
+                                 stream, a.pdl != 0, a);
 }
 
 template <int HC, bool FP8>

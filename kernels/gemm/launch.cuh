@@ -7,7 +7,6 @@
 
 #include <cuda_runtime.h>
 
-#include <utility>
 
 namespace glm5rt::kernels::detail {
 
@@ -36,9 +35,10 @@ __device__ __forceinline__ void stamp(unsigned long long* slot, int point) {
 #endif
 }
 
+// (Also the launch of the sparse MLA kernels, kernels/attention/sparse_mla_launch.h.)
 template <typename... KArgs, typename... Args>
 cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
-                   Args&&... args) {
+                   const Args&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -49,7 +49,16 @@ cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = pdl ? attr : nullptr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (err != cudaSuccess && pdl) {
+    // A driver or virtualisation layer that refuses the attribute: clear the error, launch plainly (the kernel's
+    // PDL wait is then a no-op).
+    (void)cudaGetLastError();
+    cfg.attrs = nullptr;
+    cfg.numAttrs = 0;
+    err = cudaLaunchKernelEx(&cfg, kernel, args...);
+  }
+  return err;
 }
 
 // PDL needs compute capability 9.0+; below that the attribute is not set.
