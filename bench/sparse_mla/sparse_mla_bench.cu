@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/common/bench_cuda.cuh"
+#include "bench/sparse_mla/gather_ceiling.cuh"
 #include "kernels/attention/sparse_mla.h"
 
 using glm5rt::kernels::MlaCacheFormat;
@@ -98,6 +99,9 @@ struct Result {
   double old_planner_us;
   int best_hc, best_splits;
   double best_us;
+  // Session 8 (decode, T >= 32): the same records (index set 0) gathered and nothing else (gather_ceiling.cuh):
+  // the access pattern's ceiling on this machine; 0 where not measured.
+  double gather_us, gather_tbps;
 };
 
 double median(std::vector<double> v) {
@@ -269,11 +273,12 @@ int main(int argc, char** argv) {
                  "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"v10_graph_us\": %.3f, \"v11_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
-                 "\"best_us\": %.3f}%s\n",
+                 "\"best_us\": %.3f, \"gather_us\": %.3f, \"gather_tbps\": %.4f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
                  r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits, r.v10_graph_us, r.v11_graph_us,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
-                 r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, i + 1 < results.size() ? "," : "");
+                 r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, r.gather_us, r.gather_tbps,
+                 i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
@@ -405,6 +410,15 @@ int main(int argc, char** argv) {
     p.num_splits = 0;
     const int auto_splits = glm5rt::kernels::sparse_mla_num_splits(p);
     const int auto_hc = glm5rt::kernels::sparse_mla_heads_per_cta(p);
+    // Session 8: the gather ceiling of this shape's records (memory-relevant decode shapes only; at small T a
+    // gather of a few thousand records measures latency, not a rate).
+    double gather_us = 0, gather_tbps = 0;
+    if (decode && c.T >= 32 && !plan_sweep && !combine_compare) {
+      const int rec = c.fmt == MlaCacheFormat::kBf16 ? 1152 : 656;
+      const int64_t n = static_cast<int64_t>(c.T) * topk;
+      gather_us = glm5rt_bench::time_gather_us(p.cache, rec, d_idx, n, prop.multiProcessorCount, stream);
+      if (gather_us > 0) gather_tbps = static_cast<double>(n) * rec / (gather_us * 1e-6) / 1e12;
+    }
     // Sanity: outputs finite.
     {
       std::vector<uint16_t> ob(static_cast<size_t>(c.T) * c.H * 512);
@@ -549,7 +563,8 @@ int main(int argc, char** argv) {
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
                        bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, v10_us, v11_us, auto_combine, comb_us[1], comb_us[2],
-                       comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us});
+                       comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us, gather_us,
+                       gather_tbps});
     if (plan_sweep) {
     } else if (combine_compare)
       std::printf("%-7s %-4s T=%5d H=%3d splits=%2d  auto (combine %d) %8.2f us | old combine %8.2f  chunked %8.2f"
@@ -561,6 +576,10 @@ int main(int argc, char** argv) {
                 "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)  v10 %9.2f  v11 %9.2f us\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
                 results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits, v10_us, v11_us);
+    if (gather_us > 0)
+      std::printf("gather  %-4s T=%5d H=%3d  the same %lld records alone: %8.2f us = %.2f TB/s (auto at %.2f of it)\n",
+                  c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, static_cast<long long>(c.T) * topk,
+                  gather_us, gather_tbps, gather_us / g_us);
     std::fflush(stdout);
     write_json();
     CK(cudaFree(d_idx));
