@@ -73,16 +73,6 @@ bool v10_enabled() {
   return on;
 }
 
-// Session 8 (measurement): GLM5RT_MLA_WS16X2=1 (read once) runs variant 5's 16-head CTAs as two 8-head consumer
-// groups (eight consumer warps) and makes variant 5 the automatic bf16 kernel at 16 heads per CTA.
-bool ws16x2_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WS16X2");
-    return e && std::atoi(e) == 1;
-  }();
-  return on;
-}
-
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -111,7 +101,6 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // Session 7: variant 10 for the 16-head CTAs of the small-T plans (16 splits of 8 steps): T=1 H=128, T=2 H=64,
     // T=4 H=32 1.05-1.06x over variant 5 (H200, two processes each, docs/PERFORMANCE.md "Session 7, call 10");
     // at T=8 H=16 they were equal.
-    if (hc == 16 && ws16x2_enabled()) return 5;
     if (hc == 16 && p.num_tokens <= 4 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
@@ -681,8 +670,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
     err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
-  } else if (variant == 5 && hc == 16 && !fp8 && ws16x2_enabled()) {
-    err = sparse_mla_detail::launch_ws16x2_bf16(a, stream);
   } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);

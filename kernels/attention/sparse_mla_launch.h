@@ -23,8 +23,6 @@ cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs
 // The warp-specialized kernel (producer warp + 16-head consumer groups on mbarriers), same grid and arguments.
 cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// Session 8 (measurement, GLM5RT_MLA_WS16X2=1): variant 5's 16-head CTA as two 8-head consumer groups (bf16 records).
-cudaError_t launch_ws16x2_bf16(const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 10: variant 5 with the softmax in registers (sparse_mla_wsr_kernel.cuh); bf16 records, 16 or
 // 32 heads per CTA (the caller runs variant 5 elsewhere).
 cudaError_t launch_wsr_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);

@@ -13,8 +13,4 @@ cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t 
   }
 }
 
-cudaError_t launch_ws16x2_bf16(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsCfg<16, false, 8>, 16>(sparse_mla_ws_kernel<16, false, 8>, true, a, stream);
-}
-
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -44,19 +44,17 @@ inline constexpr bool kWsBulkCopies = true;
 inline constexpr bool kWsBulkCopies = false;
 #endif
 
-// HG: heads per consumer group (16, or HC when smaller). Session 8: HC = 16 with HG = 8 (two 8-head groups, eight
-// consumer warps, one CTA per SM) is GLM5RT_MLA_WS16X2's form of variant 5 (measurement).
-template <int HC, bool FP8, int HG = (HC >= 16 ? 16 : HC)>
+template <int HC, bool FP8>
 struct WsCfg {
-  static constexpr int kHG = HG;                  // heads per consumer group
-  static constexpr int kGroups = HC / kHG;        // 2 for 32 heads per CTA (or 16 as 2 x 8), else 1
+  static constexpr int kHG = HC >= 16 ? 16 : HC;  // heads per consumer group
+  static constexpr int kGroups = HC / kHG;        // 2 for 32 heads per CTA, else 1
   static constexpr int kGroupThreads = 128;       // 4 warps
   static constexpr int kConsumerWarps = kGroups * 4;
   static constexpr int kProducerWarps = HC >= 32 ? 4 : 2;
   static constexpr int kProducerThreads = kProducerWarps * 32;
   static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
   // 16 / 8 heads: two CTAs per SM where shared memory allows (H100 / H200), as rounds 1 / 2 ran them.
-  static constexpr int kMinBlocks = kConsumerWarps >= 8 ? 1 : 2;
+  static constexpr int kMinBlocks = HC >= 32 ? 1 : 2;
   static constexpr int kBT = 16;                        // tokens per step (one m16 tile)
   static constexpr int kNTw = kHG / 8;                  // GEMM1 n8 head tiles per warp (all the group's heads)
   static constexpr int kKQ = 4;                         // GEMM1 k-split: one k quarter per warp of the group
@@ -247,10 +245,10 @@ __device__ __forceinline__ void ws_produce(uint8_t* smem, const int* s_idx, cons
 
 // (kernel_variant 6, round 5's FP8 records gathered by bulk copies in this kernel, measured slower than
 // variant 5 / 7 everywhere, was removed in session 4: git history before commit "remove kernel_variant 6".)
-template <int HC, bool FP8, int HG = (HC >= 16 ? 16 : HC)>
-__global__ void __launch_bounds__(WsCfg<HC, FP8, HG>::kThreads, WsCfg<HC, FP8, HG>::kMinBlocks)
+template <int HC, bool FP8>
+__global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMinBlocks)
     sparse_mla_ws_kernel(const KernelArgs a) {
-  using C = WsCfg<HC, FP8, HG>;
+  using C = WsCfg<HC, FP8>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
