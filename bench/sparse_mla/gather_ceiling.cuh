@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(256) gather_records_kernel(const uint4* __rest
 // the median per launch in microseconds (0 for an unsupported record size).
 inline double time_gather_us(const void* cache, int record_bytes, const int32_t* idx, int64_t n, int sms,
                              cudaStream_t stream) {
-  auto kernel = record_bytes == 1152 ? gather_records_kernel<72> : record_bytes == 656 ? gather_records_kernel<41> : nullptr;
+  auto kernel = record_bytes == 1152  ? gather_records_kernel<72>
+                : record_bytes == 656 ? gather_records_kernel<41>
+                                      : nullptr;
   if (!kernel || n <= 0) return 0.0;
   unsigned* sink = nullptr;
   if (cudaMalloc(&sink, sizeof(unsigned)) != cudaSuccess) return 0.0;

@@ -117,13 +117,12 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 }
 
 // Session 8: the main kernel as a programmatic dependent launch of the previous kernel in the stream (sm_90+; the
-// kernels wait in wait_for_predecessor() before any global access). GLM5RT_MLA_PDL=0 (read once) launches it
-// plainly, as before.
-// GLM5RT_MLA_PDL (read once): 2 = the default: the combine kernels release the next kernel only at their completion,
-// so that no CTA of the next call is placed while this call's main kernel runs; 1 = the combine releases it at its
-// start (measured on the H200, three processes per mode, docs/PERFORMANCE.md "Session 8": 1-2% faster than 2 on
-// some small-T shapes, 3-15% slower than 2 on others (variant 7's 256-CTA FP8 plans, 8-head 64-split plans, T=32
-// H=64); 2 was 1.00-1.04x of plain launches everywhere, never slower); 0 = plain launches (before session 8).
+// kernels wait in wait_for_predecessor() before any global access). GLM5RT_MLA_PDL (read once): 2 = the default,
+// the combine kernels release the next kernel only at their completion, so that no CTA of the next call is placed
+// while this call's main kernel runs; 1 = the combine releases it at its start; 0 = plain launches (before session
+// 8). Measured on the H200 (three processes per mode, docs/PERFORMANCE.md "Session 8"): 2 was 1.00-1.04x of plain
+// launches everywhere; 1 was 1-2% faster than 2 on some small-T shapes and 3-15% slower on others (variant 7's
+// 256-CTA FP8 plans, 8-head 64-split plans, T=32 H=64).
 int main_pdl_mode() {
   static const int mode = [] {
     const char* e = std::getenv("GLM5RT_MLA_PDL");

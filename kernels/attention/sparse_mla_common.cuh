@@ -95,9 +95,10 @@ __device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {
 
 // Session 8: every main kernel may be launched as a programmatic dependent of the previous kernel in its stream
 // (KernelArgs::pdl), so that its launch and CTA placement overlap that kernel's tail (measured on the H200: 1-4%
-// of a call at T <= 8, docs/PERFORMANCE.md "Session 8"). It must then wait here, before its first global read (q, indices, lengths, the pool table,
-// the records: a predecessor may be writing them) and its first global write (the partials and counters a
-// previous call's combine may still be reading). A no-op after a plain launch and below sm_90.
+// of a call at T <= 8, docs/PERFORMANCE.md "Session 8"). It must then wait here, before its first global read
+// (q, indices, lengths, the pool table, the records: a predecessor may be writing them) and its first global
+// write (the partials and counters a previous call's combine may still be reading). A no-op after a plain launch
+// and below sm_90.
 __device__ __forceinline__ void wait_for_predecessor() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");

@@ -7,7 +7,6 @@
 
 #include <cuda_runtime.h>
 
-
 namespace glm5rt::kernels::detail {
 
 __device__ __forceinline__ void pdl_wait_and_release() {

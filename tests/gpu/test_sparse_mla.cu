@@ -792,7 +792,8 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
       std::memcpy(&stale_word, q_stale.data(), 4);
       std::memcpy(&final_word, d.q.data(), 4);
       REQUIRE(stale_word != final_word);
-      CHECK_MESSAGE(got == stale_word, "a dependent that does not wait saw the final q: the hazard window did not open");
+      CHECK_MESSAGE(got == stale_word,
+                    "a dependent that does not wait saw the final q: the hazard window did not open");
     }
   }
   CUDA_REQUIRE(cudaStreamDestroy(stream));
