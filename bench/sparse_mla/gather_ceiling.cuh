@@ -13,15 +13,9 @@
 
 #include <cstdint>
 
-namespace glm5rt_bench {
+#include "kernels/gemm/fp8_common.cuh"  // ldg_stream: the 16-byte non-allocating load
 
-__device__ __forceinline__ uint4 ld_nc_no_allocate(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
+namespace glm5rt_bench {
 
 // kChunks: 16-byte chunks per record (72 for bf16 records of 1152 bytes, 41 for FP8 records of 656 bytes).
 template <int kChunks>
@@ -44,7 +38,7 @@ __global__ void __launch_bounds__(256) gather_records_kernel(const uint4* __rest
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
         const int c = lane + 32 * j;
-        v[k][j] = slot[k] >= 0 && c < kChunks ? ld_nc_no_allocate(cache + static_cast<int64_t>(slot[k]) * kChunks + c)
+        v[k][j] = slot[k] >= 0 && c < kChunks ? glm5rt::kernels::detail::ldg_stream(cache + static_cast<int64_t>(slot[k]) * kChunks + c)
                                                : make_uint4(0u, 0u, 0u, 0u);
       }
 #pragma unroll

@@ -748,6 +748,13 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
       CUDA_REQUIRE(cudaMemcpy(q.p, q_stale.data(), qb, cudaMemcpyHostToDevice));
       CUDA_REQUIRE(cudaMemcpy(idx.p, idx_stale.data(), ib, cudaMemcpyHostToDevice));
     };
+    // The predecessor: q and the indices become final 200 us after it starts.
+    auto write_late = [&] {
+      late_writer<<<8, 256, 0, stream>>>(static_cast<uint4*>(q.p), static_cast<const uint4*>(q_true.p), qb / 16,
+                                         static_cast<uint4*>(idx.p), static_cast<const uint4*>(idx_true.p), ib / 16,
+                                         200000ull);
+      CUDA_REQUIRE(cudaGetLastError());
+    };
     std::vector<uint16_t> o_final, o_stale, o_late;
     std::vector<float> l_final, l_stale, l_late;
     CUDA_REQUIRE(cudaMemcpy(q.p, q_true.p, qb, cudaMemcpyDeviceToDevice));
@@ -759,10 +766,7 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
 
     load_stale();
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, o_final.size() * 2));
-    late_writer<<<8, 256, 0, stream>>>(static_cast<uint4*>(q.p), static_cast<const uint4*>(q_true.p), qb / 16,
-                                       static_cast<uint4*>(idx.p), static_cast<const uint4*>(idx_true.p), ib / 16,
-                                       200000ull);
-    CUDA_REQUIRE(cudaGetLastError());
+    write_late();
     run(o_late, l_late);
     CHECK(o_late == o_final);
     CHECK(std::memcmp(l_late.data(), l_final.data(), l_final.size() * 4) == 0);
@@ -772,9 +776,7 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
       load_stale();
       DevBuf seen(4);
       CUDA_REQUIRE(cudaMemset(seen.p, 0, 4));
-      late_writer<<<8, 256, 0, stream>>>(static_cast<uint4*>(q.p), static_cast<const uint4*>(q_true.p), qb / 16,
-                                         static_cast<uint4*>(idx.p), static_cast<const uint4*>(idx_true.p),
-                                         ib / 16, 200000ull);
+      write_late();
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(1);
       cfg.blockDim = dim3(1);
