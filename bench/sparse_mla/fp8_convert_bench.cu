@@ -8,9 +8,12 @@
 // end XOR-ed into a word written to global memory. Steps:
 //   cvt_chain   cvt.rn.f16x2.e4m3x2 (2 values); the f16x2 result's low half is the next e4m3x2 input
 //   cvt_word    4 values of a 32-bit word by two cvt.rn.f16x2.e4m3x2 (lo, hi), XOR-ed into the next word
-//   bits        the bit trick of kernels/attention/sparse_mla_reg_kernel.cuh (e4m3_b02 / _b13 -> two bf16x2
-//               words holding value * 2^-120), 4 values, XOR-ed into the next word
-//   bits_prmt   the same preceded by the kernel's byte shuffle (one PRMT per 4 values)
+//   bits        the bit trick of kernels/attention/sparse_mla_reg_kernel.cuh (e4m3_pair_to_bf16x2_m120: a
+//               sign-replicating PRMT, a shift and a mask per bf16x2 word holding value * 2^-120; session 9, was
+//               two shifts and two masks per word after one PRMT per two words), bytes 0 / 1 of two words (4
+//               values), XOR-ed into the next word
+//   bits_prmt   the same pairing the word with a second input word (bytes 0 / 1 or 2 / 3 by chain parity), as
+//               the kernel pairs two tokens' words
 //   dequant     e4m3x2 -> f16x2 -> float2 -> * block scale -> bf16x2 (2 values), what a dequantization pass does
 //   lop3        one LOP3 per step (the plain 32-bit integer ALU rate)
 //   ffma        one FFMA per step (the FP32 pipe)
@@ -65,9 +68,7 @@ constexpr int kUnroll = 4;
 constexpr int kInWords = 4096;
 
 // ---- the conversions: variant 7's own helpers (kernels/attention/sparse_mla_reg_kernel.cuh) ----
-using glm5rt::kernels::mma::prmt;
-using glm5rt::kernels::sparse_mla_detail::e4m3_b02_to_bf16x2_m120;
-using glm5rt::kernels::sparse_mla_detail::e4m3_b13_to_bf16x2_m120;
+using glm5rt::kernels::sparse_mla_detail::e4m3_pair_to_bf16x2_m120;
 using glm5rt::kernels::sparse_mla_detail::e4m3x2_to_f16x2;
 __device__ __forceinline__ uint32_t lop3_96(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t r;
@@ -101,14 +102,14 @@ struct CvtWord {
 struct Bits {
   static constexpr int kValues = 4;
   __device__ __forceinline__ static uint32_t step(uint32_t x, uint32_t, uint32_t p0, uint32_t, int) {
-    return (e4m3_b02_to_bf16x2_m120(x) ^ e4m3_b13_to_bf16x2_m120(x)) + p0;
+    return (e4m3_pair_to_bf16x2_m120<0>(x, x) ^ e4m3_pair_to_bf16x2_m120<1>(x, x)) + p0;
   }
 };
 struct BitsPrmt {
   static constexpr int kValues = 4;
   __device__ __forceinline__ static uint32_t step(uint32_t x, uint32_t, uint32_t p0, uint32_t p1, int chain) {
-    const uint32_t t = prmt(x, p1, (chain & 1) ? 0x7632u : 0x5410u);
-    return (e4m3_b02_to_bf16x2_m120(t) ^ e4m3_b13_to_bf16x2_m120(t)) + p0;
+    return ((chain & 1) ? e4m3_pair_to_bf16x2_m120<2>(x, p1) ^ e4m3_pair_to_bf16x2_m120<3>(x, p1)
+                        : e4m3_pair_to_bf16x2_m120<0>(x, p1) ^ e4m3_pair_to_bf16x2_m120<1>(x, p1)) + p0;
   }
 };
 struct Dequant {
@@ -200,7 +201,7 @@ __global__ void check_kernel(uint32_t* cvt_out, uint32_t* bits_out) {
   const int c = threadIdx.x;  // code 0..255
   const uint32_t word = static_cast<uint32_t>(c) * 0x01010101u;
   cvt_out[c] = e4m3x2_to_f16x2(word);
-  bits_out[c] = e4m3_b02_to_bf16x2_m120(word);
+  bits_out[c] = e4m3_pair_to_bf16x2_m120<0>(word, word);
 }
 
 double e4m3_value(int c) {
@@ -317,8 +318,8 @@ int main(int argc, char** argv) {
   const Method methods[] = {
       method<CvtChain>("cvt_chain", "cvt.rn.f16x2.e4m3x2, 2 values per step (result feeds the next step)"),
       method<CvtWord>("cvt_word", "2x cvt.rn.f16x2.e4m3x2 on a 32-bit word (lo, hi) + XOR, 4 values per step"),
-      method<Bits>("bits", "bit trick e4m3_b02/_b13 -> 2 bf16x2 (value * 2^-120), XOR + add into the next word, 4 values per step"),
-      method<BitsPrmt>("bits_prmt", "PRMT + bit trick, XOR + add (the kernel's GEMM2 operand path), 4 values per step"),
+      method<Bits>("bits", "sign-replicating PRMT + shift + mask -> 2 bf16x2 (value * 2^-120), XOR + add, 4 values"),
+      method<BitsPrmt>("bits_prmt", "the same on two chains' words (the kernel's GEMM2 pairing), XOR + add, 4 values"),
       method<Dequant>("dequant", "e4m3x2 -> f16x2 -> float2 -> * scale -> bf16x2, 2 values per step"),
       method<Lop3>("lop3", "one LOP3 per step (integer ALU rate)"),
       method<Ffma>("ffma", "one FFMA per step (FP32 pipe)"),

@@ -44,6 +44,15 @@ int smem_per_sm() {
   return smem;
 }
 
+// The current device's compute capability major (0 when it cannot be read).
+int cc_major() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return 0;
+  return major;
+}
+
 // Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
 int planner_mode(const SparseMlaParams& p) {
   static const int env = [] {
@@ -92,7 +101,8 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
     // Session 6: variant 10 (the softmax in registers) wherever 32 heads share a CTA: T=128 H=64 1.13x, prefill
     // 4096 x 64 1.11x, T=8 H=64 1.08x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
-    // CTA it was within -3% .. +2% of variant 5 / 2 (its 16-head build spills a little), so those keep theirs.
+    // CTA it was within -3% .. +2% of variant 5 / 2 (its 16-head build then spilled a little; session 9 gave it one CTA
+    // per SM, no spill), so those keep theirs.
     // Session 7: variant 11 (one 8-warp group for the CTA's 32 heads) over variant 10 where 32 heads share a CTA:
     // T=128 H=64 1.03-1.04x, T=128 H=128 1.03x, T=8 H=64 1.03x, prefill 4096 x 64 1.01-1.03x (H200,
     // docs/PERFORMANCE.md "Session 7").
@@ -165,16 +175,19 @@ bool reg_quad(const SparseMlaParams& p, int hc) {
 // variant 3 and the 128 / 160-thread kernels fit two).
 int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p, hc);
+  const bool fp8 = p.format == MlaCacheFormat::kFp8;
   const int smem = smem_per_sm();
   const bool quad = reg_quad(p, hc);
-  const int need = (quad ? sparse_mla_detail::reg_smem_bytes(8, true)
-                         : sparse_mla_detail::kernel_smem_bytes(variant, hc, p.format == MlaCacheFormat::kFp8)) +
-                   1024;
+  const int need =
+      (quad ? sparse_mla_detail::reg_smem_bytes(8, true) : sparse_mla_detail::kernel_smem_bytes(variant, hc, fp8)) +
+      1024;
   const int by_smem = smem / need;
   // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring), or four
   // (4 slots, reg_quad).
-  const bool reg3 = variant == 7 && p.format == MlaCacheFormat::kFp8 && hc == 8;
-  const int by_regs = quad ? 4 : reg3 ? 3 : (hc >= 32 && variant != 3) ? 1 : 2;
+  const bool reg3 = variant == 7 && fp8 && hc == 8;
+  // Variant 10 (and 11 at 16 heads, which runs 10) is compiled for one CTA per SM (WsrCfg).
+  const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
+  const int by_regs = quad ? 4 : reg3 ? 3 : ((hc >= 32 && variant != 3) || wsr) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
 }
@@ -650,10 +663,10 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.ws_copy_warps = ws_copy_warps();
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return cudaErrorInvalidDevice;
+  const int major = cc_major();
+  if (major == 0) return cudaErrorInvalidDevice;
   a.pdl = major >= 9 && main_pdl_mode() != 0 ? 1 : 0;
+  a.cc_major = major;
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;

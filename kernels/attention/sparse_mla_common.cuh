@@ -50,6 +50,8 @@ struct KernelArgs {
   // Session 8 (host side only; the kernels wait either way): launch the main kernel as a programmatic dependent
   // of the previous kernel in the stream (sm_90+, SparseMla launcher: GLM5RT_MLA_PDL=0 turns it off).
   int pdl;
+  // Session 9 (host side only): the device's compute capability major, for launch choices per architecture.
+  int cc_major;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -211,6 +213,37 @@ __device__ __forceinline__ void gather_chunk(uint32_t dst0, const int* s_idx, in
     mma::cp_async_16_l2_128(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
   else
     mma::cp_async_16_nohint(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+}
+
+// A whole tile gather by kThreads threads, one record row per group of kTPR = kThreads / kRows consecutive
+// threads (session 9): thread j of row r's group copies the 16-byte columns j, j + kTPR, j + 2 kTPR, ... of the
+// record of slot s_idx[r] to dst_of(r, column) (unused entries (-1) zero-filled from a harmless address, as
+// gather_chunk). Why not gather_chunk per chunk: that pays a division, an index load and a 64-bit multiply for each
+// of a thread's 5-9 chunks; the sm_90 SASS of variant 7's loop spent ~190 of its 539 instructions per warp and step
+// there. Here each thread loads one index and forms one address per step, and the columns are immediate offsets.
+// kTPR must be a power of two so that the column range of each unrolled copy is known at compile time.
+template <bool FP8, int kThreads, int kRows, int L2_HINT, class DstOf>
+__device__ __forceinline__ void gather_rows(const int* s_idx, const uint8_t* base, int tid, const DstOf& dst_of) {
+  constexpr int kTPR = kThreads / kRows;
+  static_assert(kTPR * kRows == kThreads && (kTPR & (kTPR - 1)) == 0, "gather_rows: rows x power-of-two threads");
+  constexpr int kChunks = kRecordChunks<FP8>;
+  const int r = tid / kTPR, j = tid & (kTPR - 1);
+  const int idx = s_idx[r];
+  const bool ok = idx >= 0;
+  const uint8_t* src = (ok ? base + static_cast<int64_t>(idx) * kRecordBytes<FP8> : base) + j * 16;
+  const int bytes = ok ? 16 : 0;
+#pragma unroll
+  for (int k = 0; k < (kChunks + kTPR - 1) / kTPR; ++k) {
+    const int col = j + k * kTPR;
+    if (kChunks % kTPR != 0 && col >= kChunks) break;  // only in the last round
+    const uint32_t dst = dst_of(r, col);
+    if constexpr (L2_HINT == 256)
+      mma::cp_async_16(dst, src + k * kTPR * 16, bytes);
+    else if constexpr (L2_HINT == 128)
+      mma::cp_async_16_l2_128(dst, src + k * kTPR * 16, bytes);
+    else
+      mma::cp_async_16_nohint(dst, src + k * kTPR * 16, bytes);
+  }
 }
 
 // The cp.async ring of NST slots of the pipelined kernel and variant 7. issue(step, slot) gathers one step;

@@ -114,9 +114,9 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
   auto issue = [&](int tile, int stage) {
     const int base = tile * C::kBT;
     const uint32_t dst0 = smem_addr(smem + stage * (FP8 ? C::kRawTileBytes : C::kTileBytes));
-#pragma unroll 4
-    for (int c = tid; c < C::kBT * kRecordChunks<FP8>; c += C::kThreads)
-      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, 256>(dst0, s_idx, base, rc.base, c);
+    constexpr int kRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
+    gather_rows<FP8, C::kThreads, C::kBT, 256>(s_idx + base, rc.base, tid,
+                                               [&](int r, int col) { return dst0 + r * kRow + col * 16; });
   };
 
   // FP8 only: raw stage -> bf16 tile (value = e4m3 * scale of its 128-value block; rope copied).

@@ -100,13 +100,9 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   // Gather step `step` into ring slot `slot`; unused entries are zero-filled (V must stay finite).
   auto issue = [&](int step, int slot) {
     const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
-    constexpr int kTotal = C::kBT * kRecordChunks<FP8>;
-#pragma unroll
-    for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
-      const int c = tid + k * C::kThreads;
-      if (kTotal % C::kThreads != 0 && c >= kTotal) break;
-      gather_chunk<FP8, FP8 ? C::kRawRowBytes : C::kRowBytes, FP8 ? 0 : 128>(dst0, s_idx, step * C::kBT, rc.base, c);
-    }
+    constexpr int kRow = FP8 ? C::kRawRowBytes : C::kRowBytes;
+    gather_rows<FP8, C::kThreads, C::kBT, FP8 ? 0 : 128>(s_idx + step * C::kBT, rc.base, tid,
+                                                          [&](int r, int col) { return dst0 + r * kRow + col * 16; });
   };
 
   // FP8: raw slot -> bf16 tile (value = e4m3 * scale of its 128-value block; rope copied).

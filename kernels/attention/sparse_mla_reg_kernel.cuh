@@ -18,8 +18,8 @@
 //          P_b[head][tok] = bf16(p * scale[tok][b] * 2^120), in the token order of GEMM2's fragments.
 //   GEMM2  O^T[dims x heads] += V^T P^T; a warp's dims lie in one scale block, so the scale is in P_b and
 //          V needs no multiply: lane (g, t) loads the 4-byte words (4 dims) of tokens t, t+4, t+8, t+12,
-//          builds (dim, token pair) byte pairs with two byte permutes (prmt) per word pair and turns each
-//          pair into a bf16x2 by bit moves: e4m3 s.eeee.mmm -> bf16 s.000_eeee.mmm_0000 = value * 2^-120
+//          builds each (dim, token pair) word by one sign-replicating byte permute (prmt) of a word pair and
+//          turns it into a bf16x2 by a shift and a mask: e4m3 s.eeee.mmm -> bf16 s.000_eeee.mmm_0000 = value * 2^-120
 //          (exact, subnormals included), the 2^120 being in P_b. bf16, not f16, for this GEMM: p * scale
 //          spans far more than f16's exponent range (small scales would make P_b subnormal in f16).
 //          The output dims of a warp's m16 tiles are permuted accordingly (the epilogue writes them back).
@@ -90,13 +90,17 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t x) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), __NV_E4M3);
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
-// Bytes 0 and 2 (lo) or 1 and 3 (hi) of x as two e4m3 -> bf16x2 holding value * 2^-120 exactly: the e4m3
-// exponent and mantissa bits moved under bf16's (bias 127 instead of 7), the sign bit to bit 15.
-__device__ __forceinline__ uint32_t e4m3_b02_to_bf16x2_m120(uint32_t x) {
-  return ((x << 4) & 0x07f007f0u) | ((x << 8) & 0x80008000u);
-}
-__device__ __forceinline__ uint32_t e4m3_b13_to_bf16x2_m120(uint32_t x) {
-  return ((x >> 4) & 0x07f007f0u) | (x & 0x80008000u);
+// Byte I of x (low half) and byte I of y (high half) as two e4m3 -> bf16x2 holding value * 2^-120 exactly: the
+// e4m3 exponent and mantissa bits moved under bf16's (bias 127 instead of 7), the sign bit to bit 15. prmt's sign
+// replication (selector bit 3) makes each half the byte sign-extended to 16 bits, so one shift by 4 puts bits
+// 6:0 (eeee.mmm) at 10:4 and a copy of the sign at 15, and one mask clears the rest: prmt + shift + and per
+// word. (Session 9: the earlier form, one prmt per two words and then two shifts and two masks per word, cost
+// 4.5 instructions per word: ~150 of variant 7's 539 loop instructions per warp and step went to V.)
+template <int I>
+__device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_m120(uint32_t x, uint32_t y) {
+  static_assert(I >= 0 && I < 4, "byte index");
+  constexpr uint32_t kSel = I | (I + 8) << 4 | (I + 4) << 8 | (I + 12) << 12;
+  return (mma::prmt(x, y, kSel) << 4) & 0x87f087f0u;
 }
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t w) {
   __nv_bfloat162 b;
@@ -190,22 +194,11 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
   // Gather step `step` into ring slot `slot`: record chunks 0..32 (latent + scales) -> the latent row,
   // 33..40 (rope) -> the rope row; unused entries zero-filled.
   auto issue = [&](int step, int slot) {
-    constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41
     const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
-    const int* sidx = s_idx + step * C::kBT;
-    constexpr int kTotal = C::kBT * kChunks;
-#pragma unroll
-    for (int k = 0; k < (kTotal + C::kThreads - 1) / C::kThreads; ++k) {
-      const int c = tid + k * C::kThreads;
-      if (kTotal % C::kThreads != 0 && c >= kTotal) break;
-      const int r = c / kChunks, col = c - r * kChunks;
-      const int idx = sidx[r];
-      const bool ok = idx >= 0;
-      const uint8_t* src = ok ? rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes + col * 16 : rc.base;
-      const uint32_t dst = col < C::kLatChunks ? dst0 + r * kLR + col * 16
-                                               : dst0 + C::kOffRope + r * C::kRopeRowBytes + (col - C::kLatChunks) * 16;
-      cp_async_16_nohint(dst, src, ok ? 16 : 0);
-    }
+    gather_rows<true, C::kThreads, C::kBT, 0>(s_idx + step * C::kBT, rc.base, tid, [&](int r, int col) {
+      return col < C::kLatChunks ? dst0 + r * kLR + col * 16
+                                 : dst0 + C::kOffRope + r * C::kRopeRowBytes + (col - C::kLatChunks) * 16;
+    });
   };
 
   float* spart = reinterpret_cast<float*>(smem + C::kOffSpart);
@@ -294,14 +287,12 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
         const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * kLR + grp * 32);
         const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * kLR + grp * 32);
         const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * kLR + grp * 32);
-        // x = [A_d, A_d+1, B_d, B_d+1] (d = 4g, then 4g + 2): bytes 0/2 = dim d, bytes 1/3 = dim d + 1.
-        const uint32_t xab0 = prmt(wA, wB, 0x5410u), xab2 = prmt(wA, wB, 0x7632u);
-        const uint32_t xcd0 = prmt(wC, wD, 0x5410u), xcd2 = prmt(wC, wD, 0x7632u);
-        // Tile 2 grp: rows g / g + 8 = dims 4g / 4g + 1; tile 2 grp + 1: dims 4g + 2 / 4g + 3.
-        const uint32_t ax[4] = {e4m3_b02_to_bf16x2_m120(xab0), e4m3_b13_to_bf16x2_m120(xab0),
-                                e4m3_b02_to_bf16x2_m120(xcd0), e4m3_b13_to_bf16x2_m120(xcd0)};
-        const uint32_t ay[4] = {e4m3_b02_to_bf16x2_m120(xab2), e4m3_b13_to_bf16x2_m120(xab2),
-                                e4m3_b02_to_bf16x2_m120(xcd2), e4m3_b13_to_bf16x2_m120(xcd2)};
+        // Tile 2 grp: rows g / g + 8 = dims 4g / 4g + 1 (bytes 0 / 1 of the words); tile 2 grp + 1: dims 4g + 2 /
+        // 4g + 3 (bytes 2 / 3); columns (tokens) t, t + 4 from A / B and t + 8, t + 12 from C / D.
+        const uint32_t ax[4] = {e4m3_pair_to_bf16x2_m120<0>(wA, wB), e4m3_pair_to_bf16x2_m120<1>(wA, wB),
+                                e4m3_pair_to_bf16x2_m120<0>(wC, wD), e4m3_pair_to_bf16x2_m120<1>(wC, wD)};
+        const uint32_t ay[4] = {e4m3_pair_to_bf16x2_m120<2>(wA, wB), e4m3_pair_to_bf16x2_m120<3>(wA, wB),
+                                e4m3_pair_to_bf16x2_m120<2>(wC, wD), e4m3_pair_to_bf16x2_m120<3>(wC, wD)};
 #pragma unroll
         for (int nt = 0; nt < C::kNT2; ++nt) {
           mma_bf16_16816(acc[2 * grp][nt], ax, bfr[nt][0], bfr[nt][1]);
