@@ -143,7 +143,8 @@ __device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const in
   if (ssub == 0) alpha_s[sh] = al;
 }
 
-template <int HC, bool Q4>
+// kPipe (session 9): the two-barrier step order below instead of three barriers per step.
+template <int HC, bool Q4, bool kPipe>
 __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMinBlocks)
     sparse_mla_reg_kernel(const KernelArgs a) {
   using C = RegCfg<HC, Q4>;
@@ -216,91 +217,137 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
   const int d0 = warp * C::kDimsPerWarp;
   const int blk = d0 >> 7;  // the scale block of this warp's GEMM2 dims
 
-  ring_fill<NST>(issue, nsteps);
-  int slot = 0;
-  for (int it = 0; it < nsteps; ++it) {
-    ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
-    const uint8_t* lat = smem + slot * C::kSlotBytes;
-
-    // GEMM1: S^T[16 tok x kNTw*8 heads] over latent quarter kq (f16, two chains) and rope k-step kq (bf16).
-    {
-      float sl[2][C::kNTw][4], sr[C::kNTw][4];
+  // GEMM1 of the step in slot `lat`: S^T[16 tok x kNTw*8 heads] over latent quarter kq (f16, two chains) and rope
+  // k-step kq (bf16), each token's partial times its scale of block kq; ps[nt] = this lane's four partial scores.
+  auto gemm1 = [&](const uint8_t* lat, float (&ps)[C::kNTw][4]) {
+    float sl[2][C::kNTw][4], sr[C::kNTw][4];
 #pragma unroll
-      for (int nt = 0; nt < C::kNTw; ++nt)
+    for (int nt = 0; nt < C::kNTw; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) sl[0][nt][i] = sl[1][nt][i] = sr[nt][i] = 0.f;
-      const uint8_t* r0 = lat + g * kLR + kq * 128 + 8 * tq;
-      const uint8_t* r1 = r0 + 8 * kLR;
+      for (int i = 0; i < 4; ++i) sl[0][nt][i] = sl[1][nt][i] = sr[nt][i] = 0.f;
+    const uint8_t* r0 = lat + g * kLR + kq * 128 + 8 * tq;
+    const uint8_t* r1 = r0 + 8 * kLR;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint2 w = *reinterpret_cast<const uint2*>(r0 + 32 * j);
-        const uint2 u = *reinterpret_cast<const uint2*>(r1 + 32 * j);
+    for (int j = 0; j < 4; ++j) {
+      const uint2 w = *reinterpret_cast<const uint2*>(r0 + 32 * j);
+      const uint2 u = *reinterpret_cast<const uint2*>(r1 + 32 * j);
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const uint32_t ws = s ? w.y : w.x, us = s ? u.y : u.x;
-          uint32_t af[4];
-          af[0] = e4m3x2_to_f16x2(ws);
-          af[1] = e4m3x2_to_f16x2(us);
-          af[2] = e4m3x2_to_f16x2(ws >> 16);
-          af[3] = e4m3x2_to_f16x2(us >> 16);
+      for (int s = 0; s < 2; ++s) {
+        const uint32_t ws = s ? w.y : w.x, us = s ? u.y : u.x;
+        uint32_t af[4];
+        af[0] = e4m3x2_to_f16x2(ws);
+        af[1] = e4m3x2_to_f16x2(us);
+        af[2] = e4m3x2_to_f16x2(ws >> 16);
+        af[3] = e4m3x2_to_f16x2(us >> 16);
 #pragma unroll
-          for (int nt = 0; nt < C::kNTw; ++nt) mma_f16_16816(sl[s][nt], af, qf[2 * j + s][nt][0], qf[2 * j + s][nt][1]);
-        }
-      }
-      {
-        uint32_t ar[4];
-        ldmatrix_x4(ar, smem_addr(lat + C::kOffRope) + (lane & 15) * C::kRopeRowBytes + (lane >> 4) * 16 + kq * 32);
-#pragma unroll
-        for (int nt = 0; nt < C::kNTw; ++nt) mma_bf16_16816(sr[nt], ar, qr[0][nt][0], qr[0][nt][1]);
-      }
-      const float sc0 = *reinterpret_cast<const float*>(lat + g * kLR + kMlaFp8ScaleOffset + kq * 4);
-      const float sc1 = *reinterpret_cast<const float*>(lat + (g + 8) * kLR + kMlaFp8ScaleOffset + kq * 4);
-#pragma unroll
-      for (int nt = 0; nt < C::kNTw; ++nt) {
-        const int h = wh * C::kNTw * 8 + nt * 8 + 2 * tq;
-        spart[spart_off<HC>(kq, h, g)] = (sl[0][nt][0] + sl[1][nt][0]) * sc0 + sr[nt][0];
-        spart[spart_off<HC>(kq, h + 1, g)] = (sl[0][nt][1] + sl[1][nt][1]) * sc0 + sr[nt][1];
-        spart[spart_off<HC>(kq, h, g + 8)] = (sl[0][nt][2] + sl[1][nt][2]) * sc1 + sr[nt][2];
-        spart[spart_off<HC>(kq, h + 1, g + 8)] = (sl[0][nt][3] + sl[1][nt][3]) * sc1 + sr[nt][3];
+        for (int nt = 0; nt < C::kNTw; ++nt) mma_f16_16816(sl[s][nt], af, qf[2 * j + s][nt][0], qf[2 * j + s][nt][1]);
       }
     }
-    __syncthreads();  // (B) partial scores visible
-
-    softmax_step_fp8reg<HC, C::kTPH>(spart, s_idx + it * C::kBT, a.scale_log2, sh, ssub, lat, kLR, p_s, alpha_s,
-                                     m_run, l_run);
-    __syncthreads();  // (C) P_b and the rescale factors visible
-
-    // GEMM2: O^T[d0 .. d0 + kDimsPerWarp) x HC] = alpha O^T + V'^T P_blk^T.
-    pv_rescale(acc, alpha_s, lane);
     {
-      uint32_t bfr[C::kNT2][2];
+      uint32_t ar[4];
+      ldmatrix_x4(ar, smem_addr(lat + C::kOffRope) + (lane & 15) * C::kRopeRowBytes + (lane >> 4) * 16 + kq * 32);
+#pragma unroll
+      for (int nt = 0; nt < C::kNTw; ++nt) mma_bf16_16816(sr[nt], ar, qr[0][nt][0], qr[0][nt][1]);
+    }
+    const float sc0 = *reinterpret_cast<const float*>(lat + g * kLR + kMlaFp8ScaleOffset + kq * 4);
+    const float sc1 = *reinterpret_cast<const float*>(lat + (g + 8) * kLR + kMlaFp8ScaleOffset + kq * 4);
+#pragma unroll
+    for (int nt = 0; nt < C::kNTw; ++nt) {
+      ps[nt][0] = (sl[0][nt][0] + sl[1][nt][0]) * sc0 + sr[nt][0];
+      ps[nt][1] = (sl[0][nt][1] + sl[1][nt][1]) * sc0 + sr[nt][1];
+      ps[nt][2] = (sl[0][nt][2] + sl[1][nt][2]) * sc1 + sr[nt][2];
+      ps[nt][3] = (sl[0][nt][3] + sl[1][nt][3]) * sc1 + sr[nt][3];
+    }
+  };
+  auto store_partials = [&](const float (&ps)[C::kNTw][4]) {
+#pragma unroll
+    for (int nt = 0; nt < C::kNTw; ++nt) {
+      const int h = wh * C::kNTw * 8 + nt * 8 + 2 * tq;
+      spart[spart_off<HC>(kq, h, g)] = ps[nt][0];
+      spart[spart_off<HC>(kq, h + 1, g)] = ps[nt][1];
+      spart[spart_off<HC>(kq, h, g + 8)] = ps[nt][2];
+      spart[spart_off<HC>(kq, h + 1, g + 8)] = ps[nt][3];
+    }
+  };
+  // GEMM2 of the step in slot `lat`: O^T[d0 .. d0 + kDimsPerWarp) x HC] = alpha O^T + V'^T P_blk^T.
+  auto gemm2 = [&](const uint8_t* lat) {
+    pv_rescale(acc, alpha_s, lane);
+    uint32_t bfr[C::kNT2][2];
+#pragma unroll
+    for (int nt = 0; nt < C::kNT2; ++nt) {
+      const uint2 v = *reinterpret_cast<const uint2*>(p_s + (blk * HC + nt * 8 + g) * 16 + 4 * tq);
+      bfr[nt][0] = v.x;
+      bfr[nt][1] = v.y;
+    }
+    const uint8_t* vb = lat + tq * kLR + d0 + 4 * g;
+#pragma unroll
+    for (int grp = 0; grp < C::kGroups2; ++grp) {
+      const uint32_t wA = *reinterpret_cast<const uint32_t*>(vb + grp * 32);
+      const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * kLR + grp * 32);
+      const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * kLR + grp * 32);
+      const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * kLR + grp * 32);
+      // Tile 2 grp: rows g / g + 8 = dims 4g / 4g + 1 (bytes 0 / 1 of the words); tile 2 grp + 1: dims 4g + 2 /
+      // 4g + 3 (bytes 2 / 3); columns (tokens) t, t + 4 from A / B and t + 8, t + 12 from C / D.
+      const uint32_t ax[4] = {e4m3_pair_to_bf16x2_m120<0>(wA, wB), e4m3_pair_to_bf16x2_m120<1>(wA, wB),
+                              e4m3_pair_to_bf16x2_m120<0>(wC, wD), e4m3_pair_to_bf16x2_m120<1>(wC, wD)};
+      const uint32_t ay[4] = {e4m3_pair_to_bf16x2_m120<2>(wA, wB), e4m3_pair_to_bf16x2_m120<3>(wA, wB),
+                              e4m3_pair_to_bf16x2_m120<2>(wC, wD), e4m3_pair_to_bf16x2_m120<3>(wC, wD)};
 #pragma unroll
       for (int nt = 0; nt < C::kNT2; ++nt) {
-        const uint2 v = *reinterpret_cast<const uint2*>(p_s + (blk * HC + nt * 8 + g) * 16 + 4 * tq);
-        bfr[nt][0] = v.x;
-        bfr[nt][1] = v.y;
-      }
-      const uint8_t* vb = lat + tq * kLR + d0 + 4 * g;
-#pragma unroll
-      for (int grp = 0; grp < C::kGroups2; ++grp) {
-        const uint32_t wA = *reinterpret_cast<const uint32_t*>(vb + grp * 32);
-        const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * kLR + grp * 32);
-        const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * kLR + grp * 32);
-        const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * kLR + grp * 32);
-        // Tile 2 grp: rows g / g + 8 = dims 4g / 4g + 1 (bytes 0 / 1 of the words); tile 2 grp + 1: dims 4g + 2 /
-        // 4g + 3 (bytes 2 / 3); columns (tokens) t, t + 4 from A / B and t + 8, t + 12 from C / D.
-        const uint32_t ax[4] = {e4m3_pair_to_bf16x2_m120<0>(wA, wB), e4m3_pair_to_bf16x2_m120<1>(wA, wB),
-                                e4m3_pair_to_bf16x2_m120<0>(wC, wD), e4m3_pair_to_bf16x2_m120<1>(wC, wD)};
-        const uint32_t ay[4] = {e4m3_pair_to_bf16x2_m120<2>(wA, wB), e4m3_pair_to_bf16x2_m120<3>(wA, wB),
-                                e4m3_pair_to_bf16x2_m120<2>(wC, wD), e4m3_pair_to_bf16x2_m120<3>(wC, wD)};
-#pragma unroll
-        for (int nt = 0; nt < C::kNT2; ++nt) {
-          mma_bf16_16816(acc[2 * grp][nt], ax, bfr[nt][0], bfr[nt][1]);
-          mma_bf16_16816(acc[2 * grp + 1][nt], ay, bfr[nt][0], bfr[nt][1]);
-        }
+        mma_bf16_16816(acc[2 * grp][nt], ax, bfr[nt][0], bfr[nt][1]);
+        mma_bf16_16816(acc[2 * grp + 1][nt], ay, bfr[nt][0], bfr[nt][1]);
       }
     }
-    slot = slot == NST - 1 ? 0 : slot + 1;
+  };
+  auto slot_of = [&](int step) { return smem + (step % NST) * C::kSlotBytes; };
+
+  ring_fill<NST>(issue, nsteps);
+  if constexpr (!kPipe) {
+    // Three block barriers per step: (A) the step's slot landed, (B) its partial scores, (C) its P_b.
+    int slot = 0;
+    for (int it = 0; it < nsteps; ++it) {
+      ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
+      const uint8_t* lat = smem + slot * C::kSlotBytes;
+      float ps[C::kNTw][4];
+      gemm1(lat, ps);
+      store_partials(ps);
+      __syncthreads();  // (B) partial scores visible
+      softmax_step_fp8reg<HC, C::kTPH>(spart, s_idx + it * C::kBT, a.scale_log2, sh, ssub, lat, kLR, p_s, alpha_s,
+                                       m_run, l_run);
+      __syncthreads();  // (C) P_b and the rescale factors visible
+      gemm2(lat);
+      slot = slot == NST - 1 ? 0 : slot + 1;
+    }
+  } else {
+    // Session 9: two block barriers per step, and step it + 1's GEMM1 issued with step it's softmax in one basic
+    // block (the two chains of a warp overlap). Its partials stay in registers across barrier (Y), after which
+    // every warp has read step it's partials, so one partial buffer suffices. The ring runs one step shorter:
+    // barrier (X) of step it must also publish step it + 1's slot, which NST - 2 steps ago was issued.
+    if (nsteps > 0) {
+      cp_async_wait_group<NST - 2>();  // step 0 landed
+      __syncthreads();
+      float ps[C::kNTw][4];
+      gemm1(slot_of(0), ps);
+      store_partials(ps);
+    }
+    for (int it = 0; it < nsteps; ++it) {
+      cp_async_wait_group<NST - 3>();  // step it + 1 landed (this thread's copies)
+      __syncthreads();  // (X) step it's partials and step it + 1's slot visible; everyone is done with step it - 1
+      const int nxt = it + NST - 1;
+      if (nxt < nsteps) issue(nxt, nxt % NST);  // the slot step it - 1 used
+      mma::cp_async_commit();
+      const uint8_t* lat = slot_of(it);
+      // GEMM1 first in program order: it only loads, so ptxas may move its loads and HMMAs among the softmax's
+      // (after the softmax's stores it may not: shared-memory stores and loads keep their order). Past the last
+      // step it reads a slot nothing writes any more (harmless, unused): no branch in the block.
+      float ps[C::kNTw][4];
+      gemm1(slot_of(it + 1), ps);
+      softmax_step_fp8reg<HC, C::kTPH>(spart, s_idx + it * C::kBT, a.scale_log2, sh, ssub, lat, kLR, p_s, alpha_s,
+                                       m_run, l_run);
+      __syncthreads();  // (Y) P_b and the rescale factors visible; every warp has read step it's partials
+      store_partials(ps);
+      gemm2(lat);
+    }
   }
   cp_async_wait_all();
 
