@@ -98,9 +98,9 @@ template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
   return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC>, true, a, stream);
 }
-template <int HC, bool Q4, bool kPipe>
+template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<RegCfg<HC, Q4>, HC>(sparse_mla_reg_kernel<HC, Q4, kPipe>, true, a, stream);
+  return launch_grid<RegCfg<HC, Q4>, HC>(sparse_mla_reg_kernel<HC, Q4>, true, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

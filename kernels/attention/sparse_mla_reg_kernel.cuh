@@ -23,6 +23,8 @@
 //          (exact, subnormals included), the 2^120 being in P_b. bf16, not f16, for this GEMM: p * scale
 //          spans far more than f16's exponent range (small scales would make P_b subnormal in f16).
 //          The output dims of a warp's m16 tiles are permuted accordingly (the epilogue writes them back).
+// Steps (session 9): 8 / 16 heads per CTA run three block barriers per step (slot landed, partial scores, P_b);
+// 32 heads run two, with the next step's GEMM1 beside this step's softmax (see the loop).
 // Precision against the float32 reference: K and V enter the MMAs exactly (no bf16 rounding of
 // value * scale as in variants 1-6); Q is exact in f16; P_b is rounded once to bf16 (variants 1-6 round P
 // and V each); the running sum uses the unrounded fp32 p.
@@ -143,8 +145,7 @@ __device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const in
   if (ssub == 0) alpha_s[sh] = al;
 }
 
-// kPipe (session 9): the two-barrier step order below instead of three barriers per step.
-template <int HC, bool Q4, bool kPipe>
+template <int HC, bool Q4>
 __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMinBlocks)
     sparse_mla_reg_kernel(const KernelArgs a) {
   using C = RegCfg<HC, Q4>;
@@ -302,7 +303,10 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
   auto slot_of = [&](int step) { return smem + (step % NST) * C::kSlotBytes; };
 
   ring_fill<NST>(issue, nsteps);
-  if constexpr (!kPipe) {
+  // Session 9: 32-head CTAs take two block barriers per step (below), measured 1.07-1.14x at every FP8 shape that
+  // runs them (T=8 H=64 / 128 up to prefill 4096 x 64); with 8 / 16 heads it was 0.98-1.03x (0.98x at T=1 / 8,
+  // where the ring's one step shorter lead shows), so those keep three (H200, docs/PERFORMANCE.md "Session 9").
+  if constexpr (HC < 32) {
     // Three block barriers per step: (A) the step's slot landed, (B) its partial scores, (C) its P_b.
     int slot = 0;
     for (int it = 0; it < nsteps; ++it) {
@@ -319,7 +323,7 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
       slot = slot == NST - 1 ? 0 : slot + 1;
     }
   } else {
-    // Session 9: two block barriers per step, and step it + 1's GEMM1 issued with step it's softmax in one basic
+    // Two block barriers per step, and step it + 1's GEMM1 issued with step it's softmax in one basic
     // block (the two chains of a warp overlap). Its partials stay in registers across barrier (Y), after which
     // every warp has read step it's partials, so one partial buffer suffices. The ring runs one step shorter:
     // barrier (X) of step it must also publish step it + 1's slot, which NST - 2 steps ago was issued.

@@ -16,7 +16,10 @@ def num(v):
 
 def main(path, top=40):
     with open(path, newline="") as f:
-        lines = [l for l in f if l.count(",") > 2]  # skip ncu's banner lines
+        lines = f.readlines()
+    # The table starts at its header row ("Address","Source",...); lines before it name the kernel.
+    start = next((i for i, l in enumerate(lines) if l.startswith('"Address"')), 0)
+    lines = lines[start:]
     rows = list(csv.DictReader(lines))
     if not rows:
         print("no rows in", path)
