@@ -291,6 +291,12 @@ constexpr PlanModel kPlanModel[2] = {
 // faster with fp32 partials (combine 2) in both sweeps (and T=1 H=64 in session 7's), so they take them: T=1 H=64
 // 8x32 (9.98 -> 9.79 us), T=2 H=16 8x64 -> 8x32 (8.46 -> 8.28), T=2 H=32 8x32 (10.09 -> 9.88), T=4 H=16 8x32
 // (10.62 -> 10.36) (PDL 2 figures).
+// Session 9, one H200 plan sweep of both formats at T = 1, 2, 4, 8 after variant 7's gather and V-conversion changes
+// made its 16-head CTAs cheaper (bench/results/s9/call5/): bf16 entries within 1% of the best (unchanged); seven FP8
+// entries whose plan was >= 3% slower took the best, all with fp32 partials except the last: T=1 H=32 8x64 -> 8x32
+// (8.27 -> 7.90 us), T=1 H=64 8x32 -> 16x32 (10.28 -> 9.73), T=2 H=16 8x64 -> 8x32 (8.46 -> 8.01), T=2 H=32 8x32 ->
+// 16x32 (10.21 -> 9.83), T=4 H=8 8x64 -> 8x32 (8.81 -> 8.46), T=4 H=16 8x32 -> 16x32 (10.45 -> 10.05), T=8 H=16
+// 16x32 -> 16x16 (14.46 -> 14.01).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -310,14 +316,14 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 32, 16},
     {MlaCacheFormat::kBf16, 8, 64, 32, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
-    {MlaCacheFormat::kFp8, 1, 32, 8, 64},    {MlaCacheFormat::kFp8, 1, 64, 8, 32},
+    {MlaCacheFormat::kFp8, 1, 32, 8, 32, 2},    {MlaCacheFormat::kFp8, 1, 64, 16, 32, 2},
     {MlaCacheFormat::kFp8, 1, 128, 16, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
-    {MlaCacheFormat::kFp8, 2, 16, 8, 64},    {MlaCacheFormat::kFp8, 2, 32, 8, 32},
+    {MlaCacheFormat::kFp8, 2, 16, 8, 32, 2},    {MlaCacheFormat::kFp8, 2, 32, 16, 32, 2},
     {MlaCacheFormat::kFp8, 2, 64, 16, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
-    {MlaCacheFormat::kFp8, 4, 8, 8, 64},     {MlaCacheFormat::kFp8, 4, 16, 8, 32},
+    {MlaCacheFormat::kFp8, 4, 8, 8, 32, 2},     {MlaCacheFormat::kFp8, 4, 16, 16, 32, 2},
     {MlaCacheFormat::kFp8, 4, 32, 16, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
     {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
-    {MlaCacheFormat::kFp8, 8, 16, 16, 32},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
+    {MlaCacheFormat::kFp8, 8, 16, 16, 16},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
     {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
 };
 constexpr int kMeasuredPlanTopk = 2048;
