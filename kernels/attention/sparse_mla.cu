@@ -111,7 +111,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // Session 7: variant 10 for the 16-head CTAs of the small-T plans (16 splits of 8 steps): T=1 H=128, T=2 H=64,
     // T=4 H=32 1.05-1.06x over variant 5 (H200, two processes each, docs/PERFORMANCE.md "Session 7, call 10");
     // at T=8 H=16 they were equal.
-    if (hc == 16 && p.num_tokens <= 4 && v10_enabled()) return 10;
+    // Session 9: after its 16-head build stopped spilling (one CTA per SM), also at T = 8, 32 and 128 (H=16: 1.04x,
+    // 1.06x, 1.06x over variants 5 / 2 in the record run); not at prefill sizes, where one CTA per SM loses to
+    // variant 5's two (1024 x 16: 593 against 466 us).
+    if (hc == 16 && p.num_tokens <= 128 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
   // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
