@@ -8,7 +8,8 @@
 #
 # SET=s5 (default): bf16 T=128 H=64 (the 250 TFLOP/s target; kernel_variant 5), FP8 (variant 7) and bf16 at
 # T=128 H=8 (the 1.6x target), bf16 T=1 H=128 (the 10 us target). SET=v7: variant 7 at T=128 H=8 with four and
-# with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
+# with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=s9: variant 7 at FP8 T=128 H=8 and variant 10 at bf16 T=1
+# H=128 (session 9). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
 # Per kernel: the details page, the per-instruction SASS page
 # (CSV) and its stall summary (bench/sparse_mla/sass_stalls.py), packed into $OUT/profile.tgz; a short summary is
 # printed.
@@ -45,6 +46,10 @@ profile() {
     v11)
       profile v11-t128-h64 "sparse_mla_wsg_kernel" - --T 128 --H 64 --variants 11 --formats bf16
       profile v10-t128-h64 "sparse_mla_wsr_kernel" - --T 128 --H 64 --variants 10 --formats bf16
+      ;;
+    s9)
+      profile v7-fp8-t128-h8 "sparse_mla_reg_kernel" - --T 128 --H 8 --variants 7 --formats fp8
+      profile v10-t1-h128 "sparse_mla_wsr_kernel" - --T 1 --H 128 --variants 10 --formats bf16
       ;;
     v10)
       profile v10-t128-h64 "sparse_mla_wsr_kernel" - --T 128 --H 64 --variants 10
