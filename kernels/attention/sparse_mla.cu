@@ -28,30 +28,23 @@ int requested_heads_per_cta(const SparseMlaParams& p) {
   return sparse_mla_detail::heads_per_cta(p.num_heads);
 }
 
+// An attribute of the current device (0 when it cannot be read).
+int device_attribute(cudaDeviceAttr attr) {
+  int dev = 0, v = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess) return 0;
+  return v;
+}
+
 int sm_count(const SparseMlaParams& p) {
   if (p.num_sms > 0) return p.num_sms;
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 1;
+  const int n = device_attribute(cudaDevAttrMultiProcessorCount);
   return n > 0 ? n : 1;
 }
 
-int smem_per_sm() {
-  int dev = 0, smem = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
-    return 0;
-  return smem;
-}
+int smem_per_sm() { return device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor); }
 
 // The current device's compute capability major (0 when it cannot be read).
-int cc_major() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return 0;
-  return major;
-}
+int cc_major() { return device_attribute(cudaDevAttrComputeCapabilityMajor); }
 
 // Round 4's planner (1) or round 5's (2): SparseMlaParams::planner, else GLM5RT_MLA_PLANNER, else 2.
 int planner_mode(const SparseMlaParams& p) {
