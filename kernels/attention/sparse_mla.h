@@ -84,7 +84,8 @@ struct SparseMlaParams {
   // side, so a step's scores stay in the threads that multiply them; no group barrier, no P / rescale factors
   // through shared memory; the next step's GEMM1 overlapped with the softmax); bf16 records with 16 or 32 heads
   // per CTA, variant 5 elsewhere (8 heads per CTA would pad the M side; FP8 records). The automatic bf16
-  // kernel at 32 heads per CTA (1.08-1.13x over variant 5 on the H200) until session 7.
+  // kernel at 32 heads per CTA (1.08-1.13x over variant 5 on the H200) until session 7, and (session 9) at 16 heads
+  // per CTA up to T = 128.
   // Appended in session 7: 11 = one consumer group of 8 warps for the CTA's 32 heads (each K / V fragment read
   // from shared memory feeds both m16 tiles, each partial score read once, each head's softmax run by one warp,
   // P handed over in shared memory in GEMM2's A-fragment order; its own producer loads the indices); bf16
