@@ -211,6 +211,15 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
   const int ntiles = num_tiles(p);
   const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, hc);
   const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
+  // Session 9 (bf16 records): where one split per (token, head group) fits one wave and its latency estimate is
+  // already below the records' gather time (at 3.6 TB/s, what these kernels reach), the shape is bound by the
+  // records' bytes and a split only adds the merge: T=128 H=8 ran 81.3 us with 1 split against 86.9 with the
+  // model's 2 (H200, both processes, docs/PERFORMANCE.md "Session 9"). FP8 records keep the model: variant 7 is
+  // not memory-bound there (1 split 100 us against 71.4 with 2).
+  if (p.format == MlaCacheFormat::kBf16 && base <= slots) {
+    const double gather_us = static_cast<double>(p.num_tokens) * p.topk * kMlaBf16RecordBytes / 3.6e6;
+    if (ntiles + 2.0 <= gather_us) return effective_splits(p, 1);
+  }
   int best = effective_splits(p, 1);
   double best_cost = 1e300;
   const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
