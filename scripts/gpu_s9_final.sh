@@ -5,7 +5,8 @@
 # baseline and the machine's ceilings), then the small-T plan sweep of both record formats (T = 1, 2, 4, 8), whose
 # best plans are compared with kMeasuredPlans afterwards. Each part's files come back as one archive in $OUT.
 #
-#   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt && rm -rf .carry/final/prebuilt
+#   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt \
+#     && rm -rf .carry/final/prebuilt                                                               (here)
 #   COMMIT=<sha> OUT=$OUT bash scripts/gpu_s9_final.sh                          (device, carry .carry/final)
 # Optional: PARTS (default "check mla sweep").
 set -uo pipefail

@@ -69,8 +69,8 @@ struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
   // One CTA per SM (session 9; was two for 16 heads, as variant 5): under two CTAs' register cap (168) the 16-head
-  // kernel spilled in its loop (sm_90 20 bytes stored / 56 loaded, sm_120 20 / 44), and no plan runs two per SM:
-  // SM120's 100 KB holds one, and the H200 plans that choose it (16 heads x 16 splits at T <= 4) have <= 132 CTAs.
+  // kernel spilled in its loop (sm_90 20 bytes stored / 56 loaded, sm_120 20 / 44). SM120's 100 KB holds one either
+  // way; the planner counts one per SM (ctas_per_sm), and where two would matter, at prefill sizes, variant 5 runs.
   static constexpr int kMinBlocks = 1;
   // (Base::kKSteps = 9: GEMM1 k16 steps per warp, its quarter of 576, as in variant 5.)
   static constexpr int kDimTiles = 16;  // GEMM2 n8 tiles per warp: its 128 output dims
