@@ -12,7 +12,7 @@
 # benchmark's flags, default below), NCU (a kernel-name regex: Nsight Compute's instruction and issue counters of
 # those kernels in one extra "new" process run with NCU_ARGS).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 : "${OLD_BENCH:?set OLD_BENCH}"
 source scripts/lib/device_prebuilt.sh
 old=$OLD_BENCH
@@ -38,9 +38,9 @@ ARGS=${ARGS:---no-sweep --quick --formats bf16,fp8 --T 1,8,32,128 --H 8,16,64 --
   done
   if [ -n "${NCU:-}" ]; then
     stamp "ncu $NCU"
-    # shellcheck disable=SC2086
     metrics=smsp__inst_executed.sum,sm__cycles_active.avg,gpu__time_duration.sum
     metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__warps_eligible.avg.per_cycle_active
+    # shellcheck disable=SC2086  # NCU_ARGS is a list of flags
     timeout 240 ncu --kernel-name "regex:$NCU" --launch-count 4 --metrics "$metrics" \
       "$B/glm5rt_bench_sparse_mla" ${NCU_ARGS:---no-sweep --quick --formats fp8 --T 128 --H 8 --reps 1} 2>&1 |
       grep -E "sparse_mla|inst_executed|cycles_active|issue_active|eligible|duration" | sed 's/  */ /g'

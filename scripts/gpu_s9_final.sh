@@ -10,7 +10,7 @@
 #   COMMIT=<sha> OUT=$OUT bash scripts/gpu_s9_final.sh                          (device, carry .carry/final)
 # Optional: PARTS (default "check mla sweep").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/lib/device_prebuilt.sh
 parts=" ${PARTS:-check mla sweep} "
 {
