@@ -194,6 +194,17 @@ inline constexpr int kRecordChunks = FP8 ? kMlaFp8RecordBytes / 16 : kMlaBf16Rec
 template <bool FP8>
 inline constexpr int kRecordBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
 
+// One 16-byte cp.async with the tile gathers' L2 prefetch hint (256 / 128 bytes, or 0: none).
+template <int L2_HINT>
+__device__ __forceinline__ void cp_async_16_hint(uint32_t dst, const void* src, int src_bytes) {
+  if constexpr (L2_HINT == 256)
+    mma::cp_async_16(dst, src, src_bytes);
+  else if constexpr (L2_HINT == 128)
+    mma::cp_async_16_l2_128(dst, src, src_bytes);
+  else
+    mma::cp_async_16_nohint(dst, src, src_bytes);
+}
+
 // Chunk c of a tile gather (round 1, the pipelined and the warp-specialized kernels): 16-byte column
 // c % chunks of the record of slot s_idx[first + c / chunks] -> row c / chunks of the tile at dst0 (rows of DST_ROW
 // bytes). An unused entry (-1) copies 0 bytes from a harmless address, so cp.async zero-fills the chunk: V
@@ -207,12 +218,7 @@ __device__ __forceinline__ void gather_chunk(uint32_t dst0, const int* s_idx, in
   const int idx = s_idx[first + r];
   const bool ok = idx >= 0;
   const uint8_t* src = ok ? base + static_cast<int64_t>(idx) * kRecordBytes<FP8> + col * 16 : base;
-  if constexpr (L2_HINT == 256)
-    mma::cp_async_16(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
-  else if constexpr (L2_HINT == 128)
-    mma::cp_async_16_l2_128(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
-  else
-    mma::cp_async_16_nohint(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
+  cp_async_16_hint<L2_HINT>(dst0 + r * DST_ROW + col * 16, src, ok ? 16 : 0);
 }
 
 // A whole tile gather by kThreads threads, one record row per group of kTPR = kThreads / kRows consecutive
@@ -236,13 +242,7 @@ __device__ __forceinline__ void gather_rows(const int* s_idx, const uint8_t* bas
   for (int k = 0; k < (kChunks + kTPR - 1) / kTPR; ++k) {
     const int col = j + k * kTPR;
     if (kChunks % kTPR != 0 && col >= kChunks) break;  // only in the last round
-    const uint32_t dst = dst_of(r, col);
-    if constexpr (L2_HINT == 256)
-      mma::cp_async_16(dst, src + k * kTPR * 16, bytes);
-    else if constexpr (L2_HINT == 128)
-      mma::cp_async_16_l2_128(dst, src + k * kTPR * 16, bytes);
-    else
-      mma::cp_async_16_nohint(dst, src + k * kTPR * 16, bytes);
+    cp_async_16_hint<L2_HINT>(dst_of(r, col), src + k * kTPR * 16, bytes);
   }
 }
 
