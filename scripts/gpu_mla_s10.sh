@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 10's device calls, from binaries built on the development machine (scripts/pack_prebuilt.sh): variant 13
+# (variant 10's 16-head CTA as two token groups) against variant 10.
+#   tests   every sparse MLA test case (variant 13 is in every variant x merge loop)
+#   rows    bf16 rows at T = 1, 2, 4, 8, 32, 128 x H = 16, 32, 64, 128 with variants 10 and 13 timed on the same
+#           inputs at the automatic plan (twice, two processes)
+#   sweep   the bf16 small-T plan sweep (T = 1, 2, 4, 8; every heads per CTA x splits x merge) with the automatic
+#           16-head kernel variant 10 (GLM5RT_MLA_V13=0) and variant 13 (=1), alternating, two processes each
+#
+#   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt \
+#     && rm -rf .carry/final/prebuilt                                                               (here)
+#   COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s10.sh                          (device, carry .carry/final)
+# Optional: PARTS (default "tests rows sweep"), ROW_TS, ROW_HS.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+source scripts/lib/device_prebuilt.sh
+parts=" ${PARTS:-tests rows sweep} "
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  if [[ $parts == *" tests "* ]]; then
+    stamp "sparse MLA tests"
+    timeout 300 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
+    tail -4 "$OUT/mla-tests.txt"
+  fi
+  if [[ $parts == *" rows "* ]]; then
+    for run in 1 2; do
+      stamp "rows, run $run"
+      timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${ROW_TS:-1,2,4,8,32,128}" \
+        --H "${ROW_HS:-16,32,64,128}" --variants 10,13 --prefill-T 1024 --prefill-H 16 --reps 9 --commit "$COMMIT" \
+        --json "$OUT/rows-run$run.json" 2>&1 | grep -E "^(decode|prefill) " | sed 's/  */ /g; s/ v1 0.00 v2 0.00 v3 0.00//; s/ v7 0.00 us (0 splits)//'
+    done
+  fi
+  if [[ $parts == *" sweep "* ]]; then
+    for v in 0 1 0 1; do
+      stamp "plan sweep bf16, GLM5RT_MLA_V13=$v"
+      GLM5RT_MLA_V13=$v timeout 200 "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick --formats bf16 \
+        --T 1,2,4,8 --H 16,32,64,128 --reps 9 --commit "$COMMIT" --json "$OUT/plans-v13-$v-$SECONDS.json" \
+        > "$OUT/plans-v13-$v-log.txt" 2>&1
+      grep -E "^plan" "$OUT/plans-v13-$v-log.txt" | sed 's/  */ /g'
+    done
+  fi
+  stamp end
+} 2>&1 | tee "$OUT/s10-log.txt"
