@@ -75,16 +75,6 @@ bool v10_enabled() {
   return on;
 }
 
-// Session 10: GLM5RT_MLA_V13 (read once): 1 = variant 13 (variant 10's 16-head CTA as two token groups) wherever the
-// automatic choice would run variant 10 with 16 heads per CTA; 0 or unset = variant 10 there.
-bool v13_auto() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V13");
-    return e != nullptr && std::atoi(e) == 1;
-  }();
-  return on;
-}
-
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -97,10 +87,6 @@ bool v13_auto() {
 int kernel_variant(const SparseMlaParams& p, int hc) {
   if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10 || p.kernel_variant == 11)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
-  // Variant 13 exists for 16-head CTAs and bf16 records; elsewhere it runs variant 11's choice (32 heads per CTA)
-  // or variant 10's (which is variant 5 there).
-  if (p.kernel_variant == 13)
-    return sparse_mla_detail::runs_wsr2(13, hc, p.format == MlaCacheFormat::kFp8) ? 13 : hc == 32 ? 11 : 10;
   if (p.format == MlaCacheFormat::kBf16) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
@@ -121,7 +107,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // Session 9: after its 16-head build stopped spilling (one CTA per SM), also at T = 8, 32 and 128 (H=16: 1.04x,
     // 1.06x, 1.06x over variants 5 / 2 in the record run); not at prefill sizes, where one CTA per SM loses to
     // variant 5's two (1024 x 16: 593 against 466 us).
-    if (hc == 16 && p.num_tokens <= 128 && v10_enabled()) return v13_auto() ? 13 : 10;
+    if (hc == 16 && p.num_tokens <= 128 && v10_enabled()) return 10;
     return hc == 16 && p.num_tokens > 8 && p.num_tokens <= 64 ? 2 : 5;
   }
   // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
@@ -196,8 +182,7 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   // (4 slots, reg_quad).
   const bool reg3 = variant == 7 && fp8 && hc == 8;
   // Variant 10 (and 11 at 16 heads, which runs 10) is compiled for one CTA per SM (WsrCfg).
-  const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8) ||
-                   sparse_mla_detail::runs_wsr2(variant, hc, fp8);
+  const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
   const int by_regs = quad ? 4 : reg3 ? 3 : ((hc >= 32 && variant != 3) || wsr) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
@@ -641,8 +626,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 ||
-      (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 13) ||
+      p.kernel_variant < 0 || (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11) ||
       p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
@@ -650,7 +634,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
   // everywhere), 8 never merged (session 4), 9 removed in session 5 (the alternating-step kernel, 1.6-2x slower
   // than 5; code at 19294ff), 12 in session 7 (variant 11's group over 16 warps without producer warps, 0.74x of
-  // variant 11; code at af15c92), combine 4 in session 4 (the cluster merge): their numbers stay taken and are
+  // variant 11; code at af15c92), 13 in session 10 (variant 10's 16-head CTA as two token groups, 0.76-0.83x of
+  // variant 10; code at db43314), combine 4 in session 4 (the cluster merge): their numbers stay taken and are
   // rejected above.)
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
@@ -707,10 +692,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
-  } else if (sparse_mla_detail::runs_wsr2(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_wsr_bf16(hc, 2, a, stream);
   } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
-    err = sparse_mla_detail::launch_wsr_bf16(hc, 1, a, stream);
+    err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
   } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);

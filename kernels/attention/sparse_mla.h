@@ -91,12 +91,8 @@ struct SparseMlaParams {
   // P handed over in shared memory in GEMM2's A-fragment order; its own producer loads the indices); bf16
   // records with 32 heads per CTA, variant 10's choice elsewhere. The automatic bf16 kernel at 32 heads per CTA
   // (1.01-1.04x over variant 10 on the H200; GLM5RT_MLA_V11=0 keeps variant 10). 12 (session 7's 16-warp form of
-  // 11, measured 0.74x of it and removed) is rejected as invalid, as 8 and 9.
-  // Appended in session 10: 13 = variant 10's 16-head CTA with two consumer groups of 4 warps for the same 16 heads,
-  // one taking the split's even 16-token steps and the other its odd ones (own accumulators and softmax state,
-  // merged in shared memory at the end): two independent step chains per SM for the same CTAs and partials; bf16
-  // records with 16 heads per CTA, variant 11's choice with 32 and variant 5's with 8 heads per CTA or FP8 records.
-  // The automatic 16-head kernel only with GLM5RT_MLA_V13=1 (measurement).
+  // 11, measured 0.74x of it and removed) is rejected as invalid, as 8 and 9. 13 (session 10's variant 10 16-head CTA
+  // with two consumer groups taking alternate steps, measured 0.76-0.83x of variant 10 and removed) likewise.
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.

@@ -24,9 +24,8 @@ cudaError_t launch_pipe_fp8(int heads_per_cta, bool two_per_sm, const KernelArgs
 cudaError_t launch_ws_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 10: variant 5 with the softmax in registers (sparse_mla_wsr_kernel.cuh); bf16 records, 16 or
-// 32 heads per CTA (the caller runs variant 5 elsewhere). token_groups = 2: kernel_variant 13, the 16-head CTA
-// with two consumer groups taking alternate steps (16 heads per CTA only).
-cudaError_t launch_wsr_bf16(int heads_per_cta, int token_groups, const KernelArgs& a, cudaStream_t stream);
+// 32 heads per CTA (the caller runs variant 5 elsewhere).
+cudaError_t launch_wsr_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 11: one 8-warp consumer group for the CTA's 32 heads (sparse_mla_wsg_kernel.cuh); bf16 records,
 // 32 heads per CTA only (the caller runs variant 10 / 5 elsewhere).
 cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
@@ -50,15 +49,11 @@ inline int reg_smem_bytes(int hc, bool quad = false) {
 }
 // Variant 10 with 16 / 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 5.
 inline bool runs_wsr(int variant, int hc, bool fp8) { return variant == 10 && hc >= 16 && !fp8; }
-// Variant 13 (variant 10's 16-head CTA as two token groups) with 16 heads per CTA and bf16 records; with 32 heads
-// per CTA it runs variant 11's choice, elsewhere variant 5 (the caller maps it).
-inline bool runs_wsr2(int variant, int hc, bool fp8) { return variant == 13 && hc == 16 && !fp8; }
 // Variant 11 with 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 10's choice.
 inline bool runs_wsg(int variant, int hc, bool fp8) { return variant == 11 && hc == 32 && !fp8; }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
   if (runs_wsg(variant, hc, fp8)) return WsgCfg::kSmemBytes;
-  if (runs_wsr2(variant, hc, fp8)) return WsrCfg<16, 2>::kSmemBytes;
   if (runs_wsr(variant == 11 ? 10 : variant, hc, fp8))
     return hc == 16 ? WsrCfg<16>::kSmemBytes : WsrCfg<32>::kSmemBytes;
   if (variant == 7) return fp8 ? reg_smem_bytes(hc) : smem_of<PipeCfg>(hc, false);  // bf16 records: variant 2
@@ -99,9 +94,9 @@ template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, true, a, stream);
 }
-template <int HC, int TS = 1>
+template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsrCfg<HC, TS>, HC>(sparse_mla_wsr_kernel<HC, TS>, true, a, stream);
+  return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC>, true, a, stream);
 }
 template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {

@@ -50,9 +50,6 @@ struct WsCfg {
   static constexpr int kGroups = HC / kHG;        // 2 for 32 heads per CTA, else 1
   static constexpr int kGroupThreads = 128;       // 4 warps
   static constexpr int kConsumerWarps = kGroups * 4;
-  // Consumer warps that read each ring slot (its "empty" barrier's arrivals): all of them here; variant 13's
-  // token groups each read every other step's slot (WsrCfg).
-  static constexpr int kSlotReaders = kConsumerWarps;
   static constexpr int kProducerWarps = HC >= 32 ? 4 : 2;
   static constexpr int kProducerThreads = kProducerWarps * 32;
   static constexpr int kThreads = kConsumerWarps * 32 + kProducerThreads;
@@ -146,7 +143,7 @@ __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row
       // stores, so that each thread's arrive releases its own writes).
       // Bulk: the copying producer warps' lanes (each warp's lane 0 registers its expected bytes first).
       mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
-      mbar_init(bar_empty + s * 8, C::kSlotReaders);  // one arrival per consumer warp that reads the slot
+      mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
   }
 }

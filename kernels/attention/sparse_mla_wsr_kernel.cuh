@@ -64,23 +64,10 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
   }
 }
 
-// TS = 2 (variant 13, session 10; 16-head CTAs only): two consumer groups of four warps for the same 16 heads, group
-// 0 taking the split's even steps and group 1 its odd ones, each with its own accumulators, softmax state and
-// partial-score exchange; their two results are merged in shared memory at the end (merge_token_groups). Against
-// variant 10 the SM runs two independent step chains (two consumer warps per scheduler) for the same CTA count and
-// the same partials: a small-T plan's CTA has half the dependent steps and nothing more goes through L2.
-template <int HC, int TS = 1>
+template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
-  static_assert(TS == 1 || (TS == 2 && HC == 16), "variant 13: two token groups of a 16-head CTA");
-  static constexpr int kHeadGroups = Base::kGroups;  // 16-head consumer groups (the heads they own differ)
-  static constexpr int kGroups = kHeadGroups * TS;   // all consumer groups
-  static constexpr int kConsumerWarps = kGroups * 4;
-  static constexpr int kThreads = kConsumerWarps * 32 + Base::kProducerThreads;
-  static constexpr int kSlotReaders = kHeadGroups * 4;  // a slot holds one step: one token group reads it
-  static constexpr int kStageRows = kGroups * 16;       // epilogue staging rows (a token group's own 16)
-  static_assert(kStageRows * kStgStride * 4 <= Base::kStageAreaBytes, "epilogue staging must fit in the ring");
   // One CTA per SM (session 9; was two for 16 heads, as variant 5): under two CTAs' register cap (168) the 16-head
   // kernel spilled in its loop (sm_90 20 bytes stored / 56 loaded, sm_120 20 / 44). SM120's 100 KB holds one either
   // way; the planner counts one per SM (ctas_per_sm), and where two would matter, at prefill sizes, variant 5 runs.
@@ -91,54 +78,20 @@ struct WsrCfg : WsCfg<HC, false> {
   static constexpr int kBufFloats = 4 * 2 * 32 * 4;
   static constexpr int kSpartFloats = 2 * kBufFloats;
   static constexpr int kOffSpart = Base::kStageAreaBytes;
-  static constexpr int kOffLse = kOffSpart + kGroups * kSpartFloats * 4;
-  static constexpr int kOffIdx = (kOffLse + kStageRows * 4 + 15) / 16 * 16;
+  static constexpr int kOffLse = kOffSpart + Base::kGroups * kSpartFloats * 4;
+  static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
   static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
   // full[kRing], empty[kRing], then the partial-score exchange: [group][buffer] "published" barriers.
   static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
-  static constexpr int kSmemBytes = kOffPartBar + kGroups * 2 * 8;
+  static constexpr int kSmemBytes = kOffPartBar + Base::kGroups * 2 * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// Variant 13's epilogue: rows r and r + 16 of the staging hold the two token groups' outputs for head r, each
-// normalised by its own sum, with their base-2 LSEs in lse_s[r] / lse_s[r + 16]; row r becomes their merge (weights
-// 2^(lse_g - lse)) and lse_s[r] the merged LSE. A head with no valid entry in either group stays 0 / -inf. Ends with
-// a block barrier.
-template <int NTHREADS>
-__device__ __forceinline__ void merge_token_groups(float* stg, float* lse_s, int tid) {
-  constexpr float kNegInf = -__builtin_huge_valf();
-  auto weights = [&](int h, float& w0, float& w1) {
-    const float e0 = lse_s[h], e1 = lse_s[h + 16], mx = fmaxf(e0, e1);
-    w0 = w1 = 0.f;
-    if (mx == kNegInf) return mx;
-    w0 = exp2f(e0 - mx);
-    w1 = exp2f(e1 - mx);
-    const float sum = w0 + w1;
-    w0 /= sum;
-    w1 /= sum;
-    return mx + log2f(sum);
-  };
-  for (int c = tid; c < 16 * (kMlaLatentDim / 4); c += NTHREADS) {
-    const int h = c / (kMlaLatentDim / 4), d = (c % (kMlaLatentDim / 4)) * 4;
-    float w0, w1;
-    weights(h, w0, w1);
-    float4* r0 = reinterpret_cast<float4*>(stg + h * kStgStride + d);
-    const float4 o1 = *reinterpret_cast<const float4*>(stg + (h + 16) * kStgStride + d);
-    const float4 o0 = *r0;
-    *r0 = make_float4(w0 * o0.x + w1 * o1.x, w0 * o0.y + w1 * o1.y, w0 * o0.z + w1 * o1.z, w0 * o0.w + w1 * o1.w);
-  }
-  float w0, w1, lse = 0.f;
-  if (tid < 16) lse = weights(tid, w0, w1);
-  __syncthreads();  // every thread has read both groups' LSEs
-  if (tid < 16) lse_s[tid] = lse;
-  __syncthreads();
-}
-
-template <int HC, int TS = 1>
-__global__ void __launch_bounds__(WsrCfg<HC, TS>::kThreads, WsrCfg<HC, TS>::kMinBlocks)
+template <int HC>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
-  using C = WsrCfg<HC, TS>;
+  using C = WsrCfg<HC>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -154,9 +107,6 @@ __global__ void __launch_bounds__(WsrCfg<HC, TS>::kThreads, WsrCfg<HC, TS>::kMin
   const int nsteps = span.nsteps;
   const bool producer = role.producer;
   const int gi = role.gi, wq = role.wq;
-  // The group's heads (hgi: which 16 of the CTA's) and steps (token group tgi: steps tgi, tgi + TS, ...).
-  const int hgi = TS == 1 ? gi : gi % C::kHeadGroups;
-  const int tgi = TS == 1 ? 0 : gi / C::kHeadGroups;
   allow_dependent_launch();  // the combine kernel (PDL)
 
   // Q of the group's 16 heads as GEMM1 A fragments over this warp's k quarter: rows g / g + 8, columns
@@ -164,7 +114,7 @@ __global__ void __launch_bounds__(WsrCfg<HC, TS>::kThreads, WsrCfg<HC, TS>::kMin
   uint32_t qa[C::kKSteps][4];
   if (!producer) {
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-        a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + hgi * 16 + g) * kMlaQkDim);
+        a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g) * kMlaQkDim);
     const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
@@ -218,25 +168,27 @@ __global__ void __launch_bounds__(WsrCfg<HC, TS>::kThreads, WsrCfg<HC, TS>::kMin
       }
     };
     auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
-    // This warp's quarter of the scores of the group's j-th step -> buffer (j & 1), then one arrival on that
-    // buffer's mbarrier (use k of buffer b = j 2 k + b has parity k & 1). A warp writes a buffer again two steps
-    // later, only after waiting for the other buffer's arrivals, which every warp makes after reading this one.
+    // This warp's quarter of `step`'s scores -> buffer (step & 1), then one arrival on that buffer's mbarrier
+    // (use k of buffer b = step 2 k + b has parity k & 1). A warp writes a buffer again two steps later, only
+    // after waiting for the other buffer's arrivals, which every warp makes after reading this one.
     const uint32_t part_bar = bar_part + gi * 2 * 8;
-    auto publish = [&](int j, const float (&s)[2][4]) {
-      float* buf = spart + (j & 1) * C::kBufFloats;
+    auto publish = [&](int step, const float (&s)[2][4]) {
+      float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
         *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
       __syncwarp();
-      if (lane == 0) mbar_arrive(part_bar + (j & 1) * 8);
+      if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
     };
-    auto wait_published = [&](int j) { mbar_wait_parity(part_bar + (j & 1) * 8, (j >> 1) & 1); };
+    auto wait_published = [&](int step) {
+      mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
+    };
     // The four quarters at this lane's fragment positions: this warp's own from its registers (`own`, GEMM1's
     // result for `step`), the other three from shared memory (a quarter less partial-score traffic than reading
     // all four). The order of the sum differs between the group's warps, so their scores may differ in the last
     // bit; each warp's output columns use its own P, maximum and sums, so every warp is self-consistent.
-    auto gather_scores = [&](int j, const float (&own)[2][4], float (&x)[2][4]) {
-      const float* buf = spart + (j & 1) * C::kBufFloats;
+    auto gather_scores = [&](int step, const float (&own)[2][4], float (&x)[2][4]) {
+      const float* buf = spart + (step & 1) * C::kBufFloats;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -314,30 +266,26 @@ __global__ void __launch_bounds__(WsrCfg<HC, TS>::kThreads, WsrCfg<HC, TS>::kMin
     };
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
-    // The group's j-th step is the split's step tgi + TS j (the ring slot and the indices follow the split's step;
-    // the partial-score buffers the group's own count j).
-    const int nmine = TS == 1 ? nsteps : (nsteps > tgi ? (nsteps - tgi + TS - 1) / TS : 0);
-    auto step_of = [&](int j) { return tgi + TS * j; };
-    if (nmine > 0) {
+    if (nsteps > 0) {
       // Step s's softmax is written after step s + 1's GEMM1, in one basic block, so that the compiler
       // interleaves the softmax's ALU / MUFU / shuffle chain with the HMMA chain of the next step's GEMM1
       // (one warp's two latency chains overlapped instead of run back to back: 1.09x at T=128 H=64).
-      wait_full(step_of(0));
-      gemm1(step_of(0), s);
+      wait_full(0);
+      gemm1(0, s);
       publish(0, s);
-      for (int j = 0; j + 1 < nmine; ++j) {
-        wait_published(j);
-        gather_scores(j, s, x);
-        wait_full(step_of(j + 1));
-        gemm1(step_of(j + 1), s);
-        softmax(step_of(j), x, pa, al0, al1);
-        publish(j + 1, s);  // before GEMM2: the group's other warps need not wait for this warp's GEMM2
-        gemm2(step_of(j), pa, al0, al1);
+      for (int step = 0; step + 1 < nsteps; ++step) {
+        wait_published(step);
+        gather_scores(step, s, x);
+        wait_full(step + 1);
+        gemm1(step + 1, s);
+        softmax(step, x, pa, al0, al1);
+        publish(step + 1, s);  // before GEMM2: the group's other warps need not wait for this warp's GEMM2
+        gemm2(step, pa, al0, al1);
       }
-      wait_published(nmine - 1);
-      gather_scores(nmine - 1, s, x);
-      softmax(step_of(nmine - 1), x, pa, al0, al1);
-      gemm2(step_of(nmine - 1), pa, al0, al1);
+      wait_published(nsteps - 1);
+      gather_scores(nsteps - 1, s, x);
+      softmax(nsteps - 1, x, pa, al0, al1);
+      gemm2(nsteps - 1, pa, al0, al1);
     }
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
@@ -352,7 +300,6 @@ __global__ void __launch_bounds__(WsrCfg<HC, TS>::kThreads, WsrCfg<HC, TS>::kMin
                 l1 > 0.f ? 1.f / l1 : 0.f);
   }
   __syncthreads();
-  if constexpr (TS == 2) merge_token_groups<C::kThreads>(stg, lse_s, tid);
   write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 }
 

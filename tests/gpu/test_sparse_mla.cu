@@ -260,7 +260,7 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 13, 0};  // 6 was removed in session 4 (rejected: see below)
+constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 0};  // 6 was removed in session 4 (rejected: see below)
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
 // 5 = chunked combine over bf16 partials (session 4).
@@ -634,6 +634,8 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.kernel_variant = 9;  // session 5's alternating-step kernel: measured slower, removed
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 12;  // session 7's 16-warp kernel: measured slower, removed
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 13;  // session 10's two-token-group kernel: measured slower, removed
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 14;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
