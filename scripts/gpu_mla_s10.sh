@@ -6,6 +6,9 @@
 #           inputs at the automatic plan (twice, two processes)
 #   sweep   the bf16 small-T plan sweep (T = 1, 2, 4, 8; every heads per CTA x splits x merge) with the automatic
 #           16-head kernel variant 10 (GLM5RT_MLA_V13=0) and variant 13 (=1), alternating, two processes each
+#           (variant 13 was measured slower in call 1 and removed: these two parts need db43314's binaries)
+#   midt    the split counts 1, 2, 3, 4, 6, 8 forced at T = 16 .. 256 x H = 8 .. 64, both formats, against the
+#           automatic plan (two processes each; JSON and logs in midt.tgz)
 #
 #   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt \
 #     && rm -rf .carry/final/prebuilt                                                               (here)
@@ -38,6 +41,19 @@ parts=" ${PARTS:-tests rows sweep} "
         > "$OUT/plans-v13-$v-log.txt" 2>&1
       grep -E "^plan" "$OUT/plans-v13-$v-log.txt" | sed 's/  */ /g'
     done
+  fi
+  if [[ $parts == *" midt "* ]]; then
+    mkdir -p "$OUT/midt"
+    for run in 1 2; do
+      for f in bf16 fp8; do
+        stamp "mid-T split sweep $f, run $run"
+        timeout 280 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats $f --T "${MIDT_TS:-16,24,32,48,64,96,128,192,256}" \
+          --H "${MIDT_HS:-8,16,32,64}" --variants 0 --force-splits 1,2,3,4,6,8 --force-variants 0 --reps 7 \
+          --commit "$COMMIT" --json "$OUT/midt/midt-$f-run$run.json" > "$OUT/midt/midt-$f-run$run-log.txt" 2>&1
+        echo "rc $? $(grep -c forced "$OUT/midt/midt-$f-run$run-log.txt") forced timings"
+      done
+    done
+    tar -czf "$OUT/midt.tgz" -C "$OUT" midt && rm -rf "$OUT/midt"
   fi
   stamp end
 } 2>&1 | tee "$OUT/s10-log.txt"

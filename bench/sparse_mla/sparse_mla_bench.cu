@@ -134,8 +134,9 @@ int main(int argc, char** argv) {
   // split model rarely fills.
   std::vector<int> v7_splits_list;
   // Session 4: --force-splits 1,2,3,4 also times the automatic kernel, variant 2 and variant 5 at these
-  // forced split counts for T >= 32 (JSON "split_sweep", variant 0 / 2 / 5).
-  std::vector<int> force_splits_list;
+  // forced split counts for T >= 32 (JSON "split_sweep", variant 0 / 2 / 5). Session 10: above
+  // kMlaJointPlanMaxTokens (8) tokens, and --force-variants 0 restricts the kernels timed so (default 0,2,5).
+  std::vector<int> force_splits_list, force_variants = {0, 2, 5};
   // Session 4: --prefill-T 4096 --prefill-H 64 adds these prefill shapes even with --quick.
   std::vector<int> prefill_t_list, prefill_h_list = {64};
   for (int i = 1; i < argc; ++i) {
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) var_list = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--v7-splits") && i + 1 < argc) v7_splits_list = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--force-splits") && i + 1 < argc) force_splits_list = glm5rt_bench::parse_int_list(argv[++i]);
+    else if (!std::strcmp(argv[i], "--force-variants") && i + 1 < argc) force_variants = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill-T") && i + 1 < argc) prefill_t_list = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
@@ -163,7 +165,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--prefill-T 4096] [--prefill-H 64] [--formats bf16,fp8]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--force-variants 0] [--prefill-T 4096] [--prefill-H 64] [--formats bf16,fp8]\n",
                    argv[0]);
       return 2;
     }
@@ -546,8 +548,8 @@ int main(int argc, char** argv) {
           }
         p.num_splits = 0;
       }
-      if (c.T >= 32)
-        for (int v : {0, 2, 5})
+      if (c.T > glm5rt::kernels::kMlaJointPlanMaxTokens)
+        for (int v : force_variants)
           for (int sp : force_splits_list) {
             p.kernel_variant = v;
             sweeps.push_back({c.T, c.H, c.fmt, sp, 0, time_config(sp, &e), v});
