@@ -8,12 +8,12 @@
 #           16-head kernel variant 10 (GLM5RT_MLA_V13=0) and variant 13 (=1), alternating, two processes each
 #           (variant 13 was measured slower in call 1 and removed: these two parts need db43314's binaries)
 #   midt    the split counts 1, 2, 3, 4, 6, 8 forced at T = 16 .. 256 x H = 8 .. 64, both formats, against the
-#           automatic plan (two processes each; JSON and logs in midt.tgz)
+#           automatic plan (two processes each; JSON and logs in $MIDT_TAG.tgz, default midt)
 #
 #   rm -rf .carry/final && bash scripts/pack_prebuilt.sh build-gpu90 .carry/final/prebuilt \
 #     && rm -rf .carry/final/prebuilt                                                               (here)
 #   COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s10.sh                          (device, carry .carry/final)
-# Optional: PARTS (default "tests rows sweep"), ROW_TS, ROW_HS.
+# Optional: PARTS (default "tests rows sweep"), ROW_TS, ROW_HS, MIDT_TS, MIDT_HS, MIDT_SPLITS, MIDT_TAG.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/lib/device_prebuilt.sh
@@ -43,17 +43,18 @@ parts=" ${PARTS:-tests rows sweep} "
     done
   fi
   if [[ $parts == *" midt "* ]]; then
-    mkdir -p "$OUT/midt"
+    tag=${MIDT_TAG:-midt}
+    mkdir -p "$OUT/$tag"
     for run in 1 2; do
       for f in bf16 fp8; do
         stamp "mid-T split sweep $f, run $run"
         timeout 280 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats $f --T "${MIDT_TS:-16,24,32,48,64,96,128,192,256}" \
-          --H "${MIDT_HS:-8,16,32,64}" --variants 0 --force-splits 1,2,3,4,6,8 --force-variants 0 --reps 7 \
-          --commit "$COMMIT" --json "$OUT/midt/midt-$f-run$run.json" > "$OUT/midt/midt-$f-run$run-log.txt" 2>&1
-        echo "rc $? $(grep -c forced "$OUT/midt/midt-$f-run$run-log.txt") forced timings"
+          --H "${MIDT_HS:-8,16,32,64}" --variants 0 --force-splits "${MIDT_SPLITS:-1,2,3,4,6,8}" --force-variants 0 --reps 7 \
+          --commit "$COMMIT" --json "$OUT/$tag/$tag-$f-run$run.json" > "$OUT/$tag/$tag-$f-run$run-log.txt" 2>&1
+        echo "rc $? $(grep -c forced "$OUT/$tag/$tag-$f-run$run-log.txt") forced timings"
       done
     done
-    tar -czf "$OUT/midt.tgz" -C "$OUT" midt && rm -rf "$OUT/midt"
+    tar -czf "$OUT/$tag.tgz" -C "$OUT" "$tag" && rm -rf "${OUT:?}/$tag"
   fi
   stamp end
-} 2>&1 | tee "$OUT/s10-log.txt"
+} 2>&1 | tee -a "$OUT/s10-log.txt"

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -248,6 +249,46 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
   return best;
 }
 
+// Session 10's split choice above kMlaJointPlanMaxTokens tokens (planner 2; round 4's model stays planner 1's), in
+// microseconds per candidate s (powers of two):
+//   max(ceil(C / (SMs * CTAs per SM)) * a, ceil(C / SMs) * b) * tiles per split + (s > 1 ? m0 + m_mb * MB of bf16
+//   partials (s * T * H KB) : 0),   C = T * H / hc * s CTAs.
+// The second term is what round 4's model lacked: where the records' bytes bound a CTA, the CTAs that share an SM
+// share its gather rate, so an SM's time is set by all the tiles placed on it (bf16: two 8-head CTAs on an SM run at
+// the rate of one; T=96 H=8 ran 77.5 us with the old pick of 2 splits, 192 CTAs on 132 SMs, against 73.7 with 4).
+// The first term is the latency-bound side: CTAs that share an SM overlap (FP8 records: variant 7's compute per
+// step). Fitted to the H200 sweep of 1, 2, 3, 4, 6, 8 forced splits at T = 16-256 x H = 8-64 (bench/results/s10/
+// call3/, two processes per format) by a grid search minimising the shapes > 3% off their best (bf16 6 -> 2 of 36,
+// mean time over the best 1.0088 -> 1.0046; FP8 9 -> 3 of 36, 1.022 -> 1.007); the 3 x 2^k candidates of round 4's
+// FP8 rule are dropped (T=128 H=8: 3 splits 87.0 us against 71.6 with 2 since session 9's variant 7).
+struct SplitModel {
+  double a, b;           // us per 32-token tile: per CTA slot, per SM
+  double m0, m_mb;       // the merge: fixed, per MB of bf16 partials
+};
+constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.5, 0.5, 2.0, 1.0}, /* fp8 */ {0.8, 0.4, 0.0, 0.5}};
+
+int plan_splits_s10(const SparseMlaParams& p, int hc) {
+  const SplitModel& m = kSplitModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
+  const int ntiles = num_tiles(p);
+  const double sms = sm_count(p), slots = sms * ctas_per_sm(p, hc);
+  const double base = static_cast<double>(p.num_tokens) * (p.num_heads / hc);
+  const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
+  int best = effective_splits(p, 1);
+  double best_cost = 1e300;
+  for (int want = 1; want <= max_s; want *= 2) {
+    const int s = effective_splits(p, want);
+    if (s != want && want != 1) continue;  // clamped: the same work as another candidate
+    const double tps = (ntiles + s - 1) / s, ctas = base * s;
+    double cost = std::max(std::ceil(ctas / slots) * m.a, std::ceil(ctas / sms) * m.b) * tps;
+    if (s > 1) cost += m.m0 + m.m_mb * ctas * hc * kMlaLatentDim * 2 / 1e6;
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
 // Round 5's cost model (SparseMlaParams::planner = 2), in microseconds, for `hc` heads per CTA and `s`
 // splits of a small-T launch:
 //   waves * (cta_us[hc] + step_us[hc] * 16-token steps per split) + (s > 1 ? merge_us + merge_us_per_mb *
@@ -388,7 +429,8 @@ Plan plan(const SparseMlaParams& p) {
   const int hc0 = requested_heads_per_cta(p);
   if (hc0 == 0) return Plan{0, 1};
   if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
-  if (planner_mode(p) == 1 || p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_r4(p, hc0)};
+  if (planner_mode(p) == 1) return Plan{hc0, plan_splits_r4(p, hc0)};
+  if (p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_s10(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
   if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
     for (const MeasuredPlan& m : kMeasuredPlans)

@@ -130,8 +130,9 @@ struct SparseMlaParams {
   //     automatic, heads per CTA (8 / 16 / 32) and splits are chosen together from a cost model fitted to
   //     H200 sweeps, and the sweeps' measured best plan at their exact shapes (T = 1, 2, 4, 8, top-k 2048,
   //     132 SMs); smaller head groups put more CTAs on the SMs at T = 1, each re-reading the records from
-  //     L2; with heads_per_cta forced, only the splits, from the same model. Larger T, or num_splits
-  //     forced: as 1. Same results whichever runs.
+  //     L2; with heads_per_cta forced, only the splits, from the same model. num_splits forced: as 1. Larger
+  //     T (session 10): heads per CTA as 1, the splits from a model in which the CTAs sharing an SM share its
+  //     gather rate (sparse_mla.cu, plan_splits_s10). Same results whichever runs.
   int planner = 0;
 };
 
