@@ -251,21 +251,22 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
 
 // Session 10's split choice above kMlaJointPlanMaxTokens tokens (planner 2; round 4's model stays planner 1's), in
 // microseconds per candidate s (powers of two):
-//   max(ceil(C / (SMs * CTAs per SM)) * a, ceil(C / SMs) * b) * tiles per split + (s > 1 ? m0 + m_mb * MB of bf16
-//   partials (s * T * H KB) : 0),   C = T * H / hc * s CTAs.
+//   max(ceil(C / (SMs * CTAs per SM)) * (tiles * a + w), ceil(C / SMs) * (tiles * b + w))
+//   + (s > 1 ? m0 + m_mb * MB of bf16 partials (s * T * H KB) : 0),   C = T * H / hc * s CTAs, tiles per split.
 // The second term is what round 4's model lacked: where the records' bytes bound a CTA, the CTAs that share an SM
 // share its gather rate, so an SM's time is set by all the tiles placed on it (bf16: two 8-head CTAs on an SM run at
-// the rate of one; T=96 H=8 ran 77.5 us with the old pick of 2 splits, 192 CTAs on 132 SMs, against 73.7 with 4).
-// The first term is the latency-bound side: CTAs that share an SM overlap (FP8 records: variant 7's compute per
-// step). Fitted to the H200 sweep of 1, 2, 3, 4, 6, 8 forced splits at T = 16-256 x H = 8-64 (bench/results/s10/
-// call3/, two processes per format) by a grid search minimising the shapes > 3% off their best (bf16 6 -> 2 of 36,
-// mean time over the best 1.0088 -> 1.0046; FP8 9 -> 3 of 36, 1.022 -> 1.007); the 3 x 2^k candidates of round 4's
-// FP8 rule are dropped (T=128 H=8: 3 splits 87.0 us against 71.6 with 2 since session 9's variant 7).
+// about the rate of one; T=96 H=8 ran 77.5 us with round 4's 2 splits, 192 CTAs on 132 SMs, against 73.6 with 4).
+// The first is the latency-bound side, where CTAs sharing an SM overlap (FP8 records: variant 7's compute per step).
+// Constants: bench/sparse_mla/fit_splits_s10.py, a grid search minimising the shapes whose pick is more than 3% slower
+// than their best forced split count, over two H200 sweeps of forced 1, 2, 4, 8, 16 splits (bench/results/s10/call3
+// and call4: T = 16-256 and 20-160, H = 8-64, 60 shapes per format, two processes each): more than 3% off at bf16 4
+// and FP8 4 of 60 (round 4's model, measured on call 3's 36: bf16 6, FP8 9). The 3 x 2^k candidates of round 4's FP8
+// rule are dropped (T=128 H=8: 3 splits 87.0 us against 71.6 with 2 since session 9's variant 7).
 struct SplitModel {
-  double a, b;           // us per 32-token tile: per CTA slot, per SM
-  double m0, m_mb;       // the merge: fixed, per MB of bf16 partials
+  double a, b, w;   // us per 32-token tile per CTA slot / per SM, us per wave
+  double m0, m_mb;  // the merge: fixed, per MB of bf16 partials
 };
-constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.5, 0.5, 2.0, 1.0}, /* fp8 */ {0.8, 0.4, 0.0, 0.5}};
+constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.6, 0.5, 3.0, 4.0, 0.25}, /* fp8 */ {1.0, 0.2, 0.0, 2.0, 0.5}};
 
 int plan_splits_s10(const SparseMlaParams& p, int hc) {
   const SplitModel& m = kSplitModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
@@ -279,7 +280,7 @@ int plan_splits_s10(const SparseMlaParams& p, int hc) {
     const int s = effective_splits(p, want);
     if (s != want && want != 1) continue;  // clamped: the same work as another candidate
     const double tps = (ntiles + s - 1) / s, ctas = base * s;
-    double cost = std::max(std::ceil(ctas / slots) * m.a, std::ceil(ctas / sms) * m.b) * tps;
+    double cost = std::max(std::ceil(ctas / slots) * (tps * m.a + m.w), std::ceil(ctas / sms) * (tps * m.b + m.w));
     if (s > 1) cost += m.m0 + m.m_mb * ctas * hc * kMlaLatentDim * 2 / 1e6;
     if (cost < best_cost - 1e-9) {
       best_cost = cost;
