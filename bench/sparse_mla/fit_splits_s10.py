@@ -5,7 +5,7 @@ by a grid search that minimises the shapes whose modelled pick is more than 3% s
 (then the mean of pick / best). Prints the constants per record format and the shapes the fit still misses.
 Candidates are the powers of two the planner tries; the H200 has 132 SMs.
 
-    python3 bench/sparse_mla/fit_splits_s10.py call3/*.json call4/*.json
+    python3 bench/sparse_mla/fit_splits_s10.py call3/midt/*.json call4/holdout/*.json call5/holdout2/*.json
 """
 import collections
 import itertools
@@ -63,8 +63,8 @@ def score(meas, hcs, fmt, c, misses=None):
 
 def main(paths):
     meas, hcs = load(paths)
-    grid = itertools.product([0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.2], [0.2, 0.3, 0.4, 0.5, 0.6, 0.8], [0, 1, 2, 3, 4, 6],
-                             [0, 1, 2, 4], [0, 0.25, 0.5, 1, 2])
+    grid = itertools.product([0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.2], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8],
+                             [0, 1, 2, 3, 4, 6], [0, 1, 2, 4, 6], [0, 0.25, 0.5, 1, 2])
     grid = list(grid)
     for fmt in ("bf16", "fp8"):
         best = min(grid, key=lambda c: score(meas, hcs, fmt, c)[:2])

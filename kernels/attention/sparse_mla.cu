@@ -258,22 +258,25 @@ int plan_splits_r4(const SparseMlaParams& p, int hc) {
 // about the rate of one; T=96 H=8 ran 77.5 us with round 4's 2 splits, 192 CTAs on 132 SMs, against 73.6 with 4).
 // The first is the latency-bound side, where CTAs sharing an SM overlap (FP8 records: variant 7's compute per step).
 // Constants: bench/sparse_mla/fit_splits_s10.py, a grid search minimising the shapes whose pick is more than 3% slower
-// than their best forced split count, over two H200 sweeps of forced 1, 2, 4, 8, 16 splits (bench/results/s10/call3
-// and call4: T = 16-256 and 20-160, H = 8-64, 60 shapes per format, two processes each): more than 3% off at bf16 4
-// and FP8 4 of 60 (round 4's model, measured on call 3's 36: bf16 6, FP8 9). The 3 x 2^k candidates of round 4's FP8
-// rule are dropped (T=128 H=8: 3 splits 87.0 us against 71.6 with 2 since session 9's variant 7).
+// than their best forced split count, over three H200 sweeps of forced 1, 2, 4, 8, 16 splits (bench/results/s10/
+// call3, call4, call5: T = 12-256 x H = 8-64, 96 shapes per format, two processes each). More than 3% off: bf16 7 of
+// 96, FP8 7 (round 4's model: bf16 22 of 96, FP8 32 of 89 measurable; mean pick / best 1.008 / 1.006 against ~1.02 /
+// 1.04); fitted to two of the sweeps, the third's shapes came out 1.005-1.014 on average. Candidates stop at 16
+// splits, the sweeps' range (at T=16 H=8 FP8, 32 splits ran 19.5 us against 15.2 with 16). The 3 x 2^k candidates
+// of round 4's FP8 rule are dropped (T=128 H=8: 3 splits 87.0 us against 71.6 with 2 since session 9's variant 7).
 struct SplitModel {
   double a, b, w;   // us per 32-token tile per CTA slot / per SM, us per wave
   double m0, m_mb;  // the merge: fixed, per MB of bf16 partials
 };
-constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.6, 0.5, 3.0, 4.0, 0.25}, /* fp8 */ {1.0, 0.2, 0.0, 2.0, 0.5}};
+constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.2, 0.5, 1.0, 4.0, 0.5}, /* fp8 */ {1.2, 0.5, 1.0, 1.0, 0.5}};
+constexpr int kSplitModelMaxSplits = 16;
 
 int plan_splits_s10(const SparseMlaParams& p, int hc) {
   const SplitModel& m = kSplitModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
   const int ntiles = num_tiles(p);
   const double sms = sm_count(p), slots = sms * ctas_per_sm(p, hc);
   const double base = static_cast<double>(p.num_tokens) * (p.num_heads / hc);
-  const int max_s = ntiles < kMaxSplits ? ntiles : kMaxSplits;
+  const int max_s = std::min({ntiles, kMaxSplits, kSplitModelMaxSplits});
   int best = effective_splits(p, 1);
   double best_cost = 1e300;
   for (int want = 1; want <= max_s; want *= 2) {
