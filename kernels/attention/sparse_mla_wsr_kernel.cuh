@@ -68,6 +68,19 @@ template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
+  // Session 10, the 16-head CTA: five ring slots instead of four (a step's gather in flight four steps ahead; on the
+  // H200 1.02x at T=1 H=128, 1.04x at T=128 H=16). To fit SM120's 99 KB: record rows staggered by 16 bytes per row
+  // within each 8 (row r at r * 1152 + (r & 7) * 16, so the 8 rows of an ldmatrix phase fall on 8 different 16-byte
+  // bank groups, as the 16-byte padding did) instead of padded; the producer writes each slot's cleaned indices
+  // beside its copies instead of the prologue staging the split's 8 KB; the LSEs in the staging area.
+  static constexpr bool kStagger = HC == 16;
+  static constexpr int kRing = kStagger ? 5 : Base::kRing;
+  static constexpr int kTileBytes = kStagger ? Base::kBT * kMlaBf16RecordBytes + 7 * 16 : Base::kTileBytes;
+  __host__ __device__ static constexpr uint32_t row_off(int r) {
+    return kStagger ? r * kMlaBf16RecordBytes + (r & 7) * 16 : r * Base::kRowBytes;
+  }
+  static constexpr int kStageAreaBytes = kRing * kTileBytes;
+  static_assert(HC * kStgStride * 4 + HC * 4 <= kStageAreaBytes, "epilogue staging and LSEs must fit in the ring");
   // One CTA per SM (session 9; was two for 16 heads, as variant 5): under two CTAs' register cap (168) the 16-head
   // kernel spilled in its loop (sm_90 20 bytes stored / 56 loaded, sm_120 20 / 44). SM120's 100 KB holds one either
   // way; the planner counts one per SM (ctas_per_sm), and where two would matter, at prefill sizes, variant 5 runs.
@@ -77,16 +90,78 @@ struct WsrCfg : WsCfg<HC, false> {
   // Partial scores per group: [2 buffers][4 warps][2 n-tiles][32 lanes][4] floats (C fragments as stored).
   static constexpr int kBufFloats = 4 * 2 * 32 * 4;
   static constexpr int kSpartFloats = 2 * kBufFloats;
-  static constexpr int kOffSpart = Base::kStageAreaBytes;
-  static constexpr int kOffLse = kOffSpart + Base::kGroups * kSpartFloats * 4;
-  static constexpr int kOffIdx = (kOffLse + HC * 4 + 15) / 16 * 16;
-  static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
+  static constexpr int kOffSpart = kStageAreaBytes;
+  static constexpr int kEndSpart = kOffSpart + Base::kGroups * kSpartFloats * 4;
+  // LSEs: 16 heads: after the epilogue staging (written after the loop's last block barrier); 32: after the partials.
+  static constexpr int kOffLse = kStagger ? HC * kStgStride * 4 : kEndSpart;
+  // Indices: 16 heads: each slot's step (kRing x 16); 32 heads: the split's (kMaxSplitEntries), staged at the start.
+  static constexpr int kOffIdx = kStagger ? kEndSpart : (kOffLse + HC * 4 + 15) / 16 * 16;
+  static constexpr int kOffBar = kOffIdx + (kStagger ? kRing * Base::kBT : kMaxSplitEntries) * 4;
   // full[kRing], empty[kRing], then the partial-score exchange: [group][buffer] "published" barriers.
-  static constexpr int kOffPartBar = kOffBar + 2 * Base::kRing * 8;
+  static constexpr int kOffPartBar = kOffBar + 2 * kRing * 8;
   static constexpr int kSmemBytes = kOffPartBar + Base::kGroups * 2 * 8;
-  static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
-  static_assert(kOffSpart % 16 == 0 && kOffBar % 8 == 0, "alignment");
+  // (+ 16 bytes of static shared memory: the fused merge's flag)
+  static_assert(kSmemBytes + 16 <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
+  static_assert(kTileBytes % 16 == 0 && kOffSpart % 16 == 0 && kOffLse % 16 == 0 && kOffIdx % 16 == 0 &&
+                    kOffBar % 8 == 0,
+                "alignment");
 };
+
+// The 16-head CTA's producer warps (session 10): gather steps 0 .. nsteps - 1 of the split into the 5-slot ring of
+// staggered rows (WsrCfg<16>::row_off), each step's cleaned indices (as ws_stage_and_init cleans them: -1 past the
+// split's count, negative or outside the pool) into slot_idx[slot] before the slot's "full" barrier can complete
+// (the consumers' masks). Bulk copies (sm_90+): as ws_produce, the next step's index loaded under this step's wait;
+// sm_80: 16-byte cp.async, a row per 4 threads, and the row's index written by its first thread, which also makes an
+// ordinary (release) arrival for it (the "full" barrier counts them: kProducerThreads + kBT).
+template <class C, bool kBulk>
+__device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, const int32_t* row_idx,
+                                                  const SplitSpan& span, const RowCache& rc, int ptid, int lane,
+                                                  int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
+  using namespace mma;
+  constexpr int NST = C::kRing, BT = C::kBT;
+  auto index_of = [&](int step, int r) {
+    const int i = step * BT + r;
+    const int v = i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
+    return (v >= 0 && v < rc.num_slots) ? v : -1;
+  };
+  if constexpr (kBulk) {
+    if (ptid < 32 * copy_warps) {
+      // Producer warp pw copies rows pw * rpw .. pw * rpw + rpw - 1 of each step (its lanes 0 .. rpw - 1).
+      const int rpw = BT / copy_warps;
+      const bool act = lane < rpw;
+      const int r = (ptid >> 5) * rpw + (act ? lane : 0);
+      int idx = act && span.nsteps > 0 ? index_of(0, r) : -1;
+      for (int step = 0; step < span.nsteps; ++step) {
+        const int slot = step % NST, use = step / NST;
+        const int next = act && step + 1 < span.nsteps ? index_of(step + 1, r) : -1;
+        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+        if (act) slot_idx[slot * BT + r] = idx;  // released by this lane's arrival in ws_copy_row
+        ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane);
+        idx = next;
+      }
+    }
+  } else {
+    constexpr int kTPR = C::kProducerThreads / BT;
+    constexpr int kChunks = kMlaBf16RecordBytes / 16;
+    static_assert(kTPR * BT == C::kProducerThreads && kChunks % kTPR == 0, "a row per kTPR producer threads");
+    const int r = ptid / kTPR, j = ptid % kTPR;
+    for (int step = 0; step < span.nsteps; ++step) {
+      const int slot = step % NST, use = step / NST;
+      const int idx = index_of(step, r);
+      if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
+      const bool ok = idx >= 0;
+      const uint8_t* src = (ok ? rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes : rc.base) + j * 16;
+      const uint32_t dst = smem_addr(smem + slot * C::kTileBytes + C::row_off(r)) + j * 16;
+#pragma unroll
+      for (int k = 0; k < kChunks / kTPR; ++k) cp_async_16_hint<128>(dst + k * kTPR * 16, src + k * kTPR * 16, ok ? 16 : 0);
+      cp_async_mbar_arrive_noinc(bar_full + slot * 8);
+      if (j == 0) {
+        slot_idx[slot * BT + r] = idx;
+        mbar_arrive(bar_full + slot * 8);
+      }
+    }
+  }
+}
 
 template <int HC>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
@@ -126,11 +201,20 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     }
   }
 
+  // 32 heads: the split's indices; 16 heads: each ring slot's step (WsrCfg::kStagger).
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
-  ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  if constexpr (C::kStagger) {
+    if (tid == 0)
+      for (int i = 0; i < NST; ++i) {
+        mbar_init(bar_full + i * 8, kBulk ? 32 * copy_warps : C::kProducerThreads + C::kBT);
+        mbar_init(bar_empty + i * 8, C::kConsumerWarps);
+      }
+  } else {
+    ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
+  }
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
   if (tid == 0)
     for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
@@ -144,16 +228,19 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   float lsum[4] = {0.f, 0.f, 0.f, 0.f};  // their running sums by HMMA (rows g / g + 8 in [0] / [2], every column)
 
   if (producer) {
-    ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
-                                bar_empty);
+    const int ptid = tid - C::kConsumerWarps * 32;
+    if constexpr (C::kStagger)
+      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty);
+    else
+      ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, ptid, lane, copy_warps, bar_full, bar_empty);
   } else {
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats;
     // ldmatrix row addresses: K (non-transposed, B of GEMM1): matrices (tok 0-7, k0), (tok 0-7, k0 + 8),
     // (tok 8-15, k0), (tok 8-15, k0 + 8); V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d),
     // (tok 0-7, d + 8), (tok 8-15, d + 8).
-    const uint32_t k_off = ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes +
-                           (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
-    const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (wq * 128 + (lane >> 4) * 8) * 2;
+    const uint32_t k_off =
+        C::row_off((lane & 7) + ((lane >> 4) << 3)) + (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
+    const uint32_t v_off = C::row_off((lane & 7) + (((lane >> 3) & 1) << 3)) + (wq * 128 + (lane >> 4) * 8) * 2;
     // GEMM1 of `step` (after waiting for its slot): this warp's k quarter of S, n-tile 0 = tokens 0-7, 1 = 8-15.
     auto gemm1 = [&](int step, float (&s)[2][4]) {
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
@@ -206,8 +293,9 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     // Scale and mask (tokens 2t, 2t + 1 of each n-tile), the online softmax of heads g / g + 8, P as GEMM2's A
     // fragment: (row g, k 8 nt + 2t ..) and (row g + 8, k 8 nt + 2t ..).
     auto softmax = [&](int step, float (&x)[2][4], uint32_t (&pa)[4], float& al0, float& al1) {
-      const int2 va = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 2 * tq);
-      const int2 vb = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 + 2 * tq);
+      const int* sidx = s_idx + (C::kStagger ? step % NST : step) * C::kBT;  // the slot's indices, or the split's
+      const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
+      const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
       const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -289,11 +377,12 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     }
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
+  __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
+  // (After the barrier: the 16-head CTA's LSEs live in the ring, which other warps may still be reading before it.)
   if (!producer && wq == 0 && tq == 0) {
     lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
     lse_s[gi * 16 + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
   }
-  __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   float* stg = reinterpret_cast<float*>(smem);
   if (!producer) {
     stage_mtile(stg + (gi * 16 + g) * kStgStride + wq * 128 + 2 * tq, acc, l0 > 0.f ? 1.f / l0 : 0.f,
