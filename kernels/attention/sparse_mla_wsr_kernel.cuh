@@ -123,24 +123,25 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
   // copy. With one step of lead (step + 1's index loaded during step) a free slot left the producer waiting a global
   // load per step (call 6: 0.64-0.86x of the four-slot ring at the 16-head shapes). The step loop is unrolled by
   // kAhead so that register k always holds step k mod kAhead's index (no moves of a load still in flight).
+  // (Loaded raw and cleaned only when used: cleaning at the load would wait for it there.)
   constexpr int kAhead = 4;
-  auto index_of = [&](int step, int r, bool act) {
+  auto load_index = [&](int step, int r, bool act) {
     const int i = step * BT + r;
-    const int v = act && step < span.nsteps && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
-    return (v >= 0 && v < rc.num_slots) ? v : -1;
+    return act && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
   };
+  auto clean = [&](int v) { return (v >= 0 && v < rc.num_slots) ? v : -1; };
   // body(step, slot, use, idx) for every step of the split, in order.
   auto for_each_step = [&](int r, bool act, auto&& body) {
     int ahead[kAhead];
 #pragma unroll
-    for (int k = 0; k < kAhead; ++k) ahead[k] = index_of(k, r, act);
+    for (int k = 0; k < kAhead; ++k) ahead[k] = load_index(k, r, act);
     for (int step0 = 0; step0 < span.nsteps; step0 += kAhead) {
 #pragma unroll
       for (int k = 0; k < kAhead; ++k) {
         const int step = step0 + k;
         if (step >= span.nsteps) break;
-        const int idx = ahead[k];
-        ahead[k] = index_of(step + kAhead, r, act);
+        const int idx = clean(ahead[k]);
+        ahead[k] = load_index(step + kAhead, r, act);
         body(step, step % NST, step / NST, idx);
       }
     }
