@@ -7,6 +7,8 @@
 #   sweep   the bf16 small-T plan sweep (T = 1, 2, 4, 8; every heads per CTA x splits x merge) with the automatic
 #           16-head kernel variant 10 (GLM5RT_MLA_V13=0) and variant 13 (=1), alternating, two processes each
 #           (variant 13 was measured slower in call 1 and removed: these two parts need db43314's binaries)
+#   final   the whole GPU test binary, then issue 6's benchmark of record (scripts/gpu_mla.sh: the Triton baseline
+#           and the machine's ceilings in the same run; files in mla.tgz)
 #   midt    the split counts 1, 2, 3, 4, 6, 8 forced at T = 16 .. 256 x H = 8 .. 64, both formats, against the
 #           automatic plan (two processes each; JSON and logs in $MIDT_TAG.tgz, default midt)
 #
@@ -41,6 +43,19 @@ parts=" ${PARTS:-tests rows sweep} "
         > "$OUT/plans-v13-$v-log.txt" 2>&1
       grep -E "^plan" "$OUT/plans-v13-$v-log.txt" | sed 's/  */ /g'
     done
+  fi
+  if [[ $parts == *" final "* ]]; then
+    stamp "whole GPU test binary"
+    timeout 400 "$B/glm5rt_gpu_tests" > "$OUT/gpu-tests.txt" 2>&1
+    echo "rc $?"; grep -E "^\[doctest\] (test cases|assertions|Status)" "$OUT/gpu-tests.txt"
+    grep -E "^\[doctest\]" "$OUT/gpu-tests.txt" > "$OUT/gpu-tests-summary.txt"; rm -f "$OUT/gpu-tests.txt"
+    stamp "issue 6 benchmark of record (Triton baseline, ceilings)"
+    echo "$COMMIT" > GIT_COMMIT
+    PREBUILT=$B BENCH_ARGS=--no-sweep TEST_TIMEOUT=150 BENCH_TIMEOUT=300 OUT=$OUT/mla bash scripts/gpu_mla.sh \
+      > "$OUT/mla-run.txt" 2>&1
+    echo "rc $?"; grep -E "test cases|Status" "$OUT/mla/tests.txt" | tail -2
+    grep -E "FAIL|spill" "$OUT/mla/sass_sm120.txt" | grep -v " 0 bytes spill stores" | head -12
+    tar -czf "$OUT/mla.tgz" -C "$OUT" mla && rm -rf "${OUT:?}/mla"
   fi
   if [[ $parts == *" midt "* ]]; then
     tag=${MIDT_TAG:-midt}
