@@ -69,15 +69,18 @@ struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
   // Session 10, the 16-head CTA: five ring slots instead of four (a step's gather in flight four steps ahead; on the
-  // H200 1.02x at T=1 H=128, 1.04x at T=128 H=16). To fit SM120's 99 KB: record rows staggered by 16 bytes per row
-  // within each 8 (row r at r * 1152 + (r & 7) * 16, so the 8 rows of an ldmatrix phase fall on 8 different 16-byte
-  // bank groups, as the 16-byte padding did) instead of padded; the producer writes each slot's cleaned indices
-  // beside its copies instead of the prologue staging the split's 8 KB; the LSEs in the staging area.
+  // H200 1.02x at T=1 H=128, 1.04x at T=128 H=16). To fit SM120's 99 KB: record rows staggered (row_off) instead
+  // of padded by 16 bytes each; the producer writes each slot's cleaned indices beside its copies instead of the
+  // prologue staging the split's 8 KB; the LSEs in the staging area.
   static constexpr bool kStagger = HC == 16;
   static constexpr int kRing = kStagger ? 5 : Base::kRing;
   static constexpr int kTileBytes = kStagger ? Base::kBT * kMlaBf16RecordBytes + 7 * 16 : Base::kTileBytes;
+  // Token r's record: tokens 0-7 (one ldmatrix phase) on the even rows, 8-15 on the odd ones, row p = 2 (r & 7) +
+  // (r >> 3) staggered by (p >> 1) * 16 bytes: the 8 rows of a phase fall on 8 different 16-byte bank groups, the
+  // offsets grow with p (rows never overlap; call 10 ran r * 1152 + (r & 7) * 16, whose row 7 overlapped row 8), and a
+  // slot is 16 x 1152 + 112 bytes.
   __host__ __device__ static constexpr uint32_t row_off(int r) {
-    return kStagger ? r * kMlaBf16RecordBytes + (r & 7) * 16 : r * Base::kRowBytes;
+    return kStagger ? (2 * (r & 7) + (r >> 3)) * kMlaBf16RecordBytes + (r & 7) * 16 : r * Base::kRowBytes;
   }
   static constexpr int kStageAreaBytes = kRing * kTileBytes;
   static_assert(HC * kStgStride * 4 + HC * 4 <= kStageAreaBytes, "epilogue staging and LSEs must fit in the ring");
