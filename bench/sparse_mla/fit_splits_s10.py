@@ -70,7 +70,8 @@ def main(paths):
         best = min(grid, key=lambda c: score(meas, hcs, fmt, c)[:2])
         misses = []
         bad, mean, n = score(meas, hcs, fmt, best, misses)
-        print(f"{fmt}: a, b, w, m0, m_mb = {best}: {bad} of {n} shapes > 3% off their best, mean pick / best {mean:.4f}")
+        print(f"{fmt}: a, b, w, m0, m_mb = {best}: {bad} of {n} shapes > 3% off their best, "
+              f"mean pick / best {mean:.4f}")
         for key, pick, us, best_s, best_us in misses:
             print(f"  T={key[1]} H={key[2]}: picks {pick} ({us:.1f} us), best {best_s} ({best_us:.1f} us)")
 

@@ -20,7 +20,8 @@
 // fragment feeds 2 MMAs; the pipe ~68% busy at ideal wavefront counts). Measured and removed on the way: the
 // plain step order (0.99x of variant 5), a group barrier instead of the mbarriers (0.94x), no producer warps with
 // the consumers refilling the ring (0.72x). 16 heads per group only (8 heads would pad M to 16: variant 5 runs
-// those).
+// those). Session 10: the 16-head CTA has its own five-slot ring and producer loop (WsrCfg::kStagger,
+// wsr_produce_slots); the 32-head CTA keeps variant 5's.
 #pragma once
 
 #include "kernels/attention/sparse_mla_ws_kernel.cuh"
@@ -69,7 +70,7 @@ struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
   // Session 10, the 16-head CTA: five ring slots instead of four (a step's gather in flight four steps ahead; on the
-  // H200 1.02x at T=1 H=128, 1.04x at T=128 H=16). To fit SM120's 99 KB: record rows staggered (row_off) instead
+  // H200 1.05x at T=1 H=128, 1.06x at T=128 H=16). To fit SM120's 99 KB: record rows staggered (row_off) instead
   // of padded by 16 bytes each; the producer writes each slot's cleaned indices beside its copies instead of the
   // prologue staging the split's 8 KB; the LSEs in the staging area.
   static constexpr bool kStagger = HC == 16;
@@ -122,7 +123,7 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
                                                   int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
   using namespace mma;
   constexpr int NST = C::kRing, BT = C::kBT;
-  // The thread's row r of the next kAhead steps, cleaned, in registers: each index is loaded kAhead steps before its
+  // The indices of the thread's row r for the next kAhead steps in registers: each is loaded kAhead steps before its
   // copy. With one step of lead (step + 1's index loaded during step) a free slot left the producer waiting a global
   // load per step (call 6: 0.64-0.86x of the four-slot ring at the 16-head shapes). The step loop is unrolled by
   // kAhead so that register k always holds step k mod kAhead's index (no moves of a load still in flight).
@@ -172,7 +173,8 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
       const uint8_t* src = (ok ? rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes : rc.base) + j * 16;
       const uint32_t dst = smem_addr(smem + slot * C::kTileBytes + C::row_off(r)) + j * 16;
 #pragma unroll
-      for (int k = 0; k < kChunks / kTPR; ++k) cp_async_16_hint<128>(dst + k * kTPR * 16, src + k * kTPR * 16, ok ? 16 : 0);
+      for (int k = 0; k < kChunks / kTPR; ++k)
+        cp_async_16_hint<128>(dst + k * kTPR * 16, src + k * kTPR * 16, ok ? 16 : 0);
       cp_async_mbar_arrive_noinc(bar_full + slot * 8);
       if (j == 0) {
         slot_idx[slot * BT + r] = idx;
