@@ -122,6 +122,24 @@ __device__ __forceinline__ int ws_copy_warps_of(const KernelArgs& a) {
                                                           : 1;
 }
 
+// The ring's mbarriers of the warp-specialized kernels (variants 5 and 10), by thread 0 before the prologue's
+// __syncthreads. kFullExtra: arrivals on each "full" barrier besides the producer threads' (sm_80 path only;
+// variant 10's 16-head producer adds one per row for the slot's indices).
+template <class C, bool kBulk, int kFullExtra = 0>
+__device__ __forceinline__ void ws_init_ring(int tid, int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
+  using namespace mma;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < C::kRing; ++s) {
+      // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
+      // stores, so that each thread's arrive releases its own writes).
+      // Bulk: the copying producer warps' lanes (each warp's lane 0 registers its expected bytes first).
+      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads + kFullExtra);
+      mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
+    }
+  }
+}
+
 // The prologue of the warp-specialized kernels (variants 5 and 10), before their __syncthreads: the split's
 // indices -> s_idx, cleaned (-1 = unused: past the length, negative, outside the pool), and the ring's
 // mbarriers initialised. (Not stage_split_indices: its row_idx + (first + i) form moves variant 5's register
@@ -130,22 +148,12 @@ template <class C, bool kBulk>
 __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row_idx, const SplitSpan& span,
                                                   const RowCache& rc, int tid, int copy_warps, uint32_t bar_full,
                                                   uint32_t bar_empty) {
-  using namespace mma;
 #pragma unroll 4
   for (int i = tid; i < span.nsteps * C::kBT; i += C::kThreads) {
     const int v = i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
     s_idx[i] = (v >= 0 && v < rc.num_slots) ? v : -1;
   }
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < C::kRing; ++s) {
-      // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
-      // stores, so that each thread's arrive releases its own writes).
-      // Bulk: the copying producer warps' lanes (each warp's lane 0 registers its expected bytes first).
-      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads);
-      mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
-    }
-  }
+  ws_init_ring<C, kBulk>(tid, copy_warps, bar_full, bar_empty);
 }
 
 // One step's bulk copies by one producer warp (variants 5, 10 and 11): the lanes with `act` own the slot row at

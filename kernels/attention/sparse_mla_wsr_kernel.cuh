@@ -228,11 +228,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
   if constexpr (C::kStagger) {
-    if (tid == 0)
-      for (int i = 0; i < NST; ++i) {
-        mbar_init(bar_full + i * 8, kBulk ? 32 * copy_warps : C::kProducerThreads + C::kBT);
-        mbar_init(bar_empty + i * 8, C::kConsumerWarps);
-      }
+    ws_init_ring<C, kBulk, C::kBT>(tid, copy_warps, bar_full, bar_empty);  // (no split indices to stage)
   } else {
     ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   }
