@@ -50,12 +50,7 @@ parts=" ${PARTS:-tests rows sweep} "
     echo "rc $?"; grep -E "^\[doctest\] (test cases|assertions|Status)" "$OUT/gpu-tests.txt"
     grep -E "^\[doctest\]" "$OUT/gpu-tests.txt" > "$OUT/gpu-tests-summary.txt"; rm -f "$OUT/gpu-tests.txt"
     stamp "issue 6 benchmark of record (Triton baseline, ceilings)"
-    echo "$COMMIT" > GIT_COMMIT
-    PREBUILT=$B BENCH_ARGS=--no-sweep TEST_TIMEOUT=150 BENCH_TIMEOUT=300 OUT=$OUT/mla bash scripts/gpu_mla.sh \
-      > "$OUT/mla-run.txt" 2>&1
-    echo "rc $?"; grep -E "test cases|Status" "$OUT/mla/tests.txt" | tail -2
-    grep -E "FAIL|spill" "$OUT/mla/sass_sm120.txt" | grep -v " 0 bytes spill stores" | head -12
-    tar -czf "$OUT/mla.tgz" -C "$OUT" mla && rm -rf "${OUT:?}/mla"
+    mla_record
   fi
   if [[ $parts == *" midt "* ]]; then
     tag=${MIDT_TAG:-midt}

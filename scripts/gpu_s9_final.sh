@@ -24,12 +24,7 @@ parts=" ${PARTS:-check mla sweep} "
   fi
   if [[ $parts == *" mla "* ]]; then
     stamp "issue 6 benchmark of record (Triton baseline, ceilings)"
-    echo "$COMMIT" > GIT_COMMIT
-    PREBUILT=$B BENCH_ARGS=--no-sweep TEST_TIMEOUT=150 BENCH_TIMEOUT=300 OUT=$OUT/mla bash scripts/gpu_mla.sh \
-      > /dev/null 2>&1
-    grep -E "test cases|Status" "$OUT/mla/tests.txt" | tail -2
-    tail -40 "$OUT/mla/log" | grep -E "^\| |TFLOP|T=" | head -40
-    tar -czf "$OUT/mla.tgz" -C "$OUT" mla && rm -rf "$OUT/mla"
+    mla_record
   fi
   if [[ $parts == *" sweep "* ]]; then
     for f in fp8 bf16; do

@@ -1,7 +1,8 @@
 # Sourced (not run) by the device scripts that use binaries built on the development machine
 # (scripts/pack_prebuilt.sh), from the repository root: sets OUT (created), P (the bundle, extracted when only
 # its .tar.xz came), COMMIT, B (its bin/), LD_LIBRARY_PATH (its lib/: mimalloc, PCRE2, ICU), links the source
-# path compiled into the tests (the fixtures) to this copy, and defines stamp (seconds since the start).
+# path compiled into the tests (the fixtures) to this copy, and defines stamp (seconds since the start) and
+# mla_record (issue 6's benchmark of record from the bundle's binaries).
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 P=${P:-.carry/final/prebuilt}
@@ -13,3 +14,18 @@ if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" &&
 B=$PWD/$P/bin
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+
+# Issue 6's benchmark of record (scripts/gpu_mla.sh on the bundle's binaries: the sparse MLA tests, the benchmark,
+# the Triton baseline and the machine's ceilings in the same run, the sm_120 ptxas / SASS report) into $OUT/mla,
+# returned packed as $OUT/mla.tgz; prints gpu_mla.sh's exit status, the tests' summary, the table's rows and any
+# sm_120 line with spills or a forbidden MMA.
+mla_record() {
+  echo "$COMMIT" > GIT_COMMIT
+  PREBUILT=$B BENCH_ARGS=--no-sweep TEST_TIMEOUT=150 BENCH_TIMEOUT=300 OUT=$OUT/mla bash scripts/gpu_mla.sh \
+    > "$OUT/mla-run.txt" 2>&1
+  echo "gpu_mla.sh rc $?"
+  grep -E "test cases|Status" "$OUT/mla/tests.txt" | tail -2
+  tail -40 "$OUT/mla/log" | grep -E "^\| |TFLOP|T=" | head -40
+  grep -E "FAIL|spill stores" "$OUT/mla/sass_sm120.txt" | grep -v " 0 bytes spill stores"
+  tar -czf "$OUT/mla.tgz" -C "$OUT" mla && rm -rf "${OUT:?}/mla"
+}
