@@ -87,6 +87,7 @@ struct Result {
   int v7_splits;       // the split count the planner gives variant 7
   double v10_graph_us;  // session 6's variant 10 (variant 5 with the softmax in registers; 16 / 32 heads per CTA)
   double v11_graph_us;  // session 7's variant 11 (one 8-warp group for a CTA's 32 heads); 0 below 32 heads per CTA
+  double v14_graph_us;  // session 11's variant 14 (four warp pairs for a CTA's 64 heads); 0 unless H % 64 == 0, bf16
   // Round 4 (--combine-compare): the automatic kernel with each merge of the split partials, same inputs.
   int auto_combine;            // SparseMlaParams::combine the automatic choice resolves to (0 = no splits)
   double combine_old_us;       // combine = 1: round 3's combine kernel (the old path)
@@ -272,12 +273,12 @@ int main(int argc, char** argv) {
                  "    {\"phase\": \"%s\", \"format\": \"%s\", \"T\": %d, \"H\": %d, \"splits\": %d, \"index_sets\": %d, "
                  "\"graph_us\": %.3f, \"event_us\": %.3f, \"tflops\": %.3f, \"tbps\": %.4f, \"bytes\": %.0f, \"flops\": %.0f, "
                  "\"v1_graph_us\": %.3f, \"v2_graph_us\": %.3f, \"v3_graph_us\": %.3f, \"v5_graph_us\": %.3f, "
-                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"v10_graph_us\": %.3f, \"v11_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
+                 "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"v10_graph_us\": %.3f, \"v11_graph_us\": %.3f, \"v14_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
                  "\"best_us\": %.3f, \"gather_us\": %.3f, \"gather_tbps\": %.4f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
-                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits, r.v10_graph_us, r.v11_graph_us,
+                 r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits, r.v10_graph_us, r.v11_graph_us, r.v14_graph_us,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
                  r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, r.gather_us, r.gather_tbps,
                  i + 1 < results.size() ? "," : "");
@@ -440,7 +441,7 @@ int main(int argc, char** argv) {
       p.kernel_variant = 0;
     }
     // Every kernel on the same shape and inputs (automatic splits each), for the before / after comparison.
-    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0, v10_us = 0, v11_us = 0;
+    double v1_us = 0, v2_us = 0, v3_us = 0, v5_us = 0, v6_us = 0, v7_us = 0, v10_us = 0, v11_us = 0, v14_us = 0;
     int v5_splits = 0, v7_splits = 0;
     double comb_us[4] = {0, 0, 0, 0};  // [combine]: 1 old kernel, 2 chunked, 3 fused (0 unused)
     p.num_splits = 0;
@@ -536,6 +537,10 @@ int main(int argc, char** argv) {
         p.kernel_variant = 11;
         v11_us = time_config(0, &e);
       }
+      if (c.fmt == MlaCacheFormat::kBf16 && c.H % 64 == 0 && want(14)) {
+        p.kernel_variant = 14;
+        v14_us = time_config(0, &e);
+      }
       if (c.fmt == MlaCacheFormat::kFp8 && want(7)) {
         p.kernel_variant = 7;
         v7_us = time_config(0, &e);
@@ -564,7 +569,7 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.T * c.H * topk * (576.0 + 512.0);
     const double t_us = g_us;
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
-                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, v10_us, v11_us, auto_combine, comb_us[1], comb_us[2],
+                       bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, v10_us, v11_us, v14_us, auto_combine, comb_us[1], comb_us[2],
                        comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us, gather_us,
                        gather_tbps});
     if (plan_sweep) {
@@ -575,9 +580,9 @@ int main(int argc, char** argv) {
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)  v10 %9.2f  v11 %9.2f us\n",
+                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)  v10 %9.2f  v11 %9.2f  v14 %9.2f us\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits, v10_us, v11_us);
+                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits, v10_us, v11_us, v14_us);
     if (gather_us > 0)
       std::printf("gather  %-4s T=%5d H=%3d  the same %lld records alone: %8.2f us = %.2f TB/s (auto at %.2f of it)\n",
                   c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, static_cast<long long>(c.T) * topk,

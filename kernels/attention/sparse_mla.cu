@@ -20,12 +20,16 @@ constexpr int kMaxSplits = 128;  // the combine kernel's block size
 
 bool valid_heads(int h) { return h == 8 || h == 16 || h == 32 || h == 64 || h == 128; }
 
-// Heads per CTA as the caller forced it (8 / 16 / 32 dividing H), or round 4's default min(H, 32) when
+// Heads per CTA as the caller forced it (8 / 16 / 32 dividing H; 64 dividing H with bf16 records, variant 14's
+// only size), 64 where variant 14 is forced on bf16 records and H allows it, or round 4's default min(H, 32) when
 // automatic; 0 = an invalid override. The planner may replace the default (see plan()).
 int requested_heads_per_cta(const SparseMlaParams& p) {
+  const bool bf16 = p.format == MlaCacheFormat::kBf16;
+  if (p.heads_per_cta == 64) return bf16 && p.num_heads % 64 == 0 ? 64 : 0;
   if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
     return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
   if (p.heads_per_cta != 0) return 0;
+  if (p.kernel_variant == 14 && bf16 && p.num_heads % 64 == 0) return 64;
   return sparse_mla_detail::heads_per_cta(p.num_heads);
 }
 
@@ -86,6 +90,10 @@ bool v10_enabled() {
 //     H200: 1.06-1.12x over round 1); variant 2 for T <= 2; round 1 otherwise (T=8, and wherever two CTAs
 //     do not fit, e.g. SM120). 16 and 8 heads per CTA: variant 2.
 int kernel_variant(const SparseMlaParams& p, int hc) {
+  // Session 11: variant 14 is the only kernel with 64 heads per CTA; forced where a CTA holds fewer, it runs
+  // variant 11's choice.
+  if (hc == 64) return 14;
+  if (p.kernel_variant == 14) return 11;
   if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10 || p.kernel_variant == 11)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
@@ -434,6 +442,7 @@ Plan plan(const SparseMlaParams& p) {
   if (hc0 == 0) return Plan{0, 1};
   if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
   if (planner_mode(p) == 1) return Plan{hc0, plan_splits_r4(p, hc0)};
+  if (hc0 == 64) return Plan{64, plan_splits_s10(p, 64)};  // variant 14 (its size was not in the small-T sweeps)
   if (p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_s10(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
   if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
@@ -672,7 +681,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
-      p.kernel_variant < 0 || (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11) ||
+      p.kernel_variant < 0 ||
+      (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 14) ||
       p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
@@ -736,6 +746,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
+  } else if (sparse_mla_detail::runs_wsp(variant, hc, fp8)) {
+    err = sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10

@@ -248,7 +248,7 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
 TEST_CASE("multi-pool sparse MLA equals each pool run alone (bf16 and FP8 records, every variant)") {
   auto rng = fresh_rng();
   for (auto fmt : {gk::MlaCacheFormat::kBf16, gk::MlaCacheFormat::kFp8})
-    for (int variant : {0, 1, 2, 3, 5, 7, 10, 11}) {
+    for (int variant : {0, 1, 2, 3, 5, 7, 10, 11, 14}) {
       // Decode batch (the backend's case), heads of GLM-5 (64) and a small count; forced splits.
       check_mla_multi_pool(MlaCase{32, 64, 2048, fmt, variant, 0}, rng);
       check_mla_multi_pool(MlaCase{5, 16, 300, fmt, variant, 0}, rng);

@@ -260,7 +260,7 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 0};  // 6 was removed in session 4 (rejected: see below)
+constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 14, 0};  // 6 was removed in session 4 (rejected: see below)
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
 // 5 = chunked combine over bf16 partials (session 4).
@@ -573,8 +573,9 @@ TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the 
 }
 
 TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same rows)") {
-  for (int hc : {8, 16, 32}) {
+  for (int hc : {8, 16, 32, 64}) {
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+      if (hc == 64 && fmt == MlaCacheFormat::kFp8) continue;  // variant 14's size: bf16 records only
       Problem pb = shape(3, 64, 200, fmt);
       pb.heads_per_cta = hc;
       pb.splits = hc == 16 ? 1 : 0;
@@ -637,9 +638,18 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 13;  // session 10's two-token-group kernel: measured slower, removed
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
-  p.kernel_variant = 14;  // no such kernel
+  p.kernel_variant = 15;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
+  // 64 heads per CTA: variant 14's size, bf16 records only, H a multiple of 64.
+  p.heads_per_cta = 64;
+  p.format = MlaCacheFormat::kFp8;
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.format = MlaCacheFormat::kBf16;
+  p.num_heads = 32;
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.num_heads = 64;
+  p.heads_per_cta = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
   REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) <= (1u << 20));
   p.combine = 6;  // no such combine

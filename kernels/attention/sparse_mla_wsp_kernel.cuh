@@ -1,0 +1,269 @@
+// Variant 14 (session 11): 64 heads per CTA in four independent warp pairs, the FlashAttention-2 layout per pair.
+// Why: variants 10 / 11 spend their time in per-step rendezvous, not in the tensor pipe (session 7: 0.5 eligible
+// warps per scheduler, ~30% of the mma.sync rate): every warp of a 16- or 32-head group waits each 16-token step for
+// all four or eight k parts of the scores (and variant 11 for every owner's P as well), and each of those warps runs
+// only 34 MMAs per step between the waits. Here
+//   pair hb (warps 2 hb, 2 hb + 1) owns heads 16 hb .. 16 hb + 15; warp kh of the pair
+//   GEMM1  S[16 heads x 16 tok] over its k half (latent dims 256 kh .. + 255 and rope dims 512 + 32 kh .. + 31:
+//          18 k steps), heads on the MMA M side, Q as A fragments in registers (72 per thread), K through ldmatrix
+//          as B (one x4 = both n tiles of a k step), two accumulator chains per n tile;
+//   exchange its C fragments with its partner (one float4 pair each way, double-buffered) on the pair's named
+//          barrier, the only rendezvous of the step; both add the same two halves (a + b == b + a), so both hold the
+//          same scores and run the same online softmax in registers (two shuffles per row max);
+//   GEMM2  O[16 heads x 256 dims (half kh)] += P V: P is the C fragment of S (as variant 10), V through
+//          ldmatrix.trans; 128 fp32 accumulators per thread.
+// Per warp and step: 36 + 32 MMAs between two waits (the slot's "full" mbarrier and the pair barrier); the four pairs
+// drift against each other within the ring. One tile slot feeds 64 heads (variants 10 / 11: 32), so a head group's
+// records cross L2 -> shared memory once per token instead of twice.
+// No producer warp: a ninth warp would put three warps on one SM sub-partition and cap registers at 168 (its 16K
+// registers / 96 threads), below Q (72) + O (128) + scores. Each warp instead copies two rows of every step (lanes 0
+// and 1, one bulk copy each; sm_80: 16-byte cp.async by the whole warp): in step s, after its partner's scores, the
+// rows of step s + kRing - 1 into the slot step s - 1 used, once every warp has released that slot (its "empty"
+// mbarrier; by then it almost always has). The split's indices are staged in shared memory by the prologue.
+// Shared memory: 4 tile slots (rows padded to 1168 bytes: 4 banks apart, conflict-free ldmatrix), the exchange area,
+// the staged indices and the barriers (99,648 bytes of SM120's 101,376). bf16 records, 64 heads per CTA only.
+#pragma once
+
+#include "kernels/attention/sparse_mla_wsg_kernel.cuh"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+struct WspCfg {
+  static constexpr int kHC = 64;
+  static constexpr int kConsumerWarps = 8;  // 4 pairs, each warp also copying 2 rows of every step
+  static constexpr int kThreads = kConsumerWarps * 32;
+  static constexpr int kRowsPerWarp = 2;
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kBT = 16;
+  static constexpr int kKSteps = 18;    // GEMM1 k16 steps per warp: 16 latent + 2 rope
+  static constexpr int kDimTiles = 32;  // GEMM2 n8 tiles per warp: its 256 output dims
+  static constexpr int kRowBytes = kMlaBf16RecordBytes + 16;  // 1168: rows 4 banks apart
+  static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
+  static constexpr int kRing = 4;
+  static constexpr int kStageAreaBytes = kRing * kTileBytes;  // 74752
+  // Epilogue: 32 heads at a time (two passes) staged in the ring.
+  static_assert(32 * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the ring");
+  // Exchange: [step parity][warp][half][lane] float4 = the warp's two n tiles of C fragments, conflict-free.
+  static constexpr int kOffX = kStageAreaBytes;
+  static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
+  static constexpr int kOffIdx = kOffX + kXBytes;                 // the split's cleaned indices
+  static constexpr int kOffLse = kOffIdx + kMaxSplitEntries * 4;   // [64] log2 LSEs
+  static constexpr int kOffBar = kOffLse + kHC * 4;                 // full[kRing], empty[kRing]
+  static constexpr int kSmemBytes = kOffBar + 2 * kRing * 8;
+  static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
+  static_assert(kOffX % 16 == 0 && kOffIdx % 16 == 0 && kOffBar % 8 == 0, "alignment");
+};
+
+// Warp w's rows 2 w, 2 w + 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned). sm_90+:
+// lanes 0 / 1 zero-fill an unused row or issue one bulk copy of the record, lane 0 registers the warp's bytes and
+// arrives ("full" counts one arrival per warp); sm_80: the warp's 144 16-byte chunks by cp.async (unused rows
+// zero-filled by the zero-byte copy), each lane arriving when its copies land, plus lane 0's plain arrival, whose
+// release orders nothing here but keeps the count uniform.
+template <class C, bool kBulk>
+__device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, const uint8_t* base, int step, int slot,
+                                              int warp, int lane, uint32_t bar) {
+  using namespace mma;
+  uint8_t* tile = smem + slot * C::kTileBytes;
+  const int* idx_row = s_idx + step * C::kBT + warp * C::kRowsPerWarp;
+  if constexpr (kBulk) {
+    const bool act = lane < C::kRowsPerWarp;
+    const int idx = act ? idx_row[lane] : -1;
+    const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && idx >= 0));
+    uint8_t* row = tile + (warp * C::kRowsPerWarp + (act ? lane : 0)) * C::kRowBytes;
+    if (act && idx < 0) {
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+    }
+    fence_proxy_async_smem();  // (the zero-fill is generic; nothing async writes those rows this fill)
+    if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+    __syncwarp();
+    if (act && idx >= 0)
+      bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes, bar);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  } else {
+    const uint32_t dst0 = smem_addr(tile + warp * C::kRowsPerWarp * C::kRowBytes);
+    for (int c = lane; c < C::kRowsPerWarp * kRecordChunks<false>; c += 32)
+      gather_chunk<false, C::kRowBytes, 128>(dst0, idx_row, 0, base, c);
+    cp_async_mbar_arrive_noinc(bar);
+    if (lane == 0) mbar_arrive(bar);
+  }
+}
+
+template <int HC>
+__global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_mla_wsp_kernel(const KernelArgs a) {
+  static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
+  using C = WspCfg;
+  using namespace mma;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr int NST = C::kRing;
+  constexpr bool kBulk = kWsBulkCopies;
+  extern __shared__ __align__(16) uint8_t smem[];
+
+  wait_for_predecessor();  // before any global access (PDL)
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const CtaPlace place = cta_place<HC>(a);
+  const int hg = place.hg, split = place.split, t = place.t;
+  const RowCache rc = row_cache(a, t);
+  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const int nsteps = span.nsteps;
+  allow_dependent_launch();  // the combine kernel (PDL)
+  // Pair hb = warp >> 1 (the warps of a pair sit on different SM sub-partitions), k / dims half kh = warp & 1.
+  const int hb = warp >> 1, kh = warp & 1;
+
+  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+  float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
+  const uint32_t bar_full = smem_addr(smem + C::kOffBar);
+  const uint32_t bar_empty = bar_full + NST * 8;
+  if (tid == 0) {
+    for (int i = 0; i < NST; ++i) {
+      mbar_init(bar_full + i * 8, kBulk ? C::kConsumerWarps : C::kThreads + C::kConsumerWarps);
+      mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
+    }
+  }
+  stage_split_indices<C::kThreads>(s_idx, a.indices + static_cast<int64_t>(t) * a.topk, span, nsteps * C::kBT,
+                                   rc.num_slots, tid);
+
+  // Q of the pair's 16 heads over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
+  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). (Loaded before the barrier: its latency overlaps the
+  // index staging's.)
+  auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
+  uint32_t qa[C::kKSteps][4];
+  {
+    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
+        a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + 16 * hb + g) * kMlaQkDim);
+    const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
+#pragma unroll
+    for (int j = 0; j < C::kKSteps; ++j) {
+      const int w0 = (kdim(j) + 2 * tq) / 2;
+      qa[j][0] = __ldg(q0 + w0);
+      qa[j][1] = __ldg(q8 + w0);
+      qa[j][2] = __ldg(q0 + w0 + 4);
+      qa[j][3] = __ldg(q8 + w0 + 4);
+    }
+  }
+  __syncthreads();  // barriers initialised, indices staged
+  for (int st = 0; st < NST - 1 && st < nsteps; ++st)
+    wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, st, st, warp, lane, bar_full + st * 8);
+
+  float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
+#pragma unroll
+  for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m0 = kNegInf, m1 = kNegInf;  // running max (base 2) of rows g / g + 8; the same on the row's 4 lanes
+  float l0 = 0.f, l1 = 0.f;          // this lane's share of the rows' running sums
+
+  // ldmatrix row addresses. K (B of GEMM1, non-transposed): (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0),
+  // (tok 8-15, k0 + 8) = both n tiles of one k step. V (B of GEMM2, transposed): (tok 0-7, d), (tok 8-15, d),
+  // (tok 0-7, d + 8), (tok 8-15, d + 8) = two n tiles.
+  const uint32_t k_off = ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes + ((lane >> 3) & 1) * 16;
+  const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (256 * kh + (lane >> 4) * 8) * 2;
+  float4* xbuf = reinterpret_cast<float4*>(smem + C::kOffX);
+  const int partner = warp ^ 1;
+  for (int step = 0; step < nsteps; ++step) {
+    const int slot = step % NST;
+    const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
+    mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
+    // GEMM1: chains c = k-step parity, n tile nt.
+    float s[2][2][4];
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) s[c][nt][0] = s[c][nt][1] = s[c][nt][2] = s[c][nt][3] = 0.f;
+#pragma unroll
+    for (int j = 0; j < C::kKSteps; ++j) {
+      uint32_t b[4];
+      ldmatrix_x4(b, tile + k_off + kdim(j) * 2);
+      mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+      mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+    }
+    float4 mine[2];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+      mine[nt] = make_float4(s[0][nt][0] + s[1][nt][0], s[0][nt][1] + s[1][nt][1], s[0][nt][2] + s[1][nt][2],
+                             s[0][nt][3] + s[1][nt][3]);
+    // Exchange with the partner (buffer of this step's parity: the partner reads it before it reaches the pair
+    // barrier of step + 1, which this warp must pass before writing the buffer again at step + 2).
+    float4* xb = xbuf + (step & 1) * C::kConsumerWarps * 64;
+    xb[(warp * 2 + 0) * 32 + lane] = mine[0];
+    xb[(warp * 2 + 1) * 32 + lane] = mine[1];
+    named_bar_sync(1 + hb, 64);
+    const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
+    // The refill: step + NST - 1 into the slot step - 1 used, once every warp has released it.
+    if (step > 0 && step + NST - 1 < nsteps) {
+      const int rs = (step + NST - 1) % NST;
+      mbar_wait_parity(bar_empty + rs * 8, ((step - 1) / NST) & 1);
+      wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, step + NST - 1, rs, warp, lane, bar_full + rs * 8);
+    }
+    // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
+    float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
+                     {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
+    const int2 i0 = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 2 * tq);
+    const int2 i1 = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 + 2 * tq);
+    const bool v[2][2] = {{i0.x >= 0, i0.y >= 0}, {i1.x >= 0, i1.y >= 0}};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[nt][i] = v[nt][i & 1] ? x[nt][i] * a.scale_log2 : kNegInf;
+    float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+    float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // Lazy rescale (variant 10): keep the older max while the new one exceeds it by at most kLazyRescale; a row
+    // with nothing valid so far keeps -inf and subtracts 0 (exp2 then gives 0, not NaN).
+    const float mn0 = mx0 > m0 + kLazyRescale ? fmaxf(m0, mx0) : m0;
+    const float mn1 = mx1 > m1 + kLazyRescale ? fmaxf(m1, mx1) : m1;
+    const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
+    const float al0 = fast_exp2(m0 - mu0), al1 = fast_exp2(m1 - mu1);
+    m0 = mn0;
+    m1 = mn1;
+    uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
+    float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const __nv_bfloat162 p0 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
+      const __nv_bfloat162 p1 = __floats2bfloat162_rn(fast_exp2(x[nt][2] - mu1), fast_exp2(x[nt][3] - mu1));
+      ps0 += __low2float(p0) + __high2float(p0);  // the rounded values that multiply V
+      ps1 += __low2float(p1) + __high2float(p1);
+      pa[2 * nt] = *reinterpret_cast<const uint32_t*>(&p0);
+      pa[2 * nt + 1] = *reinterpret_cast<const uint32_t*>(&p1);
+    }
+    l0 = l0 * al0 + ps0;
+    l1 = l1 * al1 + ps1;
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
+    // GEMM2
+#pragma unroll
+    for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+      mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+      mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
+  }
+  if constexpr (!kBulk) cp_async_wait_all();
+  // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  if (kh == 0 && tq == 0) {
+    lse_s[16 * hb + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+    lse_s[16 * hb + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+  }
+  __syncthreads();  // every warp is past its last GEMM2 and every copy has landed: the ring is free
+  float* stg = reinterpret_cast<float*>(smem);
+  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  // Two passes of 32 heads (pairs 0-1, then 2-3) through the staging area; each is a 32-head group of the output.
+#pragma unroll 1
+  for (int pass = 0; pass < 2; ++pass) {
+    if ((hb >> 1) == pass) stage_mtile(stg + (16 * (hb & 1) + g) * kStgStride + 256 * kh + 2 * tq, acc, i0, i1);
+    __syncthreads();
+    write_outputs<32, C::kThreads>(a, stg, lse_s + 32 * pass, t, 2 * hg + pass, split, tid);
+    __syncthreads();
+  }
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail

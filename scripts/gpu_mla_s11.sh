@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 11's device calls, from binaries built on the development machine (scripts/prebuild_mla_sm90.sh or
+# scripts/pack_prebuilt.sh): variant 14 (four warp pairs for a CTA's 64 heads) against variant 11.
+#   tests   every sparse MLA test case (variant 14 is in every variant x merge loop and the multi-pool list)
+#   rows    bf16 rows at T = 8, 32, 128 x H = 64, 128 and prefill 1024 / 4096 x 64 with variants 11 and 14 timed on
+#           the same inputs (twice, two processes); ROW_TS / ROW_HS / ROW_PT override the shapes
+#   splits  variant 14 with 1, 2, 4 splits forced at T = 32, 64, 128 x H = 64, 128 (SPLIT_TS / SPLIT_HS)
+#   final   the whole GPU test binary, then issue 6's benchmark of record (scripts/gpu_mla.sh: the Triton baseline
+#           and the machine's ceilings in the same run; files in mla.tgz)
+#
+#   JOBS=2 bash scripts/prebuild_mla_sm90.sh /tmp/pb && mkdir -p .carry/s11/prebuilt && cp -r /tmp/pb/bin \
+#     .carry/s11/prebuilt/ && mkdir -p .carry/s11/prebuilt/lib && pwd > .carry/s11/prebuilt/SOURCE_DIR        (here)
+#   P=.carry/s11/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s11.sh             (device, carry .carry/s11)
+# Optional: PARTS (default "tests rows").
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+source scripts/lib/device_prebuilt.sh
+parts=" ${PARTS:-tests rows} "
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  if [[ $parts == *" tests "* ]]; then
+    stamp "sparse MLA tests"
+    timeout 300 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
+    echo "rc $?"; tail -4 "$OUT/mla-tests.txt"
+    grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
+  fi
+  if [[ $parts == *" rows "* ]]; then
+    for run in 1 2; do
+      stamp "rows, run $run"
+      timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${ROW_TS:-8,32,128}" \
+        --H "${ROW_HS:-64,128}" --variants 11,14 --prefill-T "${ROW_PT:-1024,4096}" --prefill-H 64 --reps 9 \
+        --commit "$COMMIT" --json "$OUT/rows-run$run.json" 2>&1 | grep -E "^(decode|prefill) " | sed 's/  */ /g'
+    done
+  fi
+  if [[ $parts == *" splits "* ]]; then
+    stamp "variant 14 forced splits"
+    timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${SPLIT_TS:-32,64,128}" \
+      --H "${SPLIT_HS:-64,128}" --variants 11,14 --force-splits 1,2,4 --force-variants 14 --reps 7 \
+      --commit "$COMMIT" --json "$OUT/splits.json" 2>&1 | grep -E "forced|^decode " | sed 's/  */ /g'
+  fi
+  if [[ $parts == *" final "* ]]; then
+    stamp "whole GPU test binary"
+    timeout 400 "$B/glm5rt_gpu_tests" > "$OUT/gpu-tests.txt" 2>&1
+    echo "rc $?"; grep -E "^\[doctest\] (test cases|assertions|Status)" "$OUT/gpu-tests.txt"
+    grep -E "^\[doctest\]" "$OUT/gpu-tests.txt" > "$OUT/gpu-tests-summary.txt"; rm -f "$OUT/gpu-tests.txt"
+    stamp "issue 6 benchmark of record (Triton baseline, ceilings)"
+    mla_record
+  fi
+  stamp end
+} 2>&1 | tee -a "$OUT/s11-log.txt"
