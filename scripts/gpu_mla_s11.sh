@@ -18,16 +18,21 @@ source scripts/lib/device_prebuilt.sh
 parts=" ${PARTS:-tests rows} "
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  # A first look at variant 14 (one small case, a short timeout) before anything that would hang on it for minutes.
+  stamp "smoke: heads-per-CTA overrides"
+  timeout 60 "$B/glm5rt_gpu_tests" -tc="*heads-per-CTA overrides*" > "$OUT/smoke.txt" 2>&1
+  rc=$?; echo "rc $rc"; tail -3 "$OUT/smoke.txt"
+  [ $rc -eq 0 ] || { stamp "smoke failed: stop"; exit 1; }
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests"
-    timeout 300 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
+    timeout 200 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
     echo "rc $?"; tail -4 "$OUT/mla-tests.txt"
     grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
   fi
   if [[ $parts == *" rows "* ]]; then
     for run in 1 2; do
       stamp "rows, run $run"
-      timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${ROW_TS:-8,32,128}" \
+      timeout 150 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${ROW_TS:-8,32,128}" \
         --H "${ROW_HS:-64,128}" --variants 11,14 --prefill-T "${ROW_PT:-1024,4096}" --prefill-H 64 --reps 9 \
         --commit "$COMMIT" --json "$OUT/rows-run$run.json" 2>&1 | grep -E "^(decode|prefill) " | sed 's/  */ /g'
     done

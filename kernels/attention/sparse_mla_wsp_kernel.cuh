@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     }
   }
   __syncthreads();  // barriers initialised, indices staged
-  for (int st = 0; st < NST - 1 && st < nsteps; ++st)
+  // Steps 0 .. NST - 1 into the empty ring; step s >= 1 refills step s + NST - 1 (below).
+  for (int st = 0; st < NST && st < nsteps; ++st)
     wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, st, st, warp, lane, bar_full + st * 8);
 
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
