@@ -5,6 +5,7 @@
 #   rows    bf16 rows at T = 8, 32, 128 x H = 64, 128 and prefill 1024 / 4096 x 64 with variants 11 and 14 timed on
 #           the same inputs (twice, two processes); ROW_TS / ROW_HS / ROW_PT override the shapes
 #   splits  variant 14 with 1, 2, 4 splits forced at T = 32, 64, 128 x H = 64, 128 (SPLIT_TS / SPLIT_HS)
+#   profile Nsight Compute of variant 14 at T=128 H=64 (scripts/gpu_mla_profile.sh SET=v14; profile.tgz)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (scripts/gpu_mla.sh: the Triton baseline
 #           and the machine's ceilings in the same run; files in mla.tgz)
 #
@@ -42,6 +43,9 @@ parts=" ${PARTS:-tests rows} "
     timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${SPLIT_TS:-32,64,128}" \
       --H "${SPLIT_HS:-64,128}" --variants 11,14 --force-splits 1,2,4 --force-variants 14 --reps 7 \
       --commit "$COMMIT" --json "$OUT/splits.json" 2>&1 | grep -E "forced|^decode " | sed 's/  */ /g'
+  fi
+  if [[ $parts == *" profile "* ]]; then
+    SET=v14 bash scripts/gpu_mla_profile.sh
   fi
   if [[ $parts == *" final "* ]]; then
     stamp "whole GPU test binary"
