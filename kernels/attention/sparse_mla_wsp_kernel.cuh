@@ -55,10 +55,11 @@ struct WspCfg {
 };
 
 // Warp w's rows 2 w, 2 w + 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned). sm_90+:
-// lanes 0 / 1 zero-fill an unused row or issue one bulk copy of the record, lane 0 registers the warp's bytes and
-// arrives ("full" counts one arrival per warp); sm_80: the warp's 144 16-byte chunks by cp.async (unused rows
-// zero-filled by the zero-byte copy), each lane arriving when its copies land, plus lane 0's plain arrival, whose
-// release orders nothing here but keeps the count uniform.
+// lanes 0 / 1 zero-fill an unused row (then fence it from a later bulk copy into the same row, which only they
+// issue) or issue one bulk copy of the record; lane 0 arrives with the warp's bytes registered ("full" counts one
+// arrival per warp; the phase completes when the bytes have landed, so the copies may follow the arrival).
+// sm_80: the warp's 144 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving
+// when its copies land, plus lane 0's plain arrival, which keeps the count uniform.
 template <class C, bool kBulk>
 __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, const uint8_t* base, int step, int slot,
                                               int warp, int lane, uint32_t bar) {
@@ -73,14 +74,12 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
     if (act && idx < 0) {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
       for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+      fence_proxy_async_smem();
     }
-    fence_proxy_async_smem();  // (the zero-fill is generic; nothing async writes those rows this fill)
-    if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
-    __syncwarp();
+    __syncwarp();  // lane 1's zero-fill before lane 0's arrival (its release)
+    if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
     if (act && idx >= 0)
       bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes, bar);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar);
   } else {
     const uint32_t dst0 = smem_addr(tile + warp * C::kRowsPerWarp * C::kRowBytes);
     for (int c = lane; c < C::kRowsPerWarp * kRecordChunks<false>; c += 32)
@@ -90,7 +89,9 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
   }
 }
 
-template <int HC>
+// kLate: the refill after this step's GEMM2 instead of after the partner's scores (a later, less often blocking wait
+// for the released slot, one step less of lead).
+template <int HC, bool kLate>
 __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
   using C = WspCfg;
@@ -190,11 +191,14 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     named_bar_sync(1 + hb, 64);
     const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
     // The refill: step + NST - 1 into the slot step - 1 used, once every warp has released it.
-    if (step > 0 && step + NST - 1 < nsteps) {
-      const int rs = (step + NST - 1) % NST;
-      mbar_wait_parity(bar_empty + rs * 8, ((step - 1) / NST) & 1);
-      wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, step + NST - 1, rs, warp, lane, bar_full + rs * 8);
-    }
+    auto refill = [&]() {
+      if (step > 0 && step + NST - 1 < nsteps) {
+        const int rs = (step + NST - 1) % NST;
+        mbar_wait_parity(bar_empty + rs * 8, ((step - 1) / NST) & 1);
+        wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, step + NST - 1, rs, warp, lane, bar_full + rs * 8);
+      }
+    };
+    if (!kLate) refill();
     // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
     float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
                      {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
@@ -223,12 +227,14 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      const __nv_bfloat162 p0 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
-      const __nv_bfloat162 p1 = __floats2bfloat162_rn(fast_exp2(x[nt][2] - mu1), fast_exp2(x[nt][3] - mu1));
-      ps0 += __low2float(p0) + __high2float(p0);  // the rounded values that multiply V
-      ps1 += __low2float(p1) + __high2float(p1);
-      pa[2 * nt] = *reinterpret_cast<const uint32_t*>(&p0);
-      pa[2 * nt + 1] = *reinterpret_cast<const uint32_t*>(&p1);
+      const float e0 = fast_exp2(x[nt][0] - mu0), e1 = fast_exp2(x[nt][1] - mu0);
+      const float e2 = fast_exp2(x[nt][2] - mu1), e3 = fast_exp2(x[nt][3] - mu1);
+      // The sums take the unrounded values (as variant 7): unpacking the rounded bf16 pairs cost ~25 instructions
+      // per step (session 11's profile); the rounding error of P is the same either way.
+      ps0 += e0 + e1;
+      ps1 += e2 + e3;
+      pa[2 * nt] = pack_bf16x2(e0, e1);
+      pa[2 * nt + 1] = pack_bf16x2(e2, e3);
     }
     l0 = l0 * al0 + ps0;
     l1 = l1 * al1 + ps1;
@@ -243,6 +249,7 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
+    if (kLate) refill();
   }
   if constexpr (!kBulk) cp_async_wait_all();
   // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).
