@@ -5,7 +5,8 @@
 #   rows    bf16 rows at T = 8, 32, 128 x H = 64, 128 and prefill 1024 / 4096 x 64 with variants 11 and 14 timed on
 #           the same inputs (twice, two processes); ROW_TS / ROW_HS / ROW_PT override the shapes
 #   splits  variant 14 with 1, 2, 4 splits forced at T = 32, 64, 128 x H = 64, 128 (SPLIT_TS / SPLIT_HS)
-#   ab      variant 14's forms (GLM5RT_MLA_V14_LATE = 0 / 1) against OLD_BENCH, an earlier benchmark build (.xz)
+#   ab      variant 14's forms: AB_FORMS="new:VAR=1 new:VAR=0 old:VAR=1" (old = OLD_BENCH, an earlier benchmark build,
+#           .xz), the sparse MLA tests first with AB_TEST_ENV (VAR=value)
 #   profile Nsight Compute of variant 14 at T=128 H=64 (scripts/gpu_mla_profile.sh SET=v14; profile.tgz)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (scripts/gpu_mla.sh: the Triton baseline
 #           and the machine's ceilings in the same run; files in mla.tgz)
@@ -46,18 +47,22 @@ parts=" ${PARTS:-tests rows} "
       --commit "$COMMIT" --json "$OUT/splits.json" 2>&1 | grep -E "forced|^decode " | sed 's/  */ /g'
   fi
   if [[ $parts == *" ab "* ]]; then
-    # Variant 14 forms: the bundle's benchmark with GLM5RT_MLA_V14_LATE = 0 / 1 against OLD_BENCH (an earlier
-    # build, xz-compressed), alternating, two processes each; the tests once more with LATE=1 first.
-    stamp "sparse MLA tests, GLM5RT_MLA_V14_LATE=1"
-    GLM5RT_MLA_V14_LATE=1 timeout 200 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" 2>&1 | tail -3
-    xz -dc "$OLD_BENCH" > "$OUT/old_bench" && chmod +x "$OUT/old_bench"
+    # Forms of variant 14: AB_FORMS = "build:VAR=value ..." (build = new, the bundle's benchmark, or old, OLD_BENCH:
+    # an earlier build, xz-compressed), alternating, two processes each; the tests first with AB_TEST_ENV.
+    if [ -n "${AB_TEST_ENV:-}" ]; then
+      stamp "sparse MLA tests, $AB_TEST_ENV"
+      env "$AB_TEST_ENV" timeout 200 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" 2>&1 | tail -3
+    fi
+    [ -n "${OLD_BENCH:-}" ] && xz -dc "$OLD_BENCH" > "$OUT/old_bench" && chmod +x "$OUT/old_bench"
     for run in 1 2; do
-      for form in old late0 late1; do
-        bin=$B/glm5rt_bench_sparse_mla; [ $form = old ] && bin=$OUT/old_bench
+      for form in ${AB_FORMS:?set AB_FORMS}; do
+        build=${form%%:*} assign=${form#*:}
+        bin=$B/glm5rt_bench_sparse_mla; [ "$build" = old ] && bin=$OUT/old_bench
         stamp "ab $form, run $run"
-        GLM5RT_MLA_V14_LATE=${form#late} timeout 120 "$bin" --no-sweep --quick --formats bf16 --T "${AB_TS:-32,128}" \
-          --H 64,128 --variants 14 --prefill-T 4096 --prefill-H 64 --reps 9 --commit "$COMMIT-$form" \
-          --json "$OUT/ab-$form-run$run.json" 2>&1 | grep -E "^(decode|prefill) " | sed 's/  */ /g; s/ v1 0.00 v2 0.00 v3 0.00 v5 0.00 us (0 splits) v7 0.00 us (0 splits) v10 0.00//'
+        env "$assign" timeout 120 "$bin" --no-sweep --quick --formats bf16 --T "${AB_TS:-32,128}" --H 64,128 \
+          --variants 14 --prefill-T 4096 --prefill-H 64 --reps 9 --commit "$COMMIT-$form" \
+          --json "$OUT/ab-${build}-${assign//[^A-Za-z0-9]/_}-run$run.json" 2>&1 | grep -E "^(decode|prefill) " |
+          sed 's/  */ /g; s/ v1 0.00 v2 0.00 v3 0.00 v5 0.00 us (0 splits) v7 0.00 us (0 splits) v10 0.00 v11 0.00//'
       done
     done
     rm -f "$OUT/old_bench"
