@@ -89,10 +89,7 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
   }
 }
 
-// kAhead (session 11, a form under test): step s + 1's GEMM1 issued before step s's softmax in one basic block (its
-// HMMA chains beside the softmax's ALU / MUFU / shuffle chain, as variant 10's lookahead), two GEMM1 chains instead
-// of four so that the next step's scores fit in the registers.
-template <int HC, bool kAhead>
+template <int HC>
 __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
   using C = WspCfg;
@@ -162,42 +159,38 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
   const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (256 * kh + (lane >> 4) * 8) * 2;
   float4* xbuf = reinterpret_cast<float4*>(smem + C::kOffX);
   const int partner = warp ^ 1;
-  constexpr int kChains = kAhead ? 1 : 2;  // GEMM1 accumulator chains per n tile
-  // GEMM1 of `step` (this warp's k half): sp[nt] = the C fragments of n tile nt (tokens 8 nt ..).
-  auto gemm1 = [&](int step, float (&sp)[2][4]) {
-    const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
-    float s[kChains][2][4];
+  for (int step = 0; step < nsteps; ++step) {
+    const int slot = step % NST;
+    const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
+    mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
+    // GEMM1: chains c = k-step parity, n tile nt.
+    float s[2][2][4];
 #pragma unroll
-    for (int c = 0; c < kChains; ++c)
+    for (int c = 0; c < 2; ++c)
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) s[c][nt][0] = s[c][nt][1] = s[c][nt][2] = s[c][nt][3] = 0.f;
 #pragma unroll
     for (int j = 0; j < C::kKSteps; ++j) {
       uint32_t b[4];
       ldmatrix_x4(b, tile + k_off + kdim(j) * 2);
-      mma_bf16_16816(s[j % kChains][0], qa[j], b[0], b[1]);
-      mma_bf16_16816(s[j % kChains][1], qa[j], b[2], b[3]);
+      mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+      mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
     }
+    float4 mine[2];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sp[nt][i] = kChains == 2 ? s[0][nt][i] + s[kChains - 1][nt][i] : s[0][nt][i];
-  };
-  // Swap the halves with the partner (the buffer of the step's parity: the partner reads it before it reaches the
-  // pair barrier of step + 1, which this warp must pass before writing the buffer again at step + 2) and add them:
-  // x[nt][i] = row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1). Both warps add the same two numbers.
-  auto exchange = [&](int step, const float (&sp)[2][4], float (&x)[2][4]) {
+      mine[nt] = make_float4(s[0][nt][0] + s[1][nt][0], s[0][nt][1] + s[1][nt][1], s[0][nt][2] + s[1][nt][2],
+                             s[0][nt][3] + s[1][nt][3]);
+    // Exchange with the partner (buffer of this step's parity: the partner reads it before it reaches the pair
+    // barrier of step + 1, which this warp must pass before writing the buffer again at step + 2).
     float4* xb = xbuf + (step & 1) * C::kConsumerWarps * 64;
-    xb[(warp * 2 + 0) * 32 + lane] = make_float4(sp[0][0], sp[0][1], sp[0][2], sp[0][3]);
-    xb[(warp * 2 + 1) * 32 + lane] = make_float4(sp[1][0], sp[1][1], sp[1][2], sp[1][3]);
+    xb[(warp * 2 + 0) * 32 + lane] = mine[0];
+    xb[(warp * 2 + 1) * 32 + lane] = mine[1];
     named_bar_sync(1 + hb, 64);
     const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
-    x[0][0] = sp[0][0] + o0.x, x[0][1] = sp[0][1] + o0.y, x[0][2] = sp[0][2] + o0.z, x[0][3] = sp[0][3] + o0.w;
-    x[1][0] = sp[1][0] + o1.x, x[1][1] = sp[1][1] + o1.y, x[1][2] = sp[1][2] + o1.z, x[1][3] = sp[1][3] + o1.w;
-  };
-  // Online softmax of `step` in registers: masks, row max (the row's 4 lanes), lazy rescale, P as GEMM2's A
-  // fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..); the O rescale where a max moved.
-  auto softmax = [&](int step, float (&x)[2][4], uint32_t (&pa)[4]) {
+    // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
+    float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
+                     {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
     const int2 i0 = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 2 * tq);
     const int2 i1 = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 + 2 * tq);
     const bool v[2][2] = {{i0.x >= 0, i0.y >= 0}, {i1.x >= 0, i1.y >= 0}};
@@ -219,6 +212,7 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     const float al0 = fast_exp2(m0 - mu0), al1 = fast_exp2(m1 - mu1);
     m0 = mn0;
     m1 = mn1;
+    uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
     float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
@@ -234,14 +228,7 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     l0 = l0 * al0 + ps0;
     l1 = l1 * al1 + ps1;
     if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
-  };
-  // GEMM2 of `step`, the slot's release, and the refill of the slot step - 1 used (step + NST - 1), once every warp
-  // has released it. (Session 11, call 4: refilling here instead of right after the exchange measured 1.07x at
-  // T=128 H=64 and 1.09x at prefill 4096 x 64: the earlier wait for the slot blocked while the slowest pair was
-  // still in step - 1; one step less of lead did not show.)
-  auto gemm2_release_refill = [&](int step, const uint32_t (&pa)[4]) {
-    const int slot = step % NST;
-    const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
+    // GEMM2
 #pragma unroll
     for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
       uint32_t b[4];
@@ -251,41 +238,14 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
+    // The refill: step + NST - 1 into the slot step - 1 used, once every warp has released it. (Session 11, call 4:
+    // here, after GEMM2, instead of right after the exchange: 1.07x at T=128 H=64, 1.11x at prefill 4096 x 64 on the
+    // H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one step less
+    // of lead did not show.)
     if (step > 0 && step + NST - 1 < nsteps) {
       const int rs = (step + NST - 1) % NST;
       mbar_wait_parity(bar_empty + rs * 8, ((step - 1) / NST) & 1);
       wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, step + NST - 1, rs, warp, lane, bar_full + rs * 8);
-    }
-  };
-  auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
-  if constexpr (!kAhead) {
-    for (int step = 0; step < nsteps; ++step) {
-      wait_full(step);
-      float sp[2][4], x[2][4];
-      uint32_t pa[4];
-      gemm1(step, sp);
-      exchange(step, sp, x);
-      softmax(step, x, pa);
-      gemm2_release_refill(step, pa);
-    }
-  } else if (nsteps > 0) {
-    float x[2][4];
-    {
-      float sp[2][4];
-      wait_full(0);
-      gemm1(0, sp);
-      exchange(0, sp, x);
-    }
-    for (int step = 0; step < nsteps; ++step) {
-      // Step + 1's GEMM1 first in program order, then step's softmax: one basic block (past the last step it reads a
-      // slot nothing writes any more; its result is unused).
-      if (step + 1 < nsteps) wait_full(step + 1);
-      float sp[2][4];
-      uint32_t pa[4];
-      gemm1(step + 1, sp);
-      softmax(step, x, pa);
-      gemm2_release_refill(step, pa);
-      if (step + 1 < nsteps) exchange(step + 1, sp, x);
     }
   }
   if constexpr (!kBulk) cp_async_wait_all();
