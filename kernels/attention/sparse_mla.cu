@@ -296,10 +296,18 @@ struct SplitModel {
   double m0, m_mb;  // the merge: fixed, per MB of bf16 partials
 };
 constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.2, 0.5, 1.0, 4.0, 0.5}, /* fp8 */ {1.2, 0.5, 1.0, 1.0, 0.5}};
+// Session 11, variant 14 (64 heads per CTA, one CTA per SM): a CTA takes ~2.3 us per 32-token tile (H200, call 6 of
+// docs/PERFORMANCE.md "Session 11": 144-151 us for 64 tiles), four to ten times the per-tile costs above, so that
+// model made a second split look dearer than the half-empty second wave it avoids (T=192 H=64 and T=96 H=128, 192
+// CTAs: 1 split 289-293 us, variant 11 284). Its merges, from call 3's forced splits (T = 32-128 x H = 64): 4-9 us +
+// 1.1 us per MB of bf16 partials (m0 = 8 keeps one split where the model saw 96 CTAs with one split and 384 with
+// four within 1%, and call 6 measured one split at 144-148 us). Picks the measured best at every variant-14 shape of
+// calls 3 and 6 (T = 12-256, H = 64 / 128; fitted to them, not yet checked out of sample).
+constexpr SplitModel kSplitModelV14 = {2.3, 2.3, 1.0, 8.0, 1.1};
 constexpr int kSplitModelMaxSplits = 16;
 
 int plan_splits_s10(const SparseMlaParams& p, int hc) {
-  const SplitModel& m = kSplitModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
+  const SplitModel& m = hc == 64 ? kSplitModelV14 : kSplitModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
   const int ntiles = num_tiles(p);
   const double sms = sm_count(p), slots = sms * ctas_per_sm(p, hc);
   const double base = static_cast<double>(p.num_tokens) * (p.num_heads / hc);

@@ -54,42 +54,46 @@ struct WspCfg {
   static_assert(kOffX % 16 == 0 && kOffIdx % 16 == 0 && kOffBar % 8 == 0, "alignment");
 };
 
-// Warp w's rows 2 w, 2 w + 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned). sm_90+:
-// lanes 0 / 1 zero-fill an unused row (then fence it from a later bulk copy into the same row, which only they
-// issue) or issue one bulk copy of the record; lane 0 arrives with the warp's bytes registered ("full" counts one
-// arrival per warp; the phase completes when the bytes have landed, so the copies may follow the arrival).
-// sm_80: the warp's 144 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving
-// when its copies land, plus lane 0's plain arrival, which keeps the count uniform.
-template <class C, bool kBulk>
+// Rows row0 .. row0 + kRows - 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned), by one
+// warp. sm_90+: lanes 0 .. kRows - 1 zero-fill an unused row (then fence it from a later bulk copy into the same row,
+// which only they issue) or issue one bulk copy of the record; lane 0 arrives with the warp's bytes registered (one
+// arrival per filling warp; the phase completes when the bytes have landed, so the copies may follow the arrival).
+// sm_80: the rows' 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving when
+// its copies land, plus lane 0's plain arrival, which keeps the count uniform.
+template <class C, bool kBulk, int kRows>
 __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, const uint8_t* base, int step, int slot,
-                                              int warp, int lane, uint32_t bar) {
+                                              int row0, int lane, uint32_t bar) {
   using namespace mma;
   uint8_t* tile = smem + slot * C::kTileBytes;
-  const int* idx_row = s_idx + step * C::kBT + warp * C::kRowsPerWarp;
+  const int* idx_row = s_idx + step * C::kBT + row0;
   if constexpr (kBulk) {
-    const bool act = lane < C::kRowsPerWarp;
+    const bool act = lane < kRows;
     const int idx = act ? idx_row[lane] : -1;
     const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && idx >= 0));
-    uint8_t* row = tile + (warp * C::kRowsPerWarp + (act ? lane : 0)) * C::kRowBytes;
+    uint8_t* row = tile + (row0 + (act ? lane : 0)) * C::kRowBytes;
     if (act && idx < 0) {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
       for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
       fence_proxy_async_smem();
     }
-    __syncwarp();  // lane 1's zero-fill before lane 0's arrival (its release)
+    __syncwarp();  // the other lanes' zero-fills before lane 0's arrival (its release)
     if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
     if (act && idx >= 0)
       bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes, bar);
   } else {
-    const uint32_t dst0 = smem_addr(tile + warp * C::kRowsPerWarp * C::kRowBytes);
-    for (int c = lane; c < C::kRowsPerWarp * kRecordChunks<false>; c += 32)
+    const uint32_t dst0 = smem_addr(tile + row0 * C::kRowBytes);
+    for (int c = lane; c < kRows * kRecordChunks<false>; c += 32)
       gather_chunk<false, C::kRowBytes, 128>(dst0, idx_row, 0, base, c);
     cp_async_mbar_arrive_noinc(bar);
     if (lane == 0) mbar_arrive(bar);
   }
 }
 
-template <int HC>
+// kPairFill (session 11, a form under test): step s is copied by pair s % 4 alone (warp kh: rows 8 kh .. 8 kh + 7)
+// instead of two rows by every warp: the per-fill overhead (index loads, vote, arrival, the wait for the released
+// slot) once per pair instead of once per warp; both warps of the filling pair pay the same, so neither waits for
+// the other at the next exchange.
+template <int HC, bool kPairFill>
 __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
   using C = WspCfg;
@@ -116,7 +120,9 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
   const uint32_t bar_empty = bar_full + NST * 8;
   if (tid == 0) {
     for (int i = 0; i < NST; ++i) {
-      mbar_init(bar_full + i * 8, kBulk ? C::kConsumerWarps : C::kThreads + C::kConsumerWarps);
+      // One arrival per filling warp (sm_80: + one per lane of it, see wsp_fill_rows).
+      constexpr int kFillWarps = kPairFill ? 2 : C::kConsumerWarps;
+      mbar_init(bar_full + i * 8, kBulk ? kFillWarps : 33 * kFillWarps);
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
@@ -142,9 +148,19 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     }
   }
   __syncthreads();  // barriers initialised, indices staged
+  // This warp's part of step st's copies into slot `slot`.
+  auto fill = [&](int st, int slot) {
+    if constexpr (kPairFill) {
+      if (st % NST == hb) wsp_fill_rows<C, kBulk, 8>(smem, s_idx, rc.base, st, slot, 8 * kh, lane, bar_full + slot * 8);
+    } else {
+      wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, s_idx, rc.base, st, slot, warp * C::kRowsPerWarp, lane,
+                                               bar_full + slot * 8);
+    }
+  };
+  static_assert(!kPairFill || NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
   // Steps 0 .. NST - 1 into the empty ring; step s >= 1 refills step s + NST - 1 (below).
   for (int st = 0; st < NST && st < nsteps; ++st)
-    wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, st, st, warp, lane, bar_full + st * 8);
+    fill(st, st);
 
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
 #pragma unroll
@@ -245,7 +261,7 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     if (step > 0 && step + NST - 1 < nsteps) {
       const int rs = (step + NST - 1) % NST;
       mbar_wait_parity(bar_empty + rs * 8, ((step - 1) / NST) & 1);
-      wsp_fill_rows<C, kBulk>(smem, s_idx, rc.base, step + NST - 1, rs, warp, lane, bar_full + rs * 8);
+      fill(step + NST - 1, rs);
     }
   }
   if constexpr (!kBulk) cp_async_wait_all();
