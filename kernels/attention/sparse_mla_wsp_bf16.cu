@@ -1,19 +1,12 @@
 // Instantiation of variant 14 (four warp pairs for a CTA's 64 heads, sparse_mla_wsp_kernel.cuh) for bf16
 // (1152-byte) records.
-#include <cstdlib>
-
 #include "kernels/attention/sparse_mla_launch.h"
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   if (heads_per_cta != 64) return cudaErrorInvalidValue;
-  static const bool pair_fill = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V14_PAIRFILL");
-    return e != nullptr && std::atoi(e) == 1;
-  }();
-  return pair_fill ? launch_grid<WspCfg, 64>(sparse_mla_wsp_kernel<64, true>, true, a, stream)
-                   : launch_grid<WspCfg, 64>(sparse_mla_wsp_kernel<64, false>, true, a, stream);
+  return launch_grid<WspCfg, 64>(sparse_mla_wsp_kernel<64>, true, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

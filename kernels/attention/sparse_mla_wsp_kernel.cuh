@@ -30,9 +30,9 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 struct WspCfg {
   static constexpr int kHC = 64;
-  static constexpr int kConsumerWarps = 8;  // 4 pairs, each warp also copying 2 rows of every step
+  static constexpr int kConsumerWarps = 8;  // 4 pairs; pair s % 4 also copies step s
   static constexpr int kThreads = kConsumerWarps * 32;
-  static constexpr int kRowsPerWarp = 2;
+  static constexpr int kRowsPerWarp = 8;  // copied by each warp of the step's pair
   static constexpr int kMinBlocks = 1;
   static constexpr int kBT = 16;
   static constexpr int kKSteps = 18;    // GEMM1 k16 steps per warp: 16 latent + 2 rope
@@ -89,11 +89,7 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
   }
 }
 
-// kPairFill (session 11, a form under test): step s is copied by pair s % 4 alone (warp kh: rows 8 kh .. 8 kh + 7)
-// instead of two rows by every warp: the per-fill overhead (index loads, vote, arrival, the wait for the released
-// slot) once per pair instead of once per warp; both warps of the filling pair pay the same, so neither waits for
-// the other at the next exchange.
-template <int HC, bool kPairFill>
+template <int HC>
 __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
   using C = WspCfg;
@@ -120,9 +116,8 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
   const uint32_t bar_empty = bar_full + NST * 8;
   if (tid == 0) {
     for (int i = 0; i < NST; ++i) {
-      // One arrival per filling warp (sm_80: + one per lane of it, see wsp_fill_rows).
-      constexpr int kFillWarps = kPairFill ? 2 : C::kConsumerWarps;
-      mbar_init(bar_full + i * 8, kBulk ? kFillWarps : 33 * kFillWarps);
+      // One arrival per filling warp, the two of a pair (sm_80: + one per lane, see wsp_fill_rows).
+      mbar_init(bar_full + i * 8, kBulk ? 2 : 2 * 33);
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
@@ -148,19 +143,18 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     }
   }
   __syncthreads();  // barriers initialised, indices staged
-  // This warp's part of step st's copies into slot `slot`.
-  auto fill = [&](int st, int slot) {
-    if constexpr (kPairFill) {
-      if (st % NST == hb) wsp_fill_rows<C, kBulk, 8>(smem, s_idx, rc.base, st, slot, 8 * kh, lane, bar_full + slot * 8);
-    } else {
-      wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, s_idx, rc.base, st, slot, warp * C::kRowsPerWarp, lane,
-                                               bar_full + slot * 8);
-    }
+  // Step st is copied by pair st % 4 alone (warp kh: rows 8 kh .. 8 kh + 7). (Session 11, call 7: against two rows
+  // by every warp, 1.04x at T=128 H=64 and prefill 4096 x 64: the per-fill overhead (index loads, vote, arrival, the
+  // wait for the released slot) once per pair instead of once per warp (call 3's profile: the refill was 18% of the
+  // executed instructions); both warps of the filling pair pay the same, so neither waits for the other.)
+  // Step st lands in slot st % NST, so pair hb always fills slot hb.
+  static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
+  auto fill = [&](int st) {
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, s_idx, rc.base, st, hb, C::kRowsPerWarp * kh, lane,
+                                             bar_full + hb * 8);
   };
-  static_assert(!kPairFill || NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
-  // Steps 0 .. NST - 1 into the empty ring; step s >= 1 refills step s + NST - 1 (below).
-  for (int st = 0; st < NST && st < nsteps; ++st)
-    fill(st, st);
+  // Steps 0 .. NST - 1 into the empty ring (pair hb: step hb); step s >= 1 refills step s + NST - 1 (below).
+  if (hb < nsteps) fill(hb);
 
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
 #pragma unroll
@@ -258,10 +252,10 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     // here, after GEMM2, instead of right after the exchange: 1.07x at T=128 H=64, 1.11x at prefill 4096 x 64 on the
     // H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one step less
     // of lead did not show.)
-    if (step > 0 && step + NST - 1 < nsteps) {
-      const int rs = (step + NST - 1) % NST;
-      mbar_wait_parity(bar_empty + rs * 8, ((step - 1) / NST) & 1);
-      fill(step + NST - 1, rs);
+    // Only the filling pair waits for the slot.
+    if (step > 0 && step + NST - 1 < nsteps && (step + NST - 1) % NST == hb) {
+      mbar_wait_parity(bar_empty + hb * 8, ((step - 1) / NST) & 1);
+      fill(step + NST - 1);
     }
   }
   if constexpr (!kBulk) cp_async_wait_all();
