@@ -47,8 +47,8 @@ def main():
         v1 = r.get("v1_graph_us")
         row["speedup_vs_round1_kernel"] = v1 / r["graph_us"] if v1 else None
         # Fastest kernel of this run for the shape: the automatic choice at run time (graph_us, "auto") or a
-        # forced variant (1, 2, 3, 5, 7, 10; 6 was removed in session 4, its field stays 0).
-        cands = {v: r.get(f"v{v}_graph_us") for v in (1, 2, 3, 5, 7, 10, 11)}
+        # forced variant (1, 2, 3, 5, 7, 10, 11, 14; 6 was removed in session 4, its field stays 0).
+        cands = {v: r.get(f"v{v}_graph_us") for v in (1, 2, 3, 5, 7, 10, 11, 14)}
         cands["auto"] = r["graph_us"]
         cands = {v: us for v, us in cands.items() if us}
         if cands:
@@ -92,7 +92,7 @@ def main():
     print(f"Sparse MLA on {merged['card']}  (topk {ours['topk']}; ceilings: copy {copy:.2f} TB/s, "
           f"bf16 GEMM {gemm or float('nan'):.0f} TFLOP/s; commit {args.commit[:12]})")
     hdr = (f"{'phase':7s} {'fmt':4s} {'T':>5s} {'H':>4s} {'spl':>3s} {'auto us':>9s} {'v1 us':>9s} {'v2 us':>9s} "
-           f"{'v3 us':>9s} {'v5 us':>9s} {'v7 us':>9s} {'v10 us':>9s} {'v11 us':>9s} {'v5/auto':>7s} {'best':>4s} {'TFLOP/s':>8s} {'TB/s':>6s} {'of roof':>7s} "
+           f"{'v3 us':>9s} {'v5 us':>9s} {'v7 us':>9s} {'v10 us':>9s} {'v11 us':>9s} {'v14 us':>9s} {'v5/auto':>7s} {'best':>4s} {'TFLOP/s':>8s} {'TB/s':>6s} {'of roof':>7s} "
            f"{'triton':>8s} {'vs Tri':>6s} {'fp8/bf16':>8s} {'gather':>8s} {'of gth':>6s}")
     print(hdr)
     print("-" * len(hdr))
@@ -112,14 +112,14 @@ def main():
         v5s = f"{r['v5_speedup_vs_auto']:7.2f}" if r.get("v5_speedup_vs_auto") else f"{'-':>7s}"
         gth = (f"{r['gather_us']:8.1f} {r['gather_us'] / best:6.2f}" if r.get("gather_us") else f"{'-':>8s} {'-':>6s}")
         print(f"{r['phase']:7s} {r['format']:4s} {r['T']:5d} {r['H']:4d} {r['splits']:3d} {us(r['graph_us'])} "
-              f"{us(r.get('v1_graph_us'))} {us(r.get('v2_graph_us'))} {us(r.get('v3_graph_us'))} {us(r.get('v5_graph_us'))} {us(r.get('v7_graph_us'))} {us(r.get('v10_graph_us'))} {us(r.get('v11_graph_us'))} "
+              f"{us(r.get('v1_graph_us'))} {us(r.get('v2_graph_us'))} {us(r.get('v3_graph_us'))} {us(r.get('v5_graph_us'))} {us(r.get('v7_graph_us'))} {us(r.get('v10_graph_us'))} {us(r.get('v11_graph_us'))} {us(r.get('v14_graph_us'))} "
               f"{v5s} {best_name(r):>4s} {r.get('best_tflops', r['tflops']):8.1f} "
               f"{r.get('best_tbps', r['tbps']):6.2f} {r['roofline_us'] / best:7.2f} {tri_us} {sp} {f8} {gth}")
     print(f"Triton and ceilings: {args.triton_source}; auto = the launcher's choice at run time (planner + kernel choice); "
           f"v1 = round 1, v2 / v3 = round 2's ring (v3: two 32-head CTAs per SM), v5 = round 3's warp-specialized "
           f"kernel (one bulk copy per record on sm_90+), v7 = round 6's FP8 kernel converting in registers (FP8 records only; "
           f"the automatic FP8 kernel), v10 = session 6's variant 5 with the softmax in registers (bf16 records, 32 / 16 heads per "
-          f"CTA; the automatic bf16 kernel at 32), v11 = session 7's one 8-warp group for a CTA's 32 heads (bf16); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton "
+          f"CTA; the automatic bf16 kernel at 32), v11 = session 7's one 8-warp group for a CTA's 32 heads (bf16), v14 = session 11's four warp pairs for a CTA's 64 heads (bf16, H a multiple of 64; the automatic bf16 kernel there above T=8); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton "
           f"and fp8/bf16 are for the fastest (best) kernel, the automatic choice included; gather = the same records "
           f"read alone (decode T >= 32), of gth = gather us / best us (1.0 = at this access pattern's ceiling)")
     print(f"wrote {args.out}")

@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   std::vector<int> t_list = {1, 8, 32, 128}, h_list = {64, 16, 8};
   // Round 6: --variants 2,7 restricts the per-variant timings to these kernel_variant values (default all).
   bool fmt_bf16 = true, fmt_fp8 = true;
-  std::vector<int> var_list = {1, 2, 3, 5, 7, 10, 11};  // (6 was removed in session 4; its JSON field stays 0)
+  std::vector<int> var_list = {1, 2, 3, 5, 7, 10, 11, 14};  // (6 was removed in session 4; its JSON field stays 0)
   // Round 6: --v7-splits 3,4 also times variant 7 (FP8 shapes with T >= 32) at these forced split counts
   // (JSON "split_sweep", variant 7): its 8-head CTAs fit three per H200 SM, which round 4's power-of-two
   // split model rarely fills.

@@ -16,12 +16,16 @@
 // drift against each other within the ring. One tile slot feeds 64 heads (variants 10 / 11: 32), so a head group's
 // records cross L2 -> shared memory once per token instead of twice.
 // No producer warp: a ninth warp would put three warps on one SM sub-partition and cap registers at 168 (its 16K
-// registers / 96 threads), below Q (72) + O (128) + scores. Each warp instead copies two rows of every step (lanes 0
-// and 1, one bulk copy each; sm_80: 16-byte cp.async by the whole warp): in step s, after its partner's scores, the
-// rows of step s + kRing - 1 into the slot step s - 1 used, once every warp has released that slot (its "empty"
-// mbarrier; by then it almost always has). The split's indices are staged in shared memory by the prologue.
+// registers / 96 threads), below Q (72) + O (128) + scores. Step s is copied by pair s % 4 (each warp 8 rows, one bulk
+// copy per lane; sm_80: 16-byte cp.async) at the end of its step s - 3, after its GEMM2, once every warp has
+// released the slot step s - 4 used (its "empty" mbarrier; only the filling pair waits). The split's indices are
+// staged in shared memory by the prologue. Measured on the H200 (docs/PERFORMANCE.md "Session 11"): the refill after
+// the exchange instead of after GEMM2 0.94x, two rows by every warp instead of a pair's 0.96x, all warps waiting
+// for the slot 0.96x, the next step's GEMM1 beside the softmax 0.90x.
 // Shared memory: 4 tile slots (rows padded to 1168 bytes: 4 banks apart, conflict-free ldmatrix), the exchange area,
-// the staged indices and the barriers (99,648 bytes of SM120's 101,376). bf16 records, 64 heads per CTA only.
+// the staged indices and the barriers (99,648 bytes of SM120's 101,376). Registers: 254 on sm_90, 255 on sm_80, 255 on
+// sm_120 with 12 bytes spilled (outside the loop but for one L1 reload per step in GEMM1). bf16 records, 64 heads per
+// CTA only.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
