@@ -158,8 +158,8 @@ inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: part
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
 // with the same parameters (and the same current device) as sparse_mla_forward.
 int sparse_mla_num_splits(const SparseMlaParams& p);
-// The heads per CTA the launcher will use (8, 16 or 32; appended in round 5, when the planner began to
-// choose it), or 0 when heads_per_cta / num_heads are invalid.
+// The heads per CTA the launcher will use (8, 16, 32, or 64 where variant 14 runs; appended in round 5, when the
+// planner began to choose it), or 0 when heads_per_cta / num_heads are invalid.
 int sparse_mla_heads_per_cta(const SparseMlaParams& p);
 size_t sparse_mla_workspace_size(const SparseMlaParams& p);
 // The merge sparse_mla_forward will run for these parameters: 0 = none (one split), else the
