@@ -205,27 +205,8 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
     // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
     float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
                      {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
-    const int2 i0 = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 2 * tq);
-    const int2 i1 = *reinterpret_cast<const int2*>(s_idx + step * C::kBT + 8 + 2 * tq);
-    const bool v[2][2] = {{i0.x >= 0, i0.y >= 0}, {i1.x >= 0, i1.y >= 0}};
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[nt][i] = v[nt][i & 1] ? x[nt][i] * a.scale_log2 : kNegInf;
-    float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
-    float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // Lazy rescale (variant 10): keep the older max while the new one exceeds it by at most kLazyRescale; a row
-    // with nothing valid so far keeps -inf and subtracts 0 (exp2 then gives 0, not NaN).
-    const float mn0 = mx0 > m0 + kLazyRescale ? fmaxf(m0, mx0) : m0;
-    const float mn1 = mx1 > m1 + kLazyRescale ? fmaxf(m1, mx1) : m1;
-    const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
-    const float al0 = fast_exp2(m0 - mu0), al1 = fast_exp2(m1 - mu1);
-    m0 = mn0;
-    m1 = mn1;
+    float mu0, mu1, al0, al1;
+    softmax_rows_max(x, s_idx + step * C::kBT, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
     uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
     float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll

@@ -53,6 +53,39 @@ __device__ __forceinline__ void scale_mtile(float (&acc)[NT][4], float a0, float
   }
 }
 
+// The register softmax's first half for rows g / g + 8 of a 16-token step (variants 10 and 14): x = the scores as C
+// fragments of two n8 tiles (tokens 8 nt + 2t, + 1), scaled to base 2 and masked by the step's indices (sidx: -1 =
+// unused), the rows' maxima over their four lanes, and the lazy rescale of the running maxima m0 / m1 (keep the older
+// max while the new one exceeds it by at most kLazyRescale: the same decision on a row's four lanes, which hold the
+// same maxima, so that most steps rescale nothing). Returns the subtrahends mu (0 for a row with nothing valid so far,
+// whose max stays -inf, so that exp2 gives 0, not NaN) and the rescale factors al.
+__device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
+                                                 float& m1, float& mu0, float& mu1, float& al0, float& al1) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
+  const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
+  const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[nt][j] = ok[nt][j & 1] ? x[nt][j] * scale_log2 : kNegInf;
+  float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+  float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
+  if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
+  mu0 = mn0 == kNegInf ? 0.f : mn0;
+  mu1 = mn1 == kNegInf ? 0.f : mn1;
+  al0 = fast_exp2(m0 - mu0);
+  al1 = fast_exp2(m1 - mu1);
+  m0 = mn0;
+  m1 = mn1;
+}
+
 // Rows g and g + 8 of one m16 tile of O (C fragments of NT n8 tiles: columns 8 n + 2t, + 1) into the fp32 staging
 // area, scaled by the rows' 1 / l: r0 = row g's column of the tile's first n tile (variants 10 and 11).
 template <int NT>
@@ -311,30 +344,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     // fragment: (row g, k 8 nt + 2t ..) and (row g + 8, k 8 nt + 2t ..).
     auto softmax = [&](int step, float (&x)[2][4], uint32_t (&pa)[4], float& al0, float& al1) {
       const int* sidx = s_idx + (C::kStagger ? step % NST : step) * C::kBT;  // the slot's indices, or the split's
-      const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
-      const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
-      const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) x[nt][j] = ok[nt][j & 1] ? x[nt][j] * a.scale_log2 : kNegInf;
-      float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
-      float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      // Lazy rescale: keep the older max while the new one exceeds it by at most kLazyRescale (the same
-      // decision on the row's four lanes, which hold the same maxima), so that most steps rescale nothing.
-      if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
-      if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
-      // A head with nothing valid so far keeps max -inf; subtract 0 then so that exp2 gives 0, not NaN.
-      const float mu0 = mn0 == kNegInf ? 0.f : mn0, mu1 = mn1 == kNegInf ? 0.f : mn1;
-      al0 = fast_exp2(m0 - mu0);
-      al1 = fast_exp2(m1 - mu1);
-      m0 = mn0;
-      m1 = mn1;
+      float mu0, mu1;
+      softmax_rows_max(x, sidx, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const __nv_bfloat162 p01 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
