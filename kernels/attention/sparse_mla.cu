@@ -28,9 +28,10 @@ bool v14_enabled();
 // only size); automatic: 64 where variant 14 runs (forced, or the automatic choice below), else round 4's default
 // min(H, 32); 0 = an invalid override. The planner may replace the default at T <= kMlaJointPlanMaxTokens (plan()).
 // Session 11: variant 14 is the automatic bf16 kernel above kMlaJointPlanMaxTokens tokens wherever H is a multiple
-// of 64 (H200, graph time, against variant 11: T=32 H=64 / 128 1.12x / 1.09x, T=128 1.27x / 1.31x, prefill 4096 x 64
-// 1.29x; docs/PERFORMANCE.md "Session 11"), on sm_90+ (its rows come by bulk copies; the sm_80 build's cp.async path
-// has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps variant 11 there.
+// of 64 (H200, graph time, against variant 11 in the record run: T=32 H=64 1.17x, T=128 H=64 1.39x, prefill 4096 x 64
+// 1.37x; an earlier form 1.04-1.32x at T = 12-256 x H = 64 / 128; docs/PERFORMANCE.md "Session 11"), on sm_90+ (its
+// rows come by bulk copies; the sm_80 build's cp.async path has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps
+// variant 11 there.
 int requested_heads_per_cta(const SparseMlaParams& p) {
   const bool bf16 = p.format == MlaCacheFormat::kBf16;
   if (p.heads_per_cta == 64) return bf16 && p.num_heads % 64 == 0 ? 64 : 0;
