@@ -99,7 +99,7 @@ struct SparseMlaParams {
   // same register softmax; each warp also bulk-copies two rows of every step: no producer warp); bf16 records with
   // 64 heads per CTA (heads_per_cta 64, or automatic: forcing 14 makes a CTA hold 64 heads where H allows it,
   // else variant 11's choice runs). The automatic bf16 kernel above kMlaJointPlanMaxTokens tokens where H is a
-  // multiple of 64, on sm_90+ (1.09-1.31x over variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11).
+  // multiple of 64, on sm_90+ (1.04-1.39x over variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
