@@ -156,14 +156,9 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
   if (!producer) {
     // One A fragment (rows g / g + 8 of m tile mt, dims d0 + 2t (+1), d0 + 8 + 2t (+1)).
     auto load_a = [&](uint32_t (&f)[4], int mt, int d0) {
-      const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-          a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + mt * 16 + g) * kMlaQkDim);
-      const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
-      const int w0 = (d0 + 2 * tq) / 2;
-      f[0] = __ldg(q0 + w0);
-      f[1] = __ldg(q8 + w0);
-      f[2] = __ldg(q0 + w0 + 4);
-      f[3] = __ldg(q8 + w0 + 4);
+      load_q_a_fragment(f, reinterpret_cast<const uint32_t*>(
+                               a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + mt * 16 + g) * kMlaQkDim),
+                        d0, tq);
     };
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)

@@ -136,15 +136,8 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
   {
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
         a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + 16 * hb + g) * kMlaQkDim);
-    const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
 #pragma unroll
-    for (int j = 0; j < C::kKSteps; ++j) {
-      const int w0 = (kdim(j) + 2 * tq) / 2;
-      qa[j][0] = __ldg(q0 + w0);
-      qa[j][1] = __ldg(q8 + w0);
-      qa[j][2] = __ldg(q0 + w0 + 4);
-      qa[j][3] = __ldg(q8 + w0 + 4);
-    }
+    for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, kdim(j), tq);
   }
   __syncthreads();  // barriers initialised, indices staged
   // Step st is copied by pair st % 4 alone (warp kh: rows 8 kh .. 8 kh + 7). (Session 11, call 7: against two rows

@@ -53,6 +53,17 @@ __device__ __forceinline__ void scale_mtile(float (&acc)[NT][4], float a0, float
   }
 }
 
+// One GEMM1 A fragment of Q with heads on the MMA M side (variants 10, 11 and 14): rows g / g + 8 of the m16 tile whose
+// row g is q0 (that head's 576 bf16 values as 32-bit words), k columns d0 + 2t (+1) and d0 + 8 + 2t (+1).
+__device__ __forceinline__ void load_q_a_fragment(uint32_t (&f)[4], const uint32_t* q0, int d0, int tq) {
+  const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
+  const int w0 = (d0 + 2 * tq) / 2;
+  f[0] = __ldg(q0 + w0);
+  f[1] = __ldg(q8 + w0);
+  f[2] = __ldg(q0 + w0 + 4);
+  f[3] = __ldg(q8 + w0 + 4);
+}
+
 // The register softmax's first half for rows g / g + 8 of a 16-token step (variants 10 and 14): x = the scores as C
 // fragments of two n8 tiles (tokens 8 nt + 2t, + 1), scaled to base 2 and masked by the step's indices (sidx: -1 =
 // unused), the rows' maxima over their four lanes, and the lazy rescale of the running maxima m0 / m1 (keep the older
@@ -244,15 +255,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   if (!producer) {
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
         a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g) * kMlaQkDim);
-    const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
 #pragma unroll
-    for (int ks = 0; ks < C::kKSteps; ++ks) {
-      const int w0 = ((wq * C::kKSteps + ks) * 16 + 2 * tq) / 2;
-      qa[ks][0] = __ldg(q0 + w0);
-      qa[ks][1] = __ldg(q8 + w0);
-      qa[ks][2] = __ldg(q0 + w0 + 4);
-      qa[ks][3] = __ldg(q8 + w0 + 4);
-    }
+    for (int ks = 0; ks < C::kKSteps; ++ks) load_q_a_fragment(qa[ks], q0, (wq * C::kKSteps + ks) * 16, tq);
   }
 
   // 32 heads: the split's indices; 16 heads: each ring slot's step (WsrCfg::kStagger).
