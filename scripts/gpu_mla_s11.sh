@@ -72,9 +72,7 @@ parts=" ${PARTS:-tests rows} "
   fi
   if [[ $parts == *" final "* ]]; then
     stamp "whole GPU test binary"
-    timeout 400 "$B/glm5rt_gpu_tests" > "$OUT/gpu-tests.txt" 2>&1
-    echo "rc $?"; grep -E "^\[doctest\] (test cases|assertions|Status)" "$OUT/gpu-tests.txt"
-    grep -E "^\[doctest\]" "$OUT/gpu-tests.txt" > "$OUT/gpu-tests-summary.txt"; rm -f "$OUT/gpu-tests.txt"
+    gpu_tests_all
     stamp "issue 6 benchmark of record (Triton baseline, ceilings)"
     mla_record
   fi

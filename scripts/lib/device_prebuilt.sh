@@ -1,8 +1,8 @@
 # Sourced (not run) by the device scripts that use binaries built on the development machine
 # (scripts/pack_prebuilt.sh), from the repository root: sets OUT (created), P (the bundle, extracted when only
 # its .tar.xz came), COMMIT, B (its bin/), LD_LIBRARY_PATH (its lib/: mimalloc, PCRE2, ICU), links the source
-# path compiled into the tests (the fixtures) to this copy, and defines stamp (seconds since the start) and
-# mla_record (issue 6's benchmark of record from the bundle's binaries).
+# path compiled into the tests (the fixtures) to this copy, and defines stamp (seconds since the start),
+# gpu_tests_all (the whole GPU test binary) and mla_record (issue 6's benchmark of record from the bundle's binaries).
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 P=${P:-.carry/final/prebuilt}
@@ -14,6 +14,14 @@ if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" &&
 B=$PWD/$P/bin
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+
+# The whole GPU test binary of the bundle: prints its exit status and doctest's summary lines, keeps only those
+# ($OUT/gpu-tests-summary.txt).
+gpu_tests_all() {
+  timeout 400 "$B/glm5rt_gpu_tests" > "$OUT/gpu-tests.txt" 2>&1
+  echo "rc $?"; grep -E "^\[doctest\] (test cases|assertions|Status)" "$OUT/gpu-tests.txt"
+  grep -E "^\[doctest\]" "$OUT/gpu-tests.txt" > "$OUT/gpu-tests-summary.txt"; rm -f "$OUT/gpu-tests.txt"
+}
 
 # Issue 6's benchmark of record (scripts/gpu_mla.sh on the bundle's binaries: the sparse MLA tests, the benchmark,
 # the Triton baseline and the machine's ceilings in the same run, the sm_120 ptxas / SASS report) into $OUT/mla,
