@@ -20,33 +20,6 @@ constexpr int kMaxSplits = 128;  // the combine kernel's block size
 
 bool valid_heads(int h) { return h == 8 || h == 16 || h == 32 || h == 64 || h == 128; }
 
-int planner_mode(const SparseMlaParams& p);
-int cc_major();
-bool v14_enabled();
-
-// Heads per CTA as the caller forced it (8 / 16 / 32 dividing H; 64 dividing H with bf16 records, variant 14's
-// only size); automatic: 64 where variant 14 runs (forced, or the automatic choice below), else round 4's default
-// min(H, 32); 0 = an invalid override. The planner may replace the default at T <= kMlaJointPlanMaxTokens (plan()).
-// Session 11: variant 14 is the automatic bf16 kernel above kMlaJointPlanMaxTokens tokens wherever H is a multiple
-// of 64 (H200, graph time, against variant 11 in the record run: T=32 H=64 1.17x, T=128 H=64 1.39x, prefill 4096 x 64
-// 1.37x; an earlier form 1.04-1.32x at T = 12-256 x H = 64 / 128; docs/PERFORMANCE.md "Session 11"), on sm_90+ (its
-// rows come by bulk copies; the sm_80 build's cp.async path has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps
-// variant 11 there.
-int requested_heads_per_cta(const SparseMlaParams& p) {
-  const bool bf16 = p.format == MlaCacheFormat::kBf16;
-  if (p.heads_per_cta == 64) return bf16 && p.num_heads % 64 == 0 ? 64 : 0;
-  if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
-    return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
-  if (p.heads_per_cta != 0) return 0;
-  if (bf16 && p.num_heads % 64 == 0) {
-    if (p.kernel_variant == 14) return 64;
-    if (p.kernel_variant == 0 && p.num_tokens > kMlaJointPlanMaxTokens && planner_mode(p) == 2 && cc_major() >= 9 &&
-        v14_enabled())
-      return 64;
-  }
-  return sparse_mla_detail::heads_per_cta(p.num_heads);
-}
-
 // An attribute of the current device (0 when it cannot be read).
 int device_attribute(cudaDeviceAttr attr) {
   int dev = 0, v = 0;
@@ -86,6 +59,29 @@ bool env_not_off(const char* name) {
 bool v14_enabled() {
   static const bool on = env_not_off("GLM5RT_MLA_V14");
   return on;
+}
+
+// Heads per CTA as the caller forced it (8 / 16 / 32 dividing H; 64 dividing H with bf16 records, variant 14's
+// only size); automatic: 64 where variant 14 runs (forced, or the automatic choice below), else round 4's default
+// min(H, 32); 0 = an invalid override. The planner may replace the default at T <= kMlaJointPlanMaxTokens (plan()).
+// Session 11: variant 14 is the automatic bf16 kernel above kMlaJointPlanMaxTokens tokens wherever H is a multiple
+// of 64 (H200, graph time, against variant 11 in the record run: T=32 H=64 1.17x, T=128 H=64 1.39x, prefill 4096 x 64
+// 1.37x; an earlier form 1.04-1.32x at T = 12-256 x H = 64 / 128; docs/PERFORMANCE.md "Session 11"), on sm_90+ (its
+// rows come by bulk copies; the sm_80 build's cp.async path has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps
+// variant 11 there.
+int requested_heads_per_cta(const SparseMlaParams& p) {
+  const bool bf16 = p.format == MlaCacheFormat::kBf16;
+  if (p.heads_per_cta == 64) return bf16 && p.num_heads % 64 == 0 ? 64 : 0;
+  if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
+    return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
+  if (p.heads_per_cta != 0) return 0;
+  if (bf16 && p.num_heads % 64 == 0) {
+    if (p.kernel_variant == 14) return 64;
+    if (p.kernel_variant == 0 && p.num_tokens > kMlaJointPlanMaxTokens && planner_mode(p) == 2 && cc_major() >= 9 &&
+        v14_enabled())
+      return 64;
+  }
+  return sparse_mla_detail::heads_per_cta(p.num_heads);
 }
 
 // Session 7: GLM5RT_MLA_V11=0 (read once) keeps variant 10 where the automatic choice would run variant 11.
