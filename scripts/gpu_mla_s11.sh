@@ -3,10 +3,11 @@
 # scripts/pack_prebuilt.sh): variant 14 (four warp pairs for a CTA's 64 heads) against variant 11.
 #   tests   every sparse MLA test case (variant 14 is in every variant x merge loop and the multi-pool list)
 #   rows    bf16 rows at T = 8, 32, 128 x H = 64, 128 and prefill 1024 / 4096 x 64 with variants 11 and 14 timed on
-#           the same inputs (twice, two processes); ROW_TS / ROW_HS / ROW_PT override the shapes
-#   splits  variant 14 with 1, 2, 4 splits forced at T = 32, 64, 128 x H = 64, 128 (SPLIT_TS / SPLIT_HS)
+#           the same inputs (twice, two processes); ROW_TS / ROW_HS / ROW_PT override the shapes, ROW_FMTS the record
+#           formats (session 12: fp8) and ROW_VARS the variants (default 11,14)
+#   splits  variant 14 with 1, 2, 4 splits forced at T = 32, 64, 128 x H = 64, 128 (SPLIT_TS / SPLIT_HS; SPLIT_FMTS)
 #   ab      variant 14's forms: AB_FORMS="new:VAR=1 new:VAR=0 old:VAR=1" (old = OLD_BENCH, an earlier benchmark build,
-#           .xz), the sparse MLA tests first with AB_TEST_ENV (VAR=value)
+#           .xz), the sparse MLA tests first with AB_TEST_ENV (VAR=value); AB_FMTS the record formats (default bf16)
 #   profile Nsight Compute of variant 14 at T=128 H=64 (scripts/gpu_mla_profile.sh SET=v14; profile.tgz)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (scripts/gpu_mla.sh: the Triton baseline
 #           and the machine's ceilings in the same run; files in mla.tgz)
@@ -35,14 +36,14 @@ parts=" ${PARTS:-tests rows} "
   if [[ $parts == *" rows "* ]]; then
     for run in 1 2; do
       stamp "rows, run $run"
-      timeout 150 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${ROW_TS:-8,32,128}" \
-        --H "${ROW_HS:-64,128}" --variants 11,14 --prefill-T "${ROW_PT:-1024,4096}" --prefill-H 64 --reps 9 \
+      timeout 150 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats "${ROW_FMTS:-bf16}" --T "${ROW_TS:-8,32,128}" \
+        --H "${ROW_HS:-64,128}" --variants "${ROW_VARS:-11,14}" --prefill-T "${ROW_PT:-1024,4096}" --prefill-H 64 --reps 9 \
         --commit "$COMMIT" --json "$OUT/rows-run$run.json" 2>&1 | grep -E "^(decode|prefill) " | sed 's/  */ /g'
     done
   fi
   if [[ $parts == *" splits "* ]]; then
     stamp "variant 14 forced splits"
-    timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --T "${SPLIT_TS:-32,64,128}" \
+    timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats "${SPLIT_FMTS:-bf16}" --T "${SPLIT_TS:-32,64,128}" \
       --H "${SPLIT_HS:-64,128}" --variants 11,14 --force-splits 1,2,4 --force-variants 14 --reps 7 \
       --commit "$COMMIT" --json "$OUT/splits.json" 2>&1 | grep -E "forced|^decode " | sed 's/  */ /g'
   fi
@@ -59,7 +60,7 @@ parts=" ${PARTS:-tests rows} "
         build=${form%%:*} assign=${form#*:}
         bin=$B/glm5rt_bench_sparse_mla; [ "$build" = old ] && bin=$OUT/old_bench
         stamp "ab $form, run $run"
-        env "$assign" timeout 120 "$bin" --no-sweep --quick --formats bf16 --T "${AB_TS:-32,128}" --H 64,128 \
+        env "$assign" timeout 120 "$bin" --no-sweep --quick --formats "${AB_FMTS:-bf16}" --T "${AB_TS:-32,128}" --H 64,128 \
           --variants 14 --prefill-T 4096 --prefill-H 64 --reps 9 --commit "$COMMIT-$form" \
           --json "$OUT/ab-${build}-${assign//[^A-Za-z0-9]/_}-run$run.json" 2>&1 | grep -E "^(decode|prefill) " |
           sed 's/  */ /g; s/ v1 0.00 v2 0.00 v3 0.00 v5 0.00 us (0 splits) v7 0.00 us (0 splits) v10 0.00 v11 0.00//'

@@ -537,7 +537,7 @@ int main(int argc, char** argv) {
         p.kernel_variant = 11;
         v11_us = time_config(0, &e);
       }
-      if (c.fmt == MlaCacheFormat::kBf16 && c.H % 64 == 0 && want(14)) {
+      if (c.H % 64 == 0 && want(14)) {
         p.kernel_variant = 14;
         v14_us = time_config(0, &e);
       }

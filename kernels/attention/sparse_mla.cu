@@ -61,21 +61,21 @@ bool v14_enabled() {
   return on;
 }
 
-// Heads per CTA as the caller forced it (8 / 16 / 32 dividing H; 64 dividing H with bf16 records, variant 14's
-// only size); automatic: 64 where variant 14 runs (forced, or the automatic choice below), else round 4's default
+// Heads per CTA as the caller forced it (8 / 16 / 32 / 64 dividing H; 64 is variant 14's only size); automatic: 64
+// where variant 14 runs (forced, or the automatic choice below), else round 4's default
 // min(H, 32); 0 = an invalid override. The planner may replace the default at T <= kMlaJointPlanMaxTokens (plan()).
 // Session 11: variant 14 is the automatic bf16 kernel above kMlaJointPlanMaxTokens tokens wherever H is a multiple
 // of 64 (H200, graph time, against variant 11 in the record run: T=32 H=64 1.17x, T=128 H=64 1.39x, prefill 4096 x 64
 // 1.37x; an earlier form 1.04-1.32x at T = 12-256 x H = 64 / 128; docs/PERFORMANCE.md "Session 11"), on sm_90+ (its
 // rows come by bulk copies; the sm_80 build's cp.async path has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps
 // variant 11 there.
+// Session 12: the same for FP8 records (variant 14 converts them to bf16 rows in shared memory; it replaces variant
+// 7 there, docs/PERFORMANCE.md "Session 12"); GLM5RT_MLA_V14=0 keeps variant 7.
 int requested_heads_per_cta(const SparseMlaParams& p) {
-  const bool bf16 = p.format == MlaCacheFormat::kBf16;
-  if (p.heads_per_cta == 64) return bf16 && p.num_heads % 64 == 0 ? 64 : 0;
-  if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32)
+  if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32 || p.heads_per_cta == 64)
     return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
   if (p.heads_per_cta != 0) return 0;
-  if (bf16 && p.num_heads % 64 == 0) {
+  if (p.num_heads % 64 == 0) {
     if (p.kernel_variant == 14) return 64;
     if (p.kernel_variant == 0 && p.num_tokens > kMlaJointPlanMaxTokens && planner_mode(p) == 2 && cc_major() >= 9 &&
         v14_enabled())
@@ -171,6 +171,17 @@ int ws_copy_warps() {
     const char* e = std::getenv("GLM5RT_MLA_WS_COPY_WARPS");
     const int v = e ? std::atoi(e) : 2;
     return v == 1 || v == 4 ? v : 2;
+  }();
+  return env;
+}
+
+// Session 12: variant 14 with FP8 records converts step s at the end of step s - lead (the pair that copied it at the
+// end of step s - 3); GLM5RT_MLA_V14_LEAD = 1 or 3 (read once) instead of 2.
+int wsp_lead() {
+  static const int env = [] {
+    const char* e = std::getenv("GLM5RT_MLA_V14_LEAD");
+    const int v = e ? std::atoi(e) : 2;
+    return v == 1 || v == 3 ? v : 2;
   }();
   return env;
 }
@@ -300,11 +311,14 @@ constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.2, 0.5, 1.0, 4.0, 0.5}, /* 
 // 1.1 us per MB of bf16 partials (m0 = 8 keeps one split where the model saw 96 CTAs with one split and 384 with
 // four within 1%, and call 6 measured one split at 144-148 us). Picks the measured best at every variant-14 shape of
 // calls 3 and 6 (T = 12-256, H = 64 / 128; fitted to them, not yet checked out of sample).
-constexpr SplitModel kSplitModelV14 = {2.3, 2.3, 1.0, 8.0, 1.1};
+// Session 12, its FP8 form: the same with the per-tile cost raised by the conversion's share of the instructions
+// (~25% more per step by count; to be checked against forced splits on the H200).
+constexpr SplitModel kSplitModelV14[2] = {/* bf16 */ {2.3, 2.3, 1.0, 8.0, 1.1}, /* fp8 */ {2.9, 2.9, 1.0, 8.0, 1.1}};
 constexpr int kSplitModelMaxSplits = 16;
 
 int plan_splits_s10(const SparseMlaParams& p, int hc) {
-  const SplitModel& m = hc == 64 ? kSplitModelV14 : kSplitModel[p.format == MlaCacheFormat::kFp8 ? 1 : 0];
+  const int f = p.format == MlaCacheFormat::kFp8 ? 1 : 0;
+  const SplitModel& m = hc == 64 ? kSplitModelV14[f] : kSplitModel[f];
   const int ntiles = num_tiles(p);
   const double sms = sm_count(p), slots = sms * ctas_per_sm(p, hc);
   const double base = static_cast<double>(p.num_tokens) * (p.num_heads / hc);
@@ -753,6 +767,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.counters = nullptr;
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
+  a.wsp_lead = wsp_lead();
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();
@@ -770,8 +785,8 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
-  } else if (sparse_mla_detail::runs_wsp(variant, hc, fp8)) {
-    err = sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
+  } else if (sparse_mla_detail::runs_wsp(variant, hc)) {
+    err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10

@@ -52,6 +52,8 @@ struct KernelArgs {
   int pdl;
   // Session 9 (host side only): the device's compute capability major, for launch choices per architecture.
   int cc_major;
+  // Session 12 (variant 14 with FP8 records): a pair converts step s at the end of its step s - wsp_lead (1..3).
+  int wsp_lead;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -31,9 +31,10 @@ cudaError_t launch_wsr_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
 // kernel_variant 11: one 8-warp consumer group for the CTA's 32 heads (sparse_mla_wsg_kernel.cuh); bf16 records,
 // 32 heads per CTA only (the caller runs variant 10 / 5 elsewhere).
 cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// kernel_variant 14: four warp pairs for the CTA's 64 heads (sparse_mla_wsp_kernel.cuh); bf16 records, 64 heads per
-// CTA only (the only kernel with 64 heads per CTA).
+// kernel_variant 14: four warp pairs for the CTA's 64 heads (sparse_mla_wsp_kernel.cuh); 64 heads per CTA only (the
+// only kernel with 64 heads per CTA). FP8 records (session 12) are converted to bf16 rows in shared memory.
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool quad, const KernelArgs& a, cudaStream_t stream);
@@ -56,10 +57,10 @@ inline int reg_smem_bytes(int hc, bool quad = false) {
 inline bool runs_wsr(int variant, int hc, bool fp8) { return variant == 10 && hc >= 16 && !fp8; }
 // Variant 11 with 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 10's choice.
 inline bool runs_wsg(int variant, int hc, bool fp8) { return variant == 11 && hc == 32 && !fp8; }
-// Variant 14: 64 heads per CTA, bf16 records (the launcher runs it wherever a CTA holds 64 heads).
-inline bool runs_wsp(int variant, int hc, bool fp8) { return variant == 14 && hc == 64 && !fp8; }
+// Variant 14: 64 heads per CTA, either record format (the launcher runs it wherever a CTA holds 64 heads).
+inline bool runs_wsp(int variant, int hc) { return variant == 14 && hc == 64; }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
-  if (runs_wsp(variant, hc, fp8)) return WspCfg::kSmemBytes;
+  if (runs_wsp(variant, hc)) return fp8 ? WspCfg<true>::kSmemBytes : WspCfg<false>::kSmemBytes;
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
   if (runs_wsg(variant, hc, fp8)) return WsgCfg::kSmemBytes;
   if (runs_wsr(variant == 11 ? 10 : variant, hc, fp8))

@@ -6,7 +6,7 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   if (heads_per_cta != 64) return cudaErrorInvalidValue;
-  return launch_grid<WspCfg, 64>(sparse_mla_wsp_kernel<64>, true, a, stream);
+  return launch_grid<WspCfg<false>, 64>(sparse_mla_wsp_kernel<64, false>, true, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

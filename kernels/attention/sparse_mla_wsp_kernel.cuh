@@ -32,7 +32,9 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
+template <bool FP8>
 struct WspCfg {
+  static constexpr bool kFP8 = FP8;
   static constexpr int kHC = 64;
   static constexpr int kConsumerWarps = 8;  // 4 pairs; pair s % 4 also copies step s
   static constexpr int kThreads = kConsumerWarps * 32;
@@ -42,6 +44,10 @@ struct WspCfg {
   static constexpr int kKSteps = 18;    // GEMM1 k16 steps per warp: 16 latent + 2 rope
   static constexpr int kDimTiles = 32;  // GEMM2 n8 tiles per warp: its 256 output dims
   static constexpr int kRowBytes = kMlaBf16RecordBytes + 16;  // 1168: rows 4 banks apart
+  // Where a record lands in its row: bf16 at the start; FP8 (656 bytes) in the row's last 656 bytes, so that
+  // converting a row in place into the bf16 layout reads and writes that row only (wsp_convert_rows).
+  static constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
+  static constexpr int kLandOff = FP8 ? kRowBytes - kMlaFp8RecordBytes : 0;  // 512
   static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRing = 4;
   static constexpr int kStageAreaBytes = kRing * kTileBytes;  // 74752
@@ -52,18 +58,20 @@ struct WspCfg {
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
   static constexpr int kOffIdx = kOffX + kXBytes;                 // the split's cleaned indices
   static constexpr int kOffLse = kOffIdx + kMaxSplitEntries * 4;   // [64] log2 LSEs
-  static constexpr int kOffBar = kOffLse + kHC * 4;                 // full[kRing], empty[kRing]
-  static constexpr int kSmemBytes = kOffBar + 2 * kRing * 8;
+  static constexpr int kOffBar = kOffLse + kHC * 4;                 // full[kRing], empty[kRing] (FP8: land[kRing])
+  static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffX % 16 == 0 && kOffIdx % 16 == 0 && kOffBar % 8 == 0, "alignment");
+  static_assert(kLandOff % 16 == 0 && (!FP8 || kLandOff + kRecBytes == kRowBytes), "an FP8 record ends its row");
 };
 
 // Rows row0 .. row0 + kRows - 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned), by one
-// warp. sm_90+: lanes 0 .. kRows - 1 zero-fill an unused row (then fence it from a later bulk copy into the same row,
-// which only they issue) or issue one bulk copy of the record; lane 0 arrives with the warp's bytes registered (one
-// arrival per filling warp; the phase completes when the bytes have landed, so the copies may follow the arrival).
-// sm_80: the rows' 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving when
-// its copies land, plus lane 0's plain arrival, which keeps the count uniform.
+// warp; each record at kLandOff of its row. sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record or, for an
+// unused entry, zero-fill it (then fence it from a later bulk copy into the same row, which only they issue; an FP8
+// zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered
+// (one arrival per filling warp; the phase completes when the bytes have landed, so the copies may follow the
+// arrival). sm_80: the rows' 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane
+// arriving when its copies land, plus lane 0's plain arrival, which keeps the count uniform.
 template <class C, bool kBulk, int kRows>
 __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, const uint8_t* base, int step, int slot,
                                               int row0, int lane, uint32_t bar) {
@@ -74,29 +82,63 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
     const bool act = lane < kRows;
     const int idx = act ? idx_row[lane] : -1;
     const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && idx >= 0));
-    uint8_t* row = tile + (row0 + (act ? lane : 0)) * C::kRowBytes;
+    uint8_t* row = tile + (row0 + (act ? lane : 0)) * C::kRowBytes + C::kLandOff;
     if (act && idx < 0) {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+      for (int c = 0; c < C::kRecBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
       fence_proxy_async_smem();
     }
     __syncwarp();  // the other lanes' zero-fills before lane 0's arrival (its release)
-    if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
+    if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * C::kRecBytes);
     if (act && idx >= 0)
-      bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes, bar);
+      bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * C::kRecBytes, C::kRecBytes, bar);
   } else {
-    const uint32_t dst0 = smem_addr(tile + row0 * C::kRowBytes);
-    for (int c = lane; c < kRows * kRecordChunks<false>; c += 32)
-      gather_chunk<false, C::kRowBytes, 128>(dst0, idx_row, 0, base, c);
+    const uint32_t dst0 = smem_addr(tile + row0 * C::kRowBytes + C::kLandOff);
+    for (int c = lane; c < kRows * kRecordChunks<C::kFP8>; c += 32)
+      gather_chunk<C::kFP8, C::kRowBytes, 128>(dst0, idx_row, 0, base, c);
     cp_async_mbar_arrive_noinc(bar);
     if (lane == 0) mbar_arrive(bar);
   }
 }
 
-template <int HC>
-__global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_mla_wsp_kernel(const KernelArgs a) {
+// FP8 records: rows row0 .. row0 + kRows - 1 of step `step` in ring slot `slot`, landed as raw 656-byte records in
+// the last 656 bytes of their 1168-byte rows, turned in place into the bf16 row layout the MMAs read (latent e4m3 x
+// its block's scale rounded to bf16, as every earlier FP8 kernel but variant 7; the rope copied; unused entries were
+// zero-filled by wsp_fill_rows), by one warp, two rows at a time: a row's 72 output chunks (lane: chunks lane, lane +
+// 32, and lane < 8: the
+// rope chunk 64 + lane) are all read before any is written (the warp barrier between), and no row overlaps another,
+// so nothing else orders them. The writes are fenced from the async proxy: a later bulk copy refills the slot.
+template <class C, int kRows>
+__device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int row0, int lane) {
+  static_assert(C::kFP8 && kRows % 2 == 0, "FP8 rows, two at a time");
+  uint8_t* tile = smem + slot * C::kTileBytes + row0 * C::kRowBytes;
+#pragma unroll 1
+  for (int r = 0; r < kRows; r += 2) {
+    uint4 o[2][3];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* rec = tile + (r + i) * C::kRowBytes + C::kLandOff;
+      o[i][0] = dequant_chunk(rec, lane);
+      o[i][1] = dequant_chunk(rec, lane + 32);
+      if (lane < 8) o[i][2] = dequant_chunk(rec, 64 + lane);
+    }
+    __syncwarp();  // every lane's reads of the two records before any write over them
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      uint4* row = reinterpret_cast<uint4*>(tile + (r + i) * C::kRowBytes);
+      row[lane] = o[i][0];
+      row[lane + 32] = o[i][1];
+      if (lane < 8) row[64 + lane] = o[i][2];
+    }
+  }
+  mma::fence_proxy_async_smem();
+}
+
+template <int HC, bool FP8>
+__global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
+    sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
-  using C = WspCfg;
+  using C = WspCfg<FP8>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -118,10 +160,15 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
+  // FP8: the copies complete "land"; the slot is "full" once the converting pair has turned it into bf16 rows.
+  const uint32_t bar_land = bar_empty + NST * 8;
+  const uint32_t bar_copied = FP8 ? bar_land : bar_full;
   if (tid == 0) {
     for (int i = 0; i < NST; ++i) {
-      // One arrival per filling warp, the two of a pair (sm_80: + one per lane, see wsp_fill_rows).
-      mbar_init(bar_full + i * 8, kBulk ? 2 : 2 * 33);
+      // One arrival per filling warp, the two of a pair (sm_80: + one per lane, see wsp_fill_rows); FP8: one per
+      // converting warp on "full".
+      mbar_init(bar_copied + i * 8, kBulk ? 2 : 2 * 33);
+      if constexpr (FP8) mbar_init(bar_full + i * 8, 2);
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
@@ -148,10 +195,22 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
   auto fill = [&](int st) {
     wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, s_idx, rc.base, st, hb, C::kRowsPerWarp * kh, lane,
-                                             bar_full + hb * 8);
+                                             bar_copied + hb * 8);
+  };
+  // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
+  // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
+  const int lead = a.wsp_lead;
+  auto convert = [&](int st) {
+    if constexpr (FP8) {
+      mbar_wait_parity(bar_land + hb * 8, (st / NST) & 1);
+      wsp_convert_rows<C, C::kRowsPerWarp>(smem, hb, C::kRowsPerWarp * kh, lane);
+      __syncwarp();  // every lane's writes (and fence) before lane 0's arrival (its release)
+      if (lane == 0) mbar_arrive(bar_full + hb * 8);
+    }
   };
   // Steps 0 .. NST - 1 into the empty ring (pair hb: step hb); step s >= 1 refills step s + NST - 1 (below).
   if (hb < nsteps) fill(hb);
+  if (FP8 && hb < lead && hb < nsteps) convert(hb);
 
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
 #pragma unroll
@@ -235,6 +294,8 @@ __global__ void __launch_bounds__(WspCfg::kThreads, WspCfg::kMinBlocks) sparse_m
       mbar_wait_parity(bar_empty + hb * 8, ((step - 1) / NST) & 1);
       fill(step + NST - 1);
     }
+    // FP8: step + lead was copied by this pair before (in the prologue, or above at the end of step + lead - 3).
+    if (FP8 && step + lead < nsteps && (step + lead) % NST == hb) convert(step + lead);
   }
   if constexpr (!kBulk) cp_async_wait_all();
   // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).

@@ -443,6 +443,14 @@ TEST_CASE("sparse MLA: top-k from 1 to 2048") {
   }
   Problem pb = shape(2, 8, 2048, MlaCacheFormat::kFp8, 9000);  // FP8 at the GLM-5 shape
   run_and_check(pb);
+  // FP8 records with 64 heads: variant 14's conversion `lead` steps ahead of use, from one step (all of it in the
+  // prologue) to 128.
+  for (int topk : {1, 17, 33, 49, 513, 2048}) {
+    Problem f = shape(2, 64, topk, MlaCacheFormat::kFp8, std::max(4096, 2 * topk + 123));
+    f.scale = 0.3f;
+    f.kinds = {RowKind::kFull, RowKind::kScatteredPad};
+    run_and_check(f);
+  }
 }
 
 TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
@@ -575,7 +583,6 @@ TEST_CASE("sparse MLA: fused combine (splits x heads per CTA <= 32) against the 
 TEST_CASE("sparse MLA: heads-per-CTA overrides (head groups reading the same rows)") {
   for (int hc : {8, 16, 32, 64}) {
     for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-      if (hc == 64 && fmt == MlaCacheFormat::kFp8) continue;  // variant 14's size: bf16 records only
       Problem pb = shape(3, 64, 200, fmt);
       pb.heads_per_cta = hc;
       pb.splits = hc == 16 ? 1 : 0;
@@ -641,11 +648,8 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.kernel_variant = 15;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
-  // 64 heads per CTA: variant 14's size, bf16 records only, H a multiple of 64.
+  // 64 heads per CTA: variant 14's size, H a multiple of 64 (either record format since session 12).
   p.heads_per_cta = 64;
-  p.format = MlaCacheFormat::kFp8;
-  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
-  p.format = MlaCacheFormat::kBf16;
   p.num_heads = 32;
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.num_heads = 64;

@@ -1,0 +1,12 @@
+// Instantiation of variant 14 (four warp pairs for a CTA's 64 heads, sparse_mla_wsp_kernel.cuh) for FP8 (656-byte)
+// records, converted to bf16 rows in shared memory by the pair that copied them (session 12).
+#include "kernels/attention/sparse_mla_launch.h"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
+  if (heads_per_cta != 64 || a.wsp_lead < 1 || a.wsp_lead > 3) return cudaErrorInvalidValue;
+  return launch_grid<WspCfg<true>, 64>(sparse_mla_wsp_kernel<64, true>, true, a, stream);
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail
