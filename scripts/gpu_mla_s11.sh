@@ -7,7 +7,8 @@
 #           formats (session 12: fp8) and ROW_VARS the variants (default 11,14)
 #   splits  variant 14 with 1, 2, 4 splits forced at T = 32, 64, 128 x H = 64, 128 (SPLIT_TS / SPLIT_HS; SPLIT_FMTS)
 #   ab      variant 14's forms: AB_FORMS="new:VAR=1 new:VAR=0 old:VAR=1" (old = OLD_BENCH, an earlier benchmark build,
-#           .xz), the sparse MLA tests first with AB_TEST_ENV (VAR=value); AB_FMTS the record formats (default bf16)
+#           .xz; VAR=value+VAR2=value2 sets two), the sparse MLA tests first with AB_TEST_ENV (VAR=value); AB_FMTS the
+#           record formats (default bf16)
 #   profile Nsight Compute of variant 14 at T=128 H=64 (scripts/gpu_mla_profile.sh SET=v14; profile.tgz)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (scripts/gpu_mla.sh: the Triton baseline
 #           and the machine's ceilings in the same run; files in mla.tgz)
@@ -60,7 +61,7 @@ parts=" ${PARTS:-tests rows} "
         build=${form%%:*} assign=${form#*:}
         bin=$B/glm5rt_bench_sparse_mla; [ "$build" = old ] && bin=$OUT/old_bench
         stamp "ab $form, run $run"
-        env "$assign" timeout 120 "$bin" --no-sweep --quick --formats "${AB_FMTS:-bf16}" --T "${AB_TS:-32,128}" --H 64,128 \
+        env ${assign//+/ } timeout 120 "$bin" --no-sweep --quick --formats "${AB_FMTS:-bf16}" --T "${AB_TS:-32,128}" --H 64,128 \
           --variants 14 --prefill-T 4096 --prefill-H 64 --reps 9 --commit "$COMMIT-$form" \
           --json "$OUT/ab-${build}-${assign//[^A-Za-z0-9]/_}-run$run.json" 2>&1 | grep -E "^(decode|prefill) " |
           sed 's/  */ /g; s/ v1 0.00 v2 0.00 v3 0.00 v5 0.00 us (0 splits) v7 0.00 us (0 splits) v10 0.00 v11 0.00//'
