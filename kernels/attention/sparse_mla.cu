@@ -186,17 +186,6 @@ int wsp_lead() {
   return env;
 }
 
-// Session 12 (experiment): GLM5RT_MLA_V14_SPREAD = 1 / 2 (read once) has every warp of variant 14 convert two rows of
-// each FP8 step instead of the copying pair all sixteen, at the end of a step (1) or before its GEMM1 (2).
-int wsp_spread() {
-  static const int mode = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V14_SPREAD");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 1 || v == 2 ? v : 0;
-  }();
-  return mode;
-}
-
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
 // an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
 // whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
@@ -779,7 +768,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
   a.wsp_lead = wsp_lead();
-  a.wsp_spread = wsp_spread();
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();

@@ -54,8 +54,6 @@ struct KernelArgs {
   int cc_major;
   // Session 12 (variant 14 with FP8 records): a pair converts step s at the end of its step s - wsp_lead (1..3).
   int wsp_lead;
-  // Session 12 (experiment): 1 = every warp converts two rows of each FP8 step instead of the copying pair all 16.
-  int wsp_spread;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       // One arrival per filling warp, the two of a pair (sm_80: + one per lane, see wsp_fill_rows); FP8: one per
       // converting warp on "full".
       mbar_init(bar_copied + i * 8, kBulk ? 2 : 2 * 33);
-      if constexpr (FP8) mbar_init(bar_full + i * 8, a.wsp_spread ? C::kConsumerWarps : 2);
+      if constexpr (FP8) mbar_init(bar_full + i * 8, 2);
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
@@ -199,29 +199,18 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   };
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
-  // Spread (GLM5RT_MLA_V14_SPREAD = 1 / 2, an experiment): every warp converts two rows of every step instead, at the
-  // end of a step (1) or at its start, before GEMM1 (2).
-  const bool spread = a.wsp_spread != 0, at_top = a.wsp_spread == 2;
-  // At the top of step st - lead, the copy of step st must have been issued: at the end of step st - 3 (lead <= 2).
-  const int lead = at_top ? min(a.wsp_lead, 2) : a.wsp_lead;
+  const int lead = a.wsp_lead;
   auto convert = [&](int st) {
     if constexpr (FP8) {
-      const int sl = st % NST;
-      mbar_wait_parity(bar_land + sl * 8, (st / NST) & 1);
-      if (spread)
-        wsp_convert_rows<C, 2>(smem, sl, 4 * hb + 2 * kh, lane);
-      else
-        wsp_convert_rows<C, C::kRowsPerWarp>(smem, sl, C::kRowsPerWarp * kh, lane);
+      mbar_wait_parity(bar_land + hb * 8, (st / NST) & 1);
+      wsp_convert_rows<C, C::kRowsPerWarp>(smem, hb, C::kRowsPerWarp * kh, lane);
       __syncwarp();  // every lane's writes (and fence) before lane 0's arrival (its release)
-      if (lane == 0) mbar_arrive(bar_full + sl * 8);
+      if (lane == 0) mbar_arrive(bar_full + hb * 8);
     }
   };
   // Steps 0 .. NST - 1 into the empty ring (pair hb: step hb); step s >= 1 refills step s + NST - 1 (below).
   if (hb < nsteps) fill(hb);
-  if (FP8 && spread)
-    for (int st = 0; st < lead && st < nsteps; ++st) convert(st);
-  else if (FP8 && hb < lead && hb < nsteps)
-    convert(hb);
+  if (FP8 && hb < lead && hb < nsteps) convert(hb);
 
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
 #pragma unroll
@@ -240,7 +229,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     const int slot = step % NST;
     const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
     mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
-    if (FP8 && at_top && step + lead < nsteps) convert(step + lead);
     // GEMM1: chains c = k-step parity, n tile nt.
     float s[2][2][4];
 #pragma unroll
@@ -307,7 +295,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       fill(step + NST - 1);
     }
     // FP8: step + lead was copied by this pair before (in the prologue, or above at the end of step + lead - 3).
-    if (FP8 && !at_top && step + lead < nsteps && (spread || (step + lead) % NST == hb)) convert(step + lead);
+    if (FP8 && step + lead < nsteps && (step + lead) % NST == hb) convert(step + lead);
   }
   if constexpr (!kBulk) cp_async_wait_all();
   // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).
