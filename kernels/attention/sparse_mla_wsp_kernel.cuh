@@ -24,8 +24,15 @@
 // for the slot 0.96x, the next step's GEMM1 beside the softmax 0.90x.
 // Shared memory: 4 tile slots (rows padded to 1168 bytes: 4 banks apart, conflict-free ldmatrix), the exchange area,
 // the staged indices and the barriers (99,648 bytes of SM120's 101,376). Registers: 254 on sm_90, 255 on sm_80, 255 on
-// sm_120 with 12 bytes spilled (outside the loop but for one L1 reload per step in GEMM1). bf16 records, 64 heads per
-// CTA only.
+// sm_120 with 12 bytes spilled (outside the loop but for one L1 reload per step in GEMM1). 64 heads per CTA only.
+// FP8 records (session 12): each 656-byte record lands in the last 656 bytes of its row (its own "land" mbarrier) and
+// the pair that copied step s turns it in place into the bf16 row at the end of its step s - 2 (wsp_convert_rows),
+// then arrives on "full"; the MMA loop is the bf16 one. H200 (docs/PERFORMANCE.md "Session 12"): 1.46-1.48x over
+// variant 7 at T=128 and prefill, 1.2-1.3x at T = 16-32; 1.44x bf16's time, of which the conversion's math is nothing
+// measurable, its shared-memory loads / stores / warp barriers ~2/3 and the wait for the copy ~1/3. Measured and
+// dropped: the conversion one step later (lead 1, 0.78x) or right after the copy (lead 3, 0.94x), spread over every
+// warp at the end of a step (0.96x) or before GEMM1 (0.95x), four rows at a time (0.99x, spills), the copies by
+// cp.async (0.94x). 99,680 bytes; sm_90 / sm_80 255 registers, sm_120 255 with 24 / 16 bytes of spill stores / loads.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
@@ -147,10 +154,10 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 
   wait_for_predecessor();  // before any global access (PDL)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const CtaPlace place = cta_place<HC>(a);
-  const int hg = place.hg, split = place.split, t = place.t;
-  const RowCache rc = row_cache(a, t);
-  const SplitSpan span = split_span<C::kBT>(a, t, split);
+  const WsRole role = ws_role<C, HC>(a, warp);  // (no producer warps here: only its place, pool and span)
+  const int hg = role.hg, split = role.split, t = role.t;
+  const RowCache& rc = role.rc;
+  const SplitSpan& span = role.span;
   const int nsteps = span.nsteps;
   allow_dependent_launch();  // the combine kernel (PDL)
   // Pair hb = warp >> 1 (the warps of a pair sit on different SM sub-partitions), k / dims half kh = warp & 1.
@@ -172,8 +179,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
-  stage_split_indices<C::kThreads>(s_idx, a.indices + static_cast<int64_t>(t) * a.topk, span, nsteps * C::kBT,
-                                   rc.num_slots, tid);
+  stage_split_indices<C::kThreads>(s_idx, role.row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
 
   // Q of the pair's 16 heads over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
   // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). (Loaded before the barrier: its latency overlaps the
