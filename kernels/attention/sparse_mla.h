@@ -65,8 +65,8 @@ struct SparseMlaParams {
   float softmax_scale = 0.f;
   int num_splits = 0;               // top-k splits per row: 0 = choose from the shape and the SM count
   int num_sms = 0;                  // 0 = ask the current device
-  int heads_per_cta = 0;            // 0 = automatic; else 8, 16 or 32 dividing H, or 64 dividing H with bf16
-                                    // records (variant 14's size) (tuning / benchmarks)
+  int heads_per_cta = 0;            // 0 = automatic; else 8, 16, 32 or 64 dividing H (64: variant 14's size,
+                                    // either record format since session 12) (tuning / benchmarks)
   // Appended in round 2. 0 = automatic (per shape, from the H200 measurements; see sparse_mla.cu);
   // 1 = round-1 kernel (32-token tiles, 2 cp.async stages);
   // 2 = pipelined kernel (16-token ring: 3 bf16 / 5 FP8 slots in flight); 3 = pipelined, with the 32-head
@@ -96,10 +96,12 @@ struct SparseMlaParams {
   // with two consumer groups taking alternate steps, measured 0.76-0.83x of variant 10 and removed) likewise.
   // Appended in session 11: 14 = 64 heads per CTA in four independent warp pairs (each pair 16 heads: the two warps
   // split the scores' k and the output dims, swap their halves of the scores on a 64-thread barrier and run the
-  // same register softmax; each warp also bulk-copies two rows of every step: no producer warp); bf16 records with
-  // 64 heads per CTA (heads_per_cta 64, or automatic: forcing 14 makes a CTA hold 64 heads where H allows it,
-  // else variant 11's choice runs). The automatic bf16 kernel above kMlaJointPlanMaxTokens tokens where H is a
-  // multiple of 64, on sm_90+ (1.04-1.39x over variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11).
+  // same register softmax; pair s % 4 bulk-copies step s: no producer warp); 64 heads per CTA (heads_per_cta 64, or
+  // automatic: forcing 14 makes a CTA hold 64 heads where H allows it, else variant 11's choice runs). The
+  // automatic bf16 kernel above kMlaJointPlanMaxTokens tokens where H is a multiple of 64, on sm_90+ (1.04-1.39x over
+  // variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11). Session 12: FP8 records too (the copying pair turns
+  // each step's records into bf16 rows in shared memory, e4m3 x scale rounded to bf16), the automatic FP8 kernel
+  // there as well (1.2-1.48x over variant 7 on the H200; GLM5RT_MLA_V14=0 keeps variant 7).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
