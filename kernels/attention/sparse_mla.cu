@@ -55,12 +55,6 @@ bool env_not_off(const char* name) {
   return !(e && std::atoi(e) == 0);
 }
 
-// An experiment's switch: the environment variable `name` set to a non-zero number (read on every call).
-int env_flag_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::atoi(e) != 0 ? 1 : 0;
-}
-
 // Session 11: GLM5RT_MLA_V14=0 (read once) keeps variant 11 where the automatic choice would run variant 14.
 bool v14_enabled() {
   static const bool on = env_not_off("GLM5RT_MLA_V14");
@@ -774,7 +768,6 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
   a.wsp_lead = wsp_lead();
-  a.wsp_defer = env_flag_on("GLM5RT_MLA_V14_DEFER");
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();

@@ -54,7 +54,6 @@ struct KernelArgs {
   int cc_major;
   // Session 12 (variant 14 with FP8 records): a pair converts step s at the end of its step s - wsp_lead (1..3).
   int wsp_lead;
-  int wsp_defer;  // session 12 experiment: 1 = put off a conversion whose copy has not landed (see the kernel)
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -206,9 +206,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
   const int lead = a.wsp_lead;
-  // GLM5RT_MLA_V14_DEFER=1 (experiment): a conversion whose copy has not landed at the end of step s is put off to the
-  // top of step s + 1 instead of waited for.
-  int deferred = -1;
   auto convert = [&](int st) {
     if constexpr (FP8) {
       mbar_wait_parity(bar_land + hb * 8, (st / NST) & 1);
@@ -238,10 +235,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     const int slot = step % NST;
     const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
     mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
-    if (FP8 && deferred >= 0) {
-      convert(deferred);
-      deferred = -1;
-    }
     // GEMM1: chains c = k-step parity, n tile nt.
     float s[2][2][4];
 #pragma unroll
@@ -308,13 +301,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       fill(step + NST - 1);
     }
     // FP8: step + lead was copied by this pair before (in the prologue, or above at the end of step + lead - 3).
-    if (FP8 && step + lead < nsteps && (step + lead) % NST == hb) {
-      const int cs = step + lead;
-      if (a.wsp_defer && !mbar_test_parity(bar_land + hb * 8, (cs / NST) & 1))
-        deferred = cs;
-      else
-        convert(cs);
-    }
+    if (FP8 && step + lead < nsteps && (step + lead) % NST == hb) convert(step + lead);
   }
   if constexpr (!kBulk) cp_async_wait_all();
   // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).
