@@ -704,7 +704,10 @@ int sparse_mla_combine_kind(const SparseMlaParams& p) {
   return combine_mode(p, pl.splits, pl.hc, pl.merge);
 }
 
-size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
+namespace {
+
+// The workspace of one launch of the plan (no tail split).
+size_t launch_workspace_size(const SparseMlaParams& p) {
   const int s = sparse_mla_num_splits(p);
   if (s <= 1) return 0;
   const size_t rows = static_cast<size_t>(s) * p.num_tokens * p.num_heads;
@@ -712,8 +715,81 @@ size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
   return kMlaCombineCounterBytes + rows * kMlaLatentDim * sizeof(float) + rows * sizeof(float);
 }
 
+// Session 12: the last partial wave of a one-split variant-14 grid (one CTA per token, one per SM), split finer. With
+// T = k * SMs + r tokens and r <= SMs / 2, the grid's last wave runs r CTAs of a full CTA's length while the other SMs
+// idle (prefill 4096 x 64 on 132 SMs: 31 waves and 4 CTAs, ~3% of the time). The last r tokens then run as a launch
+// of their own with SMs / r splits (their partials merged as any split launch's), after the first T - r tokens' launch
+// (its programmatic dependent: placed as that grid drains, it waits for it before starting). Automatic plans only;
+// GLM5RT_MLA_TAIL=0 (read once) turns it off.
+struct TailSplit {
+  bool on = false;
+  SparseMlaParams bulk, tail;
+};
+
+bool tail_enabled() {
+  static const bool on = env_not_off("GLM5RT_MLA_TAIL");
+  return on;
+}
+
+TailSplit tail_split(const SparseMlaParams& p) {
+  TailSplit ts;
+  if (!tail_enabled() || p.num_splits != 0 || (p.heads_per_cta != 0 && p.heads_per_cta != 64) ||
+      (p.kernel_variant != 0 && p.kernel_variant != 14) || p.topk < 1 || !valid_heads(p.num_heads) ||
+      p.num_heads != 64 || p.num_tokens < 2)
+    return ts;
+  const Plan pl = plan(p);
+  if (pl.hc != 64 || pl.splits != 1) return ts;
+  const int slots = sm_count(p) * ctas_per_sm(p, 64);
+  const int r = p.num_tokens % slots;
+  if (p.num_tokens < slots || r == 0 || 2 * r > slots) return ts;
+  const int s = effective_splits(p, slots / r);
+  if (s < 2) return ts;
+  const int t0 = p.num_tokens - r;
+  ts.on = true;
+  ts.bulk = p;
+  ts.bulk.num_tokens = t0;
+  ts.bulk.num_splits = 1;
+  ts.bulk.heads_per_cta = 64;
+  ts.tail = p;
+  ts.tail.num_tokens = r;
+  ts.tail.num_splits = s;
+  ts.tail.heads_per_cta = 64;
+  const int64_t rows = static_cast<int64_t>(t0) * p.num_heads;
+  ts.tail.q = static_cast<const uint16_t*>(p.q) + rows * kMlaQkDim;
+  ts.tail.indices = p.indices + static_cast<int64_t>(t0) * p.topk;
+  if (p.lengths) ts.tail.lengths = p.lengths + t0;
+  if (p.row_pool) ts.tail.row_pool = p.row_pool + t0;
+  ts.tail.out = static_cast<uint16_t*>(p.out) + rows * kMlaLatentDim;
+  ts.tail.lse = p.lse + rows;
+  return ts;
+}
+
+cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace
+
+size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
+  const TailSplit ts = tail_split(p);
+  return ts.on ? launch_workspace_size(ts.tail) : launch_workspace_size(p);
+}
+
 cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
+  const TailSplit ts = tail_split(p);
+  if (!ts.on) return launch_plan(p, workspace, workspace_bytes, stream);
+  // Both launches check their own parameters; the first needs no workspace (one split). A failure of the second
+  // leaves the first's tokens written and the call's result an error, as any failed launch.
+  if (p.q == nullptr || p.indices == nullptr || p.out == nullptr || p.lse == nullptr) return cudaErrorInvalidValue;
+  const size_t need = launch_workspace_size(ts.tail);
+  if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
+  const cudaError_t err = launch_plan(ts.bulk, workspace, workspace_bytes, stream);
+  if (err != cudaSuccess) return err;
+  return launch_plan(ts.tail, workspace, workspace_bytes, stream);
+}
+
+namespace {
+
+cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   // With a pool table the per-pool slot counts live on the device (checked there); cache / num_slots unused.
   const bool multi = p.pools != nullptr;
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
@@ -739,7 +815,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   const Plan pl = plan(p);
   const int nsplit = pl.splits;
   const int hc = pl.hc;
-  const size_t need = sparse_mla_workspace_size(p);
+  const size_t need = launch_workspace_size(p);
   if (need > 0 && (workspace == nullptr || workspace_bytes < need)) return cudaErrorInvalidValue;
 
   sparse_mla_detail::KernelArgs a{};
@@ -832,5 +908,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   return detail::launch(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)), dim3(kMaxSplits), 0,
                         stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
 }
+
+}  // namespace
 
 }  // namespace glm5rt::kernels

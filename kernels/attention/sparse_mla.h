@@ -158,7 +158,10 @@ inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: part
 
 // The split count the launcher will use for these parameters (after clamping), and the workspace it needs.
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
-// with the same parameters (and the same current device) as sparse_mla_forward.
+// with the same parameters (and the same current device) as sparse_mla_forward. Session 12: where variant 14's
+// automatic one-split grid (64 heads per CTA, one CTA per SM) would end in a partial wave of at most half the SMs,
+// the last T mod SMs tokens run as a second launch with SMs / their count splits (GLM5RT_MLA_TAIL=0: off): the split
+// count reported stays 1 and the workspace holds that launch's partials.
 int sparse_mla_num_splits(const SparseMlaParams& p);
 // The heads per CTA the launcher will use (8, 16, 32, or 64 where variant 14 runs; appended in round 5, when the
 // planner began to choose it), or 0 when heads_per_cta / num_heads are invalid.

@@ -116,6 +116,7 @@ struct MlaCase {
   gk::MlaCacheFormat fmt = gk::MlaCacheFormat::kBf16;
   int variant = 0, splits = 0;
   int combine = 0;  // SparseMlaParams::combine
+  int num_sms = 0;  // SparseMlaParams::num_sms (0 = the device's; 8 with T = 225: the last partial wave split)
 };
 
 // Rows are assigned to pools 0..2 at random; one extra row (when T >= 4) names pool 3, outside the table,
@@ -187,6 +188,7 @@ void check_mla_multi_pool(const MlaCase& c, std::mt19937_64& rng) {
   base.num_splits = c.splits;
   base.kernel_variant = c.variant;
   base.combine = c.combine;
+  base.num_sms = c.num_sms;
   base.cache = table[0].base;  // for the workspace size only (the plan does not depend on the pool)
   base.num_slots = pool_slots[0];
   const size_t ws_bytes = gk::sparse_mla_workspace_size(base);
@@ -259,6 +261,9 @@ TEST_CASE("multi-pool sparse MLA equals each pool run alone (bf16 and FP8 record
   // Prefill-like row count, automatic plan.
   check_mla_multi_pool(MlaCase{130, 16, 256, gk::MlaCacheFormat::kBf16, 0, 0}, rng);
   check_mla_multi_pool(MlaCase{130, 16, 256, gk::MlaCacheFormat::kFp8, 0, 0}, rng);
+  // 64 heads on 8 forced SMs: the last token's row (of 225) as a launch of its own, its pool index offset with it.
+  for (auto fmt : {gk::MlaCacheFormat::kBf16, gk::MlaCacheFormat::kFp8})
+    check_mla_multi_pool(MlaCase{225, 64, 160, fmt, 0, 0, 0, 8}, rng);
 }
 
 TEST_CASE("multi-pool sparse MLA: bad pool parameters are rejected without launching") {

@@ -102,6 +102,8 @@ struct Problem {
     int splits, heads_per_cta, planner;
   };
   std::vector<Plan> plans;
+  int num_sms = 0;    // SparseMlaParams::num_sms (0 = the device's)
+  bool tail = false;  // the automatic plan splits the grid's last partial wave into a launch of its own (session 12)
 };
 
 // The shape of a problem: T tokens x H heads x top-k entries over num_slots records of format fmt; the
@@ -282,6 +284,7 @@ SparseMlaParams params_of(const Problem& pb, const DevBuf& q, const DevBuf& cach
   p.num_heads = pb.H;
   p.topk = pb.topk;
   p.softmax_scale = pb.scale;
+  p.num_sms = pb.num_sms;
   return p;
 }
 
@@ -339,7 +342,11 @@ void run_and_check(const Problem& pb) {
     INFO(variant_desc);
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
     const int nsplit = glm5rt::kernels::sparse_mla_num_splits(p);
-    CHECK((nsplit > 1) == (ws_bytes > 0));
+    // Variant 14's automatic plan with the last partial wave split (pb.tail): one split reported, the tail's
+    // partials in the workspace.
+    const bool tail = pb.tail && pl.splits == 0 && pl.heads_per_cta == 0 &&
+                      (p.kernel_variant == 0 || p.kernel_variant == 14);
+    CHECK((nsplit > 1 || tail) == (ws_bytes > 0));
     if (p.combine == 5 && nsplit > 1) CHECK(glm5rt::kernels::sparse_mla_combine_kind(p) == 5);  // bf16 partials run
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
@@ -602,6 +609,20 @@ TEST_CASE("sparse MLA: many query tokens (prefill-like grid)") {
   Problem pb = shape(40, 64, 96);
   pb.splits = 1;
   run_and_check(pb);
+}
+
+TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count forced)") {
+  // 225 tokens on 8 "SMs": 28 full waves of one 64-head CTA per token and one token left, which runs as its own
+  // launch with 5 splits (its 5 tiles) after the other 224 (variant 14's automatic plan, both record formats; the
+  // other variants run their usual grid on the same inputs).
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    Problem pb = shape(225, 64, 160, fmt, 20000);
+    pb.num_sms = 8;
+    pb.tail = true;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kFull, RowKind::kShortLength};
+    run_and_check(pb);
+  }
 }
 
 TEST_CASE("sparse MLA: rows without any valid index give zeros and lse = -inf") {
