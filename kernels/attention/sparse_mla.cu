@@ -49,6 +49,14 @@ int planner_mode(const SparseMlaParams& p) {
   return mode == 0 ? 2 : mode;
 }
 
+// The environment variable `name` where it holds one of the alternatives `a` / `b`, else `def` (callers cache the
+// answer).
+int env_one_of(const char* name, int def, int a, int b) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : def;
+  return v == a || v == b ? v : def;
+}
+
 // A kernel choice that the environment variable `name` set to 0 switches off (callers cache the answer).
 bool env_not_off(const char* name) {
   const char* e = std::getenv(name);
@@ -167,22 +175,14 @@ int main_pdl_mode() {
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
 // GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).
 int ws_copy_warps() {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WS_COPY_WARPS");
-    const int v = e ? std::atoi(e) : 2;
-    return v == 1 || v == 4 ? v : 2;
-  }();
+  static const int env = env_one_of("GLM5RT_MLA_WS_COPY_WARPS", 2, 1, 4);
   return env;
 }
 
 // Session 12: variant 14 with FP8 records converts step s at the end of step s - lead (the pair that copied it at the
 // end of step s - 3); GLM5RT_MLA_V14_LEAD = 1 or 3 (read once) instead of 2.
 int wsp_lead() {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V14_LEAD");
-    const int v = e ? std::atoi(e) : 2;
-    return v == 1 || v == 3 ? v : 2;
-  }();
+  static const int env = env_one_of("GLM5RT_MLA_V14_LEAD", 2, 1, 3);
   return env;
 }
 
