@@ -312,7 +312,8 @@ constexpr SplitModel kSplitModel[2] = {/* bf16 */ {0.2, 0.5, 1.0, 4.0, 0.5}, /* 
 // four within 1%, and call 6 measured one split at 144-148 us). Picks the measured best at every variant-14 shape of
 // calls 3 and 6 (T = 12-256, H = 64 / 128; fitted to them, not yet checked out of sample).
 // Session 12, its FP8 form: the same with the per-tile cost raised by the conversion's share of the instructions
-// (~25% more per step by count; to be checked against forced splits on the H200).
+// (~25% more per step by count); 1, 2 and 4 forced splits at T = 32, 64, 128 x H = 64, 128 on the H200 (session 12,
+// call 1): its choice was the fastest at all six.
 constexpr SplitModel kSplitModelV14[2] = {/* bf16 */ {2.3, 2.3, 1.0, 8.0, 1.1}, /* fp8 */ {2.9, 2.9, 1.0, 8.0, 1.1}};
 constexpr int kSplitModelMaxSplits = 16;
 

@@ -75,10 +75,10 @@ struct WspCfg {
 // Rows row0 .. row0 + kRows - 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned), by one
 // warp; each record at kLandOff of its row. sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record or, for an
 // unused entry, zero-fill it (then fence it from a later bulk copy into the same row, which only they issue; an FP8
-// zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered
-// (one arrival per filling warp; the phase completes when the bytes have landed, so the copies may follow the
-// arrival). sm_80: the rows' 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane
-// arriving when its copies land, plus lane 0's plain arrival, which keeps the count uniform.
+// zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered (one arrival per filling
+// warp; the phase completes when the bytes have landed, so the copies may follow the arrival). sm_80: the rows'
+// 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving when its copies land,
+// plus lane 0's plain arrival, which keeps the count uniform.
 template <class C, bool kBulk, int kRows>
 __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, const uint8_t* base, int step, int slot,
                                               int row0, int lane, uint32_t bar) {
@@ -108,13 +108,13 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
   }
 }
 
-// FP8 records: rows row0 .. row0 + kRows - 1 of step `step` in ring slot `slot`, landed as raw 656-byte records in
-// the last 656 bytes of their 1168-byte rows, turned in place into the bf16 row layout the MMAs read (latent e4m3 x
-// its block's scale rounded to bf16, as every earlier FP8 kernel but variant 7; the rope copied; unused entries were
-// zero-filled by wsp_fill_rows), by one warp, two rows at a time: a row's 72 output chunks (lane: chunks lane, lane +
-// 32, and lane < 8: the
-// rope chunk 64 + lane) are all read before any is written (the warp barrier between), and no row overlaps another,
-// so nothing else orders them. The writes are fenced from the async proxy: a later bulk copy refills the slot.
+// FP8 records: rows row0 .. row0 + kRows - 1 of ring slot `slot`, landed as raw 656-byte records in the last 656
+// bytes of their 1168-byte rows, turned in place into the bf16 row layout the MMAs read (latent e4m3 x its block's
+// scale rounded to bf16, as every earlier FP8 kernel but variant 7; the rope copied; unused entries were zero-filled
+// by wsp_fill_rows), by one warp, two rows at a time: a row's 72 output chunks (lane: chunks lane and lane + 32, lanes
+// 0-7 also the rope chunk 64 + lane) are all read before any is written (the warp barrier between), and no row
+// overlaps another, so nothing else orders them. The writes are fenced from the async proxy: a later bulk copy
+// refills the slot.
 template <class C, int kRows>
 __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int row0, int lane) {
   static_assert(C::kFP8 && kRows % 2 == 0, "FP8 rows, two at a time");
