@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-nvcc -O3 -std=c++17 -arch=sm_90 -o "$OUT/dsmem_pingpong" bench/sparse_mla/dsmem_pingpong.cu
+nvcc -O3 -std=c++17 -I. -arch=sm_90 -o "$OUT/dsmem_pingpong" bench/sparse_mla/dsmem_pingpong.cu
 for run in 1 2; do "$OUT/dsmem_pingpong" --iters 20000 --json "$OUT/dsmem-pingpong-run$run.json"; done
 rm -f "$OUT/dsmem_pingpong"

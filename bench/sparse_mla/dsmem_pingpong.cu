@@ -12,6 +12,8 @@
 // Output: a table, and JSON (--json PATH) with the device, clocks and per-test figures.
 #include <cuda_runtime.h>
 
+#include "kernels/attention/mma_primitives.cuh"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -19,9 +21,13 @@
 
 namespace {
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using glm5rt::kernels::mma::mbar_arrive;
+using glm5rt::kernels::mma::mbar_init;
+using glm5rt::kernels::mma::mbar_wait_parity;
+using glm5rt::kernels::mma::smem_addr;
+
+// The cluster-scope forms the kernels do not use (yet): an address in the peer CTA's shared memory, a store there,
+// an arrival on its mbarrier (release at cluster scope) and a wait whose acquire covers the peer's stores.
 __device__ __forceinline__ uint32_t map_to_rank(uint32_t addr, uint32_t rank) {
   uint32_t r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
@@ -32,18 +38,8 @@ __device__ __forceinline__ void st_cluster_v4(uint32_t addr, uint4 v) {
                "r"(v.w)
                : "memory");
 }
-__device__ __forceinline__ void st_cta_v4(uint32_t addr, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-__device__ __forceinline__ void bar_init(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
 __device__ __forceinline__ void arrive_remote(uint32_t cluster_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
-}
-__device__ __forceinline__ void arrive_local(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void wait_cluster(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
@@ -51,15 +47,6 @@ __device__ __forceinline__ void wait_cluster(uint32_t bar, uint32_t parity) {
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
         "p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-}
-__device__ __forceinline__ void wait_cta(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
@@ -80,16 +67,16 @@ __global__ void __cluster_dims__(2, 1, 1) pingpong_cluster(int iters, int mode, 
   const int lane = threadIdx.x;
   const uint32_t me = cluster_rank(), peer = me ^ 1u;
   const int arrivals = mode == 0 ? 1 : 32;
-  if (lane == 0) bar_init(smem_u32(&bar), arrivals);
+  if (lane == 0) mbar_init(smem_addr(&bar), arrivals);
   cluster_sync();  // both barriers initialised before any remote arrival
-  const uint32_t peer_bar = map_to_rank(smem_u32(&bar), peer);
-  const uint32_t peer_buf = map_to_rank(smem_u32(&buf[0]), peer);
+  const uint32_t peer_bar = map_to_rank(smem_addr(&bar), peer);
+  const uint32_t peer_buf = map_to_rank(smem_addr(&buf[0]), peer);
   uint32_t acc = 0;
   long long t0 = clock64();
   for (int i = 0; i < iters; ++i) {
     const uint32_t parity = static_cast<uint32_t>(i) & 1u;
     if (me == 1) {  // wait for the ping first
-      wait_cluster(smem_u32(&bar), parity);
+      wait_cluster(smem_addr(&bar), parity);
       if (mode == 1) acc += buf[2 * lane].x + buf[2 * lane + 1].y;
       else if (lane == 0) acc += buf[0].x;
     }
@@ -103,7 +90,7 @@ __global__ void __cluster_dims__(2, 1, 1) pingpong_cluster(int iters, int mode, 
       arrive_remote(peer_bar);
     }
     if (me == 0) {
-      wait_cluster(smem_u32(&bar), parity);
+      wait_cluster(smem_addr(&bar), parity);
       if (mode == 1) acc += buf[2 * lane].x + buf[2 * lane + 1].y;
       else if (lane == 0) acc += buf[0].x;
     }
@@ -121,8 +108,8 @@ __global__ void pingpong_cta(int iters, long long* cycles, uint32_t* check) {
   __shared__ __align__(8) uint64_t bar[2];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, other = warp ^ 1;
   if (threadIdx.x == 0) {
-    bar_init(smem_u32(&bar[0]), 32);
-    bar_init(smem_u32(&bar[1]), 32);
+    mbar_init(smem_addr(&bar[0]), 32);
+    mbar_init(smem_addr(&bar[1]), 32);
   }
   __syncthreads();
   uint32_t acc = 0;
@@ -130,15 +117,15 @@ __global__ void pingpong_cta(int iters, long long* cycles, uint32_t* check) {
   for (int i = 0; i < iters; ++i) {
     const uint32_t parity = static_cast<uint32_t>(i) & 1u;
     if (warp == 1) {
-      wait_cta(smem_u32(&bar[1]), parity);
+      mbar_wait_parity(smem_addr(&bar[1]), parity);
       acc += buf[1][2 * lane].x + buf[1][2 * lane + 1].y;
     }
     const uint4 v = make_uint4(i + lane, i, lane, warp);
-    st_cta_v4(smem_u32(&buf[other][2 * lane]), v);
-    st_cta_v4(smem_u32(&buf[other][2 * lane + 1]), v);
-    arrive_local(smem_u32(&bar[other]));
+    buf[other][2 * lane] = v;
+    buf[other][2 * lane + 1] = v;
+    mbar_arrive(smem_addr(&bar[other]));
     if (warp == 0) {
-      wait_cta(smem_u32(&bar[0]), parity);
+      mbar_wait_parity(smem_addr(&bar[0]), parity);
       acc += buf[0][2 * lane].x + buf[0][2 * lane + 1].y;
     }
     __syncwarp();
