@@ -55,6 +55,8 @@ struct WspCfg {
   // converting a row in place into the bf16 layout reads and writes that row only (wsp_convert_rows).
   static constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
   static constexpr int kLandOff = FP8 ? kRowBytes - kMlaFp8RecordBytes : 0;  // 512
+  // Where GEMM1 reads the rope: bf16 rows after the latent; FP8 rows where it landed (wsp_convert_rows leaves it).
+  static constexpr int kRopeOff = FP8 ? kLandOff + kMlaFp8RopeOffset : 2 * kMlaLatentDim;  // 1040 / 1024
   static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRing = 4;
   static constexpr int kStageAreaBytes = kRing * kTileBytes;  // 74752
@@ -109,25 +111,24 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
 }
 
 // FP8 records: rows row0 .. row0 + kRows - 1 of ring slot `slot`, landed as raw 656-byte records in the last 656
-// bytes of their 1168-byte rows, turned in place into the bf16 row layout the MMAs read (latent e4m3 x its block's
-// scale rounded to bf16, as every earlier FP8 kernel but variant 7; the rope copied; unused entries were zero-filled
-// by wsp_fill_rows), by one warp, two rows at a time: a row's 72 output chunks (lane: chunks lane and lane + 32, lanes
-// 0-7 also the rope chunk 64 + lane) are all read before any is written (the warp barrier between), and no row
-// overlaps another, so nothing else orders them. The writes are fenced from the async proxy: a later bulk copy
-// refills the slot.
+// bytes of their 1168-byte rows, turned in place into the bf16 latent the MMAs read at the row's start (e4m3 x its
+// block's scale rounded to bf16, as every earlier FP8 kernel but variant 7; unused entries were zero-filled by
+// wsp_fill_rows). The rope stays where it landed, bytes 1040 .. 1167 (GEMM1 reads it there: kRopeOff), so only the
+// latent moves: one warp, two rows at a time, a row's 64 output chunks (lane: chunks lane and lane + 32) all read
+// before any is written (the warp barrier between); no row overlaps another, so nothing else orders them. The writes
+// are fenced from the async proxy: a later bulk copy refills the slot.
 template <class C, int kRows>
 __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int row0, int lane) {
   static_assert(C::kFP8 && kRows % 2 == 0, "FP8 rows, two at a time");
   uint8_t* tile = smem + slot * C::kTileBytes + row0 * C::kRowBytes;
 #pragma unroll 1
   for (int r = 0; r < kRows; r += 2) {
-    uint4 o[2][3];
+    uint4 o[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const uint8_t* rec = tile + (r + i) * C::kRowBytes + C::kLandOff;
       o[i][0] = dequant_chunk(rec, lane);
       o[i][1] = dequant_chunk(rec, lane + 32);
-      if (lane < 8) o[i][2] = dequant_chunk(rec, 64 + lane);
     }
     __syncwarp();  // every lane's reads of the two records before any write over them
 #pragma unroll
@@ -135,7 +136,6 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
       uint4* row = reinterpret_cast<uint4*>(tile + (r + i) * C::kRowBytes);
       row[lane] = o[i][0];
       row[lane + 32] = o[i][1];
-      if (lane < 8) row[64 + lane] = o[i][2];
     }
   }
   mma::fence_proxy_async_smem();
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 #pragma unroll
     for (int j = 0; j < C::kKSteps; ++j) {
       uint32_t b[4];
-      ldmatrix_x4(b, tile + k_off + kdim(j) * 2);
+      ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
       mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
       mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
     }
