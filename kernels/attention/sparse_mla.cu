@@ -78,7 +78,8 @@ bool v14_enabled() {
 // rows come by bulk copies; the sm_80 build's cp.async path has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps
 // variant 11 there.
 // Session 12: the same for FP8 records (variant 14 converts them to bf16 rows in shared memory; it replaces variant
-// 7 there, docs/PERFORMANCE.md "Session 12"); GLM5RT_MLA_V14=0 keeps variant 7.
+// 7 there: 1.47x at T=32 H=64, 1.73-1.75x at T=128 and prefill on the H200, docs/PERFORMANCE.md "Session 12");
+// GLM5RT_MLA_V14=0 keeps variant 7.
 int requested_heads_per_cta(const SparseMlaParams& p) {
   if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32 || p.heads_per_cta == 64)
     return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;

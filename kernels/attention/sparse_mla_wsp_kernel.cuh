@@ -26,13 +26,14 @@
 // the staged indices and the barriers (99,648 bytes of SM120's 101,376). Registers: 254 on sm_90, 255 on sm_80, 255 on
 // sm_120 with 12 bytes spilled (outside the loop but for one L1 reload per step in GEMM1). 64 heads per CTA only.
 // FP8 records (session 12): each 656-byte record lands in the last 656 bytes of its row (its own "land" mbarrier) and
-// the pair that copied step s turns it in place into the bf16 row at the end of its step s - 2 (wsp_convert_rows),
-// then arrives on "full"; the MMA loop is the bf16 one. H200 (docs/PERFORMANCE.md "Session 12"): 1.46-1.48x over
-// variant 7 at T=128 and prefill, 1.2-1.3x at T = 16-32; 1.44x bf16's time, of which the conversion's math is nothing
-// measurable, its shared-memory loads / stores / warp barriers ~2/3 and the wait for the copy ~1/3. Measured and
-// dropped: the conversion one step later (lead 1, 0.78x) or right after the copy (lead 3, 0.94x), spread over every
-// warp at the end of a step (0.96x) or before GEMM1 (0.95x), four rows at a time (0.99x, spills), the copies by
-// cp.async (0.94x). 99,680 bytes; sm_90 / sm_80 255 registers, sm_120 255 with 24 / 16 bytes of spill stores / loads.
+// the pair that copied step s turns its latent in place into bf16 at the end of its step s - 2 (wsp_convert_rows; the
+// rope stays where it landed and GEMM1 reads it there), then arrives on "full"; the MMA loop is the bf16 one. H200
+// (docs/PERFORMANCE.md "Session 12"): 1.73-1.75x over variant 7 at T=128 and prefill, 1.47x at T=32; 1.21x bf16's
+// time. Leaving the rope in place (no divergent copy by lanes 0-7) gained 1.18x; the conversion's math costs nothing
+// measurable. Measured and dropped: the conversion one step later (lead 1, 0.78x) or right after the copy (lead 3,
+// 0.94x), spread over every warp at the end of a step (0.96x) or before GEMM1 (0.95x), four rows at a time (0.99x,
+// spills), the copies by cp.async (0.94x), deferred when its copy has not landed (0.99-1.00x). 99,680 bytes; sm_90 255
+// registers (12 / 24 bytes of spill in the prologue / epilogue), sm_80 254, sm_120 255 with 24 / 16 bytes.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
