@@ -756,40 +756,17 @@ TailSplit tail_split(const SparseMlaParams& p) {
   ts.tail.num_tokens = r;
   ts.tail.num_splits = s;
   ts.tail.heads_per_cta = 64;
+  // The tail's rows (a null pointer stays null, for the first launch's checks to reject; the split itself does not
+  // depend on the pointers: sparse_mla_workspace_size is called without them).
   const int64_t rows = static_cast<int64_t>(t0) * p.num_heads;
-  ts.tail.q = static_cast<const uint16_t*>(p.q) + rows * kMlaQkDim;
-  ts.tail.indices = p.indices + static_cast<int64_t>(t0) * p.topk;
+  if (p.q) ts.tail.q = static_cast<const uint16_t*>(p.q) + rows * kMlaQkDim;
+  if (p.indices) ts.tail.indices = p.indices + static_cast<int64_t>(t0) * p.topk;
   if (p.lengths) ts.tail.lengths = p.lengths + t0;
   if (p.row_pool) ts.tail.row_pool = p.row_pool + t0;
-  ts.tail.out = static_cast<uint16_t*>(p.out) + rows * kMlaLatentDim;
-  ts.tail.lse = p.lse + rows;
+  if (p.out) ts.tail.out = static_cast<uint16_t*>(p.out) + rows * kMlaLatentDim;
+  if (p.lse) ts.tail.lse = p.lse + rows;
   return ts;
 }
-
-cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
-
-}  // namespace
-
-size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
-  const TailSplit ts = tail_split(p);
-  return ts.on ? launch_workspace_size(ts.tail) : launch_workspace_size(p);
-}
-
-cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
-                               cudaStream_t stream) {
-  const TailSplit ts = tail_split(p);
-  if (!ts.on) return launch_plan(p, workspace, workspace_bytes, stream);
-  // Both launches check their own parameters; the first needs no workspace (one split). A failure of the second
-  // leaves the first's tokens written and the call's result an error, as any failed launch.
-  if (p.q == nullptr || p.indices == nullptr || p.out == nullptr || p.lse == nullptr) return cudaErrorInvalidValue;
-  const size_t need = launch_workspace_size(ts.tail);
-  if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
-  const cudaError_t err = launch_plan(ts.bulk, workspace, workspace_bytes, stream);
-  if (err != cudaSuccess) return err;
-  return launch_plan(ts.tail, workspace, workspace_bytes, stream);
-}
-
-namespace {
 
 cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   // With a pool table the per-pool slot counts live on the device (checked there); cache / num_slots unused.
@@ -912,5 +889,23 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
 }
 
 }  // namespace
+
+size_t sparse_mla_workspace_size(const SparseMlaParams& p) {
+  const TailSplit ts = tail_split(p);
+  return ts.on ? launch_workspace_size(ts.tail) : launch_workspace_size(p);
+}
+
+cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
+  const TailSplit ts = tail_split(p);
+  if (!ts.on) return launch_plan(p, workspace, workspace_bytes, stream);
+  // Both launches check their own parameters; the first needs no workspace (one split), the second's is checked
+  // before either runs. A failure of the second leaves the first's tokens written and the call's result an error.
+  const size_t need = launch_workspace_size(ts.tail);
+  if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
+  const cudaError_t err = launch_plan(ts.bulk, workspace, workspace_bytes, stream);
+  if (err != cudaSuccess) return err;
+  return launch_plan(ts.tail, workspace, workspace_bytes, stream);
+}
 
 }  // namespace glm5rt::kernels

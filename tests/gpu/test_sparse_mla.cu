@@ -622,6 +622,21 @@ TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count fo
     pb.use_lengths = true;
     pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kFull, RowKind::kShortLength};
     run_and_check(pb);
+    // The CUDA backend sizes its workspace from parameters without pointers (cuda_backend.cpp): the split of the last
+    // wave, and so the workspace, must not depend on them.
+    SparseMlaParams bare;
+    bare.num_tokens = pb.T;
+    bare.num_heads = pb.H;
+    bare.topk = pb.topk;
+    bare.format = fmt;
+    bare.num_sms = pb.num_sms;
+    DevBuf any(16);
+    SparseMlaParams with = bare;
+    with.q = with.out = any.p;
+    with.indices = static_cast<const int32_t*>(any.p);
+    with.lse = static_cast<float*>(any.p);
+    CHECK(glm5rt::kernels::sparse_mla_workspace_size(bare) > 0);
+    CHECK(glm5rt::kernels::sparse_mla_workspace_size(bare) == glm5rt::kernels::sparse_mla_workspace_size(with));
   }
 }
 
