@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 13's device calls, from binaries built on the development machine (scripts/prebuild_mla_sm90.sh):
+#   tests   every sparse MLA test case (session 12's last review commit had not run on the GPU)
+#   plan    the plan sweep at T <= 8 (every heads per CTA, now including variant 14's 64, x split count x merge)
+#           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes
+#   final   the whole GPU test binary, then issue 6's benchmark of record (mla_record: scripts/gpu_mla.sh)
+#
+#   JOBS=2 bash scripts/prebuild_mla_sm90.sh /tmp/pb && mkdir -p .carry/s13/prebuilt/lib && cp -r /tmp/pb/bin \
+#     .carry/s13/prebuilt/ && pwd > .carry/s13/prebuilt/SOURCE_DIR                     (here; then tar -cJf)
+#   P=.carry/s13/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s13.sh              (device, carry .carry/s13)
+# Optional: PARTS (default "tests plan"). Everything written to $OUT is packed into $OUT/s13.tgz at the end
+# (the device tool returns only a few files).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+source scripts/lib/device_prebuilt.sh
+parts=" ${PARTS:-tests plan} "
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  if [[ $parts == *" tests "* ]]; then
+    stamp "sparse MLA tests"
+    timeout 240 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
+    echo "rc $?"; tail -4 "$OUT/mla-tests.txt"
+    grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
+  fi
+  if [[ $parts == *" plan "* ]]; then
+    for run in $(seq 1 "${PLAN_RUNS:-1}"); do
+      stamp "plan sweep, run $run"
+      timeout 240 "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick --formats "${PLAN_FMTS:-bf16,fp8}" \
+        --T "${PLAN_TS:-1,2,4,8}" --H "${PLAN_HS:-64,128}" --reps 9 --commit "$COMMIT" --json "$OUT/plan-run$run.json" \
+        > "$OUT/plan-run$run.txt" 2>&1
+      echo "rc $?"; grep -E "^plan " "$OUT/plan-run$run.txt" | sed 's/  */ /g'
+    done
+  fi
+  if [[ $parts == *" final "* ]]; then
+    stamp "whole GPU test binary"
+    gpu_tests_all
+    stamp "benchmark of record"
+    mla_record
+  fi
+  stamp done
+} 2>&1 | tee "$OUT/log.txt"
+tar -czf "$OUT/s13.tgz" -C "$OUT" --exclude=s13.tgz . 2>/dev/null
+find "$OUT" -mindepth 1 -not -name s13.tgz -delete
