@@ -427,6 +427,20 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
 constexpr int kMeasuredPlanTopk = 2048;
 constexpr int kMeasuredPlanSms = 132;
 
+// Session 13: variant 14 (64 heads per CTA) at T <= 8, first timed there with small-T split counts in that session's
+// plan sweep (bench/results/s13/call1, both formats, T = 1, 2, 4, 8 x H = 64, 128, 1-64 splits): it wins where its
+// CTAs have eight or more 16-token steps and fill ~128 SMs, i.e. where the shape holds 8 (FP8) or 16 (bf16) 64-head
+// groups; the entries below were >= 5% faster than the best plan of 8-32 heads per CTA (FP8 T=8 H=128 1.35x, T=8 H=64
+// 1.13x, T=4 H=128 1.15x; bf16 T=8 H=128 1.07x), with bf16 partials. Elsewhere it lost (T <= 2: 0.63-0.78x; bf16 T=8
+// H=64 0.92x, T=4 H=128 0.94x). Only where variant 14 may run automatically (sm_90+, GLM5RT_MLA_V14 not 0, no other
+// kernel forced); the table above decides otherwise.
+constexpr MeasuredPlan kMeasuredPlansV14[] = {
+    {MlaCacheFormat::kFp8, 4, 128, 64, 16, 5},
+    {MlaCacheFormat::kFp8, 8, 64, 64, 16, 5},
+    {MlaCacheFormat::kFp8, 8, 128, 64, 8, 5},
+    {MlaCacheFormat::kBf16, 8, 128, 64, 8, 5},
+};
+
 int hc_index(int hc) { return hc == 8 ? 0 : hc == 16 ? 1 : 2; }
 
 // The chunked merge the automatic choice runs where the fused one cannot (session 4): 5 = bf16 partials
@@ -482,13 +496,20 @@ Plan plan(const SparseMlaParams& p) {
   if (hc0 == 0) return Plan{0, 1};
   if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
   if (planner_mode(p) == 1) return Plan{hc0, plan_splits_r4(p, hc0)};
-  if (hc0 == 64) return Plan{64, plan_splits_s10(p, 64)};  // variant 14 (its size was not in the small-T sweeps)
+  // Variant 14 forced (or automatic above kMlaJointPlanMaxTokens): session 11's split model; its automatic plans at
+  // T <= kMlaJointPlanMaxTokens are kMeasuredPlansV14's.
+  if (hc0 == 64) return Plan{64, plan_splits_s10(p, 64)};
   if (p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_s10(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
-  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
+  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms) {
+    if (p.kernel_variant == 0 && cc_major() >= 9 && v14_enabled())
+      for (const MeasuredPlan& m : kMeasuredPlansV14)
+        if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
+          return Plan{m.hc, effective_splits(p, m.splits), m.merge};
     for (const MeasuredPlan& m : kMeasuredPlans)
       if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
         return Plan{m.hc, effective_splits(p, m.splits), m.merge};
+  }
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).
   Plan best{0, 1};

@@ -101,7 +101,9 @@ struct SparseMlaParams {
   // automatic bf16 kernel above kMlaJointPlanMaxTokens tokens where H is a multiple of 64, on sm_90+ (1.04-1.39x over
   // variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11). Session 12: FP8 records too (the copying pair turns
   // each step's records into bf16 rows in shared memory, e4m3 x scale rounded to bf16), the automatic FP8 kernel
-  // there as well (1.2-1.75x over variant 7 on the H200; GLM5RT_MLA_V14=0 keeps variant 7).
+  // there as well (1.2-1.75x over variant 7 on the H200; GLM5RT_MLA_V14=0 keeps variant 7). Session 13: also the
+  // automatic plan at four T <= kMlaJointPlanMaxTokens shapes of 132-SM cards (FP8 T=4 H=128, T=8 H=64 / 128; bf16
+  // T=8 H=128: 1.07-1.35x over the best smaller-CTA plan).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.

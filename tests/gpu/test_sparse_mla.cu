@@ -489,7 +489,7 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
 }
 
 // Every plan round 5's planner (SparseMlaParams::planner = 2) can choose at T <= kMlaJointPlanMaxTokens:
-// heads per CTA 8 / 16 / 32 (dividing H) x power-of-two splits 1..128 (at top-k 2048 128 is clamped to
+// heads per CTA 8 / 16 / 32 (dividing H) x power-of-two splits 1..128 and 64 (H a multiple of 64) x 4..64 (at top-k 2048 128 is clamped to
 // 64, one split per 32-token tile), plus the automatic plan of both planners (1 = round 4's). The
 // automatic round-5 plan must be one of the forced ones, so a planner constant changed after a device run
 // can only pick a plan this test has run.
@@ -498,6 +498,9 @@ std::vector<Problem::Plan> planner_grid(int H) {
   for (int hc : {8, 16, 32})
     if (hc <= H && H % hc == 0)
       for (int s : {1, 2, 4, 8, 16, 32, 64, 128}) v.push_back({s, hc, 0});
+  // Session 13: variant 14's 64-head CTAs, which the planner picks at some T <= 8 shapes (kMeasuredPlansV14).
+  if (H % 64 == 0)
+    for (int s : {4, 8, 16, 32, 64}) v.push_back({s, 64, 0});
   v.push_back({0, 0, 1});
   v.push_back({0, 0, 2});
   return v;
