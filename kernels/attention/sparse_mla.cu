@@ -398,7 +398,8 @@ constexpr PlanModel kPlanModel[2] = {
 // Session 13, three H200 plan sweeps of T = 1, 2, 4, 8 x H = 64, 128 (bench/results/s13/call1, call2): three bf16
 // entries were 3-5.5% slower than the sweep's best in all three and took it: T=1 H=64 8x32 -> 16x32 (9.74-9.83 ->
 // 9.21-9.29 us), T=2 H=128 32x16 -> 16x8 (15.12-15.21 -> 14.66-14.76), T=4 H=64 32x16 -> 16x8 (15.33-15.43 ->
-// 14.66-14.88); four shapes take variant 14 (kMeasuredPlansV14 below).
+// 14.66-14.88); two T=3 entries (two processes, call 3): bf16 H=64 16x8 (model 32x16: 15.09 -> 14.43-14.46 us), FP8
+// H=64 32x16 (model 8x16: 20.16-20.18 -> 17.43-17.50). Variant 14's plans at T <= 8 come first (small_t_v14_splits).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -412,6 +413,7 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 128, 16, 16}, {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
     {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},   {MlaCacheFormat::kBf16, 2, 32, 8, 32, 2},
     {MlaCacheFormat::kBf16, 2, 64, 16, 16},  {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
+    {MlaCacheFormat::kBf16, 3, 64, 16, 8, 5},    {MlaCacheFormat::kFp8, 3, 64, 32, 16, 5},
     {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32, 2},
     {MlaCacheFormat::kBf16, 4, 32, 16, 16},  {MlaCacheFormat::kBf16, 4, 64, 16, 8, 5},
     {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
@@ -431,19 +433,27 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
 constexpr int kMeasuredPlanTopk = 2048;
 constexpr int kMeasuredPlanSms = 132;
 
-// Session 13: variant 14 (64 heads per CTA) at T <= 8, first timed there with small-T split counts in that session's
-// plan sweep (bench/results/s13/call1, both formats, T = 1, 2, 4, 8 x H = 64, 128, 1-64 splits): it wins where its
-// CTAs have eight or more 16-token steps and fill ~128 SMs, i.e. where the shape holds 8 (FP8) or 16 (bf16) 64-head
-// groups; the entries below were >= 5% faster than the best plan of 8-32 heads per CTA (FP8 T=8 H=128 1.35x, T=8 H=64
-// 1.13x, T=4 H=128 1.15x; bf16 T=8 H=128 1.07x), with bf16 partials. Elsewhere it lost (T <= 2: 0.63-0.78x; bf16 T=8
-// H=64 0.92x, T=4 H=128 0.94x). Only where variant 14 may run automatically (sm_90+, GLM5RT_MLA_V14 not 0, no other
-// kernel forced); the table above decides otherwise.
-constexpr MeasuredPlan kMeasuredPlansV14[] = {
-    {MlaCacheFormat::kFp8, 4, 128, 64, 16, 5},
-    {MlaCacheFormat::kFp8, 8, 64, 64, 16, 5},
-    {MlaCacheFormat::kFp8, 8, 128, 64, 8, 5},
-    {MlaCacheFormat::kBf16, 8, 128, 64, 8, 5},
-};
+// Session 13: variant 14 (64 heads per CTA) at T <= kMlaJointPlanMaxTokens, first timed there with small-T split
+// counts in that session's plan sweeps (bench/results/s13/call1-3: both formats, T = 1-8 x H = 64, 128, 1-64 splits,
+// three processes at T = 1, 2, 4, 8 and two at 3, 5, 6, 7). It won wherever its grid of G = T * H / 64 head groups x
+// s splits filled >= 0.6 of the SMs with splits of >= 4 (FP8) / 8 (bf16) 32-token tiles, s the largest power of two
+// with G * s <= SMs: FP8 at G >= 5 (10 shapes; 1.13-1.36x over the best plan of 8-32 heads per CTA, e.g. T=5-8 x
+// H=128 1.35-1.36x, T=5-8 x H=64 1.13x), bf16 at G >= 10 (T = 5-8 x H = 128: 1.07-1.10x), and lost at the 22 other
+// shapes (FP8 T=4 H=64 0.90x at its best, 128 CTAs of 2 tiles; bf16 T=8 H=64 0.92x, 128 of 4; T <= 2 0.63-0.92x);
+// at each of the 14 shapes where it won, the fastest variant-14 split count was the rule's.
+// Returns that split count, or 0 where the rule keeps the smaller CTAs. Only where variant 14 may run automatically
+// (sm_90+, GLM5RT_MLA_V14 not 0, no kernel forced); unmeasured on other SM counts (SM120 cards: 170-188 SMs).
+int small_t_v14_splits(const SparseMlaParams& p) {
+  if (p.kernel_variant != 0 || p.num_heads % 64 != 0 || cc_major() < 9 || !v14_enabled()) return 0;
+  const int groups = p.num_tokens * (p.num_heads / 64);
+  const int sms = sm_count(p) * ctas_per_sm(p, 64);
+  const int min_tiles = p.format == MlaCacheFormat::kFp8 ? 4 : 8;
+  const int ntiles = num_tiles(p);
+  int best = 0;
+  for (int s = 1; s <= kMaxSplits && groups * s <= sms && ntiles / s >= min_tiles; s *= 2)
+    if (effective_splits(p, s) == s) best = s;
+  return best > 0 && groups * best * 10 >= sms * 6 ? best : 0;
+}
 
 int hc_index(int hc) { return hc == 8 ? 0 : hc == 16 ? 1 : 2; }
 
@@ -501,19 +511,16 @@ Plan plan(const SparseMlaParams& p) {
   if (p.num_splits > 0) return Plan{hc0, effective_splits(p, p.num_splits)};
   if (planner_mode(p) == 1) return Plan{hc0, plan_splits_r4(p, hc0)};
   // Variant 14 forced (or automatic above kMlaJointPlanMaxTokens): session 11's split model; its automatic plans at
-  // T <= kMlaJointPlanMaxTokens are kMeasuredPlansV14's.
+  // T <= kMlaJointPlanMaxTokens come from small_t_v14_splits.
   if (hc0 == 64) return Plan{64, plan_splits_s10(p, 64)};
   if (p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_s10(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
-  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms) {
-    if (p.kernel_variant == 0 && cc_major() >= 9 && v14_enabled())
-      for (const MeasuredPlan& m : kMeasuredPlansV14)
-        if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
-          return Plan{m.hc, effective_splits(p, m.splits), m.merge};
+  // bf16 partials: the merge of the sweeps' best variant-14 plans (all but one; that one 1% apart).
+  if (const int s = small_t_v14_splits(p)) return Plan{64, s, 5};
+  if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
     for (const MeasuredPlan& m : kMeasuredPlans)
       if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
         return Plan{m.hc, effective_splits(p, m.splits), m.merge};
-  }
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).
   Plan best{0, 1};

@@ -102,8 +102,8 @@ struct SparseMlaParams {
   // variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11). Session 12: FP8 records too (the copying pair turns
   // each step's records into bf16 rows in shared memory, e4m3 x scale rounded to bf16), the automatic FP8 kernel
   // there as well (1.2-1.75x over variant 7 on the H200; GLM5RT_MLA_V14=0 keeps variant 7). Session 13: also the
-  // automatic plan at four T <= kMlaJointPlanMaxTokens shapes of 132-SM cards (FP8 T=4 H=128, T=8 H=64 / 128; bf16
-  // T=8 H=128: 1.07-1.35x over the best smaller-CTA plan).
+  // automatic plan at T <= kMlaJointPlanMaxTokens where T * H / 64 head groups x its splits fill the SMs (H200: FP8
+  // from 5 groups, e.g. T=5-8 x H=64, T=3-8 x H=128, 1.13-1.36x; bf16 from 10, T=5-8 x H=128, 1.07-1.10x).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.

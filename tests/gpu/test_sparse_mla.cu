@@ -498,7 +498,7 @@ std::vector<Problem::Plan> planner_grid(int H) {
   for (int hc : {8, 16, 32})
     if (hc <= H && H % hc == 0)
       for (int s : {1, 2, 4, 8, 16, 32, 64, 128}) v.push_back({s, hc, 0});
-  // Session 13: variant 14's 64-head CTAs, which the planner picks at some T <= 8 shapes (kMeasuredPlansV14).
+  // Session 13: variant 14's 64-head CTAs, which the planner picks at some T <= 8 shapes (small_t_v14_splits).
   if (H % 64 == 0)
     for (int s : {4, 8, 16, 32, 64}) v.push_back({s, 64, 0});
   v.push_back({0, 0, 1});
@@ -640,6 +640,56 @@ TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count fo
     with.lse = static_cast<float*>(any.p);
     CHECK(glm5rt::kernels::sparse_mla_workspace_size(bare) > 0);
     CHECK(glm5rt::kernels::sparse_mla_workspace_size(bare) == glm5rt::kernels::sparse_mla_workspace_size(with));
+  }
+}
+
+// Session 13 (small_t_v14_splits): at T <= 8 the planner runs variant 14's 64-head CTAs where T * H / 64 head groups
+// x a power-of-two split count fill >= 0.6 of the SMs with splits of >= 4 (FP8) / 8 (bf16) 32-token tiles. The plans
+// on a forced 132-SM count (the H200 sweeps' card), then an odd token count end to end with the device's own plan.
+TEST_CASE("sparse MLA: variant 14's plans at T <= 8 (the planner's rule; odd token counts)") {
+  int dev = 0, major = 0;
+  CUDA_REQUIRE(cudaGetDevice(&dev));
+  CUDA_REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  struct Want {
+    MlaCacheFormat fmt;
+    int T, H, hc, splits;  // hc 0: any plan but variant 14's
+  };
+  const Want wants[] = {
+      {MlaCacheFormat::kFp8, 5, 64, 64, 16},  {MlaCacheFormat::kFp8, 3, 128, 64, 16},
+      {MlaCacheFormat::kFp8, 8, 128, 64, 8},  {MlaCacheFormat::kFp8, 4, 64, 0, 0},
+      {MlaCacheFormat::kFp8, 2, 128, 0, 0},   {MlaCacheFormat::kFp8, 1, 64, 0, 0},
+      {MlaCacheFormat::kBf16, 5, 128, 64, 8}, {MlaCacheFormat::kBf16, 8, 64, 0, 0},
+      {MlaCacheFormat::kBf16, 4, 128, 0, 0},  {MlaCacheFormat::kFp8, 8, 32, 0, 0},
+  };
+  for (const Want& w : wants) {
+    SparseMlaParams p;
+    p.format = w.fmt;
+    p.num_tokens = w.T;
+    p.num_heads = w.H;
+    p.topk = 2048;
+    p.num_sms = 132;
+    const int hc = glm5rt::kernels::sparse_mla_heads_per_cta(p), s = glm5rt::kernels::sparse_mla_num_splits(p);
+    INFO((w.fmt == MlaCacheFormat::kFp8 ? "fp8" : "bf16"), " T=", w.T, " H=", w.H, ": ", hc, " heads/CTA x ", s, " splits");
+    if (w.hc == 64 && major >= 9) {
+      CHECK(hc == 64);
+      CHECK(s == w.splits);
+    } else {
+      CHECK(hc != 64);  // below sm_90 variant 14 is never automatic
+    }
+    // Another kernel forced, or a top-k too short for splits of four tiles: never variant 14.
+    p.kernel_variant = 7;
+    CHECK(glm5rt::kernels::sparse_mla_heads_per_cta(p) != 64);
+    p.kernel_variant = 0;
+    p.topk = 256;
+    CHECK(glm5rt::kernels::sparse_mla_heads_per_cta(p) != 64);
+  }
+  // Five tokens (an odd grid: 5 groups x the splits) with the device's automatic plan, every variant and merge.
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    Problem pb = shape(5, 128, 2048, fmt, 12000);
+    pb.scale = 0.0625f;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kEmpty, RowKind::kFull};
+    run_and_check(pb);
   }
 }
 
