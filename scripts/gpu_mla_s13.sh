@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Session 13's device calls, from binaries built on the development machine (scripts/prebuild_mla_sm90.sh):
+#   smoke   the planner cases at T = 1 with a 60 s timeout; on failure nothing else runs
 #   tests   every sparse MLA test case (session 12's last review commit had not run on the GPU)
 #   plan    the plan sweep at T <= 8 (every heads per CTA, now including variant 14's 64, x split count x merge)
 #           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes
@@ -8,14 +9,22 @@
 #   JOBS=2 bash scripts/prebuild_mla_sm90.sh /tmp/pb && mkdir -p .carry/s13/prebuilt/lib && cp -r /tmp/pb/bin \
 #     .carry/s13/prebuilt/ && pwd > .carry/s13/prebuilt/SOURCE_DIR                     (here; then tar -cJf)
 #   P=.carry/s13/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s13.sh              (device, carry .carry/s13)
-# Optional: PARTS (default "tests plan"). Everything written to $OUT is packed into $OUT/s13.tgz at the end
+# Optional: PARTS (default "smoke tests plan"). Everything written to $OUT is packed into $OUT/s13.tgz at the end
 # (the device tool returns only a few files).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/lib/device_prebuilt.sh
-parts=" ${PARTS:-tests plan} "
+parts=" ${PARTS:-smoke tests plan} "
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  if [[ $parts == *" smoke "* ]]; then
+    # One small case with a short timeout before anything that could hang for minutes (session 13: the cooperative
+    # merge's CTAs wait for each other).
+    stamp "smoke: planner choices at T = 1"
+    timeout 60 "$B/glm5rt_gpu_tests" -tc="*planner choices at T = 1*" > "$OUT/smoke.txt" 2>&1
+    rc=$?; echo "rc $rc"; tail -3 "$OUT/smoke.txt"; grep -E "ERROR|FAIL" "$OUT/smoke.txt" | head -5
+    [ $rc -eq 0 ] || { stamp "smoke failed: stop"; PARTS=""; parts=" "; }
+  fi
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests"
     timeout 240 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
