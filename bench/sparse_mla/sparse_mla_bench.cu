@@ -473,7 +473,7 @@ int main(int argc, char** argv) {
             // Session 4: each plan with the automatic merge, the fp32 chunked one (2) and the bf16 chunked one
             // (5), each once (a merge the plan resolves to one already timed is skipped).
             int kinds_seen[8] = {0};
-            for (int cb : {0, 2, 5, 6}) {  // session 13: 6 = the cooperative merge
+            for (int cb : {0, 2, 5}) {
               p.combine = cb;
               const int kind = glm5rt::kernels::sparse_mla_combine_kind(p);
               if (kinds_seen[kind]) continue;

@@ -704,20 +704,15 @@ int combine_mode(const SparseMlaParams& p, int nsplit, int hc, int plan_merge) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_COMBINE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 6 && v != 4 ? v : 0;
+    return v >= 1 && v <= 5 && v != 4 ? v : 0;
   }();
-  int mode = p.combine >= 1 && p.combine <= 6 && p.combine != 4 ? p.combine : env;
+  int mode = p.combine >= 1 && p.combine <= 5 && p.combine != 4 ? p.combine : env;
   if (mode == 0) mode = plan_merge;  // the plan's own merge (kMeasuredPlans), if any
   const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
   // Too many partials for one CTA (its loads are sized at compile time) or not enough counters: chunked.
   const bool fused_ok = groups <= kMlaCombineCounters && nsplit * hc <= kMlaFusedMaxPartials;
   if (mode == 0) return fused_ok ? 3 : kAutoChunkedMerge;
   if (mode == 3 && !fused_ok) return 2;
-  // Session 13's cooperative merge: every CTA of the grid resident at once (the CTAs of a group wait for each
-  // other), two counters per group.
-  if (mode == 6 && (2 * groups > kMlaCombineCounters ||
-                    groups * nsplit > static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, hc)))
-    return 5;
   return mode;
 }
 
@@ -814,7 +809,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       p.kernel_variant < 0 ||
       (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 14) ||
       p.kernel_variant == 4 ||
-      p.kernel_variant == 6 || p.combine < 0 || p.combine > 6 || p.combine == 4 ||
+      p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2)
     return cudaErrorInvalidValue;
   // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
@@ -857,8 +852,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   const size_t rows = static_cast<size_t>(nsplit) * p.num_tokens * p.num_heads;
   const int combine = nsplit > 1 ? combine_mode(p, nsplit, hc, pl.merge) : 0;
   a.counters = nullptr;
-  a.part_bf16 = combine == 5 || combine == 6 ? 1 : 0;
-  a.coop = combine == 6 ? 1 : 0;
+  a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
   a.wsp_lead = wsp_lead();
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
@@ -870,7 +864,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   if (nsplit > 1) {
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
-    if (combine == 3 || combine == 6) a.counters = static_cast<int*>(workspace);
+    if (combine == 3) a.counters = static_cast<int*>(workspace);
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
@@ -893,7 +887,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
               : sparse_mla_detail::launch_pipe_bf16(hc, two_per_sm, a, stream);
   } else
     err = fp8 ? sparse_mla_detail::launch_fp8(hc, a, stream) : sparse_mla_detail::launch_bf16(hc, a, stream);
-  if (err != cudaSuccess || nsplit == 1 || combine == 3 || combine == 6) return err;
+  if (err != cudaSuccess || nsplit == 1 || combine == 3) return err;
   const int64_t out_rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
   if (out_rows > 0x7fffffff) return cudaErrorInvalidValue;
   // sm_90+: programmatic dependent launch, so the combine grid is launched while the main kernel runs (the

@@ -132,11 +132,6 @@ struct SparseMlaParams {
   // 5 (appended in session 4) = chunked combine over bf16 partials: the main kernel rounds its normalised
   //     partial output to bf16 (the split LSEs stay fp32), half the bytes to write and to merge; the
   //     automatic choice where the fused merge cannot run (GLM5RT_MLA_COMBINE=2 = the fp32 partials).
-  // 6 (appended in session 13) = cooperative merge of bf16 partials: each split CTA of a (t, head group) counts
-  //     itself in (a pair of self-resetting counters per group in the workspace), waits for the group's last one
-  //     and merges a 1 / splits share of the group's output itself; no second launch. Needs the whole grid on the
-  //     GPU at once (T * H / heads_per_cta * splits <= SMs x CTAs per SM) and 2 * T * H / heads_per_cta <=
-  //     kMlaCombineCounters; elsewhere 5 runs instead.
   int combine = 0;
   // Appended in round 5: how the plan (heads per CTA and split count) is chosen when they are automatic.
   // 0 = automatic: the round-5 planner (2) unless GLM5RT_MLA_PLANNER=1 is set in the environment;

@@ -54,10 +54,6 @@ struct KernelArgs {
   int cc_major;
   // Session 12 (variant 14 with FP8 records): a pair converts step s at the end of its step s - wsp_lead (1..3).
   int wsp_lead;
-  // Session 13 (SparseMlaParams::combine = 6): the split CTAs of each (token, head group) merge their bf16 partials
-  // themselves, each a 1 / nsplit share, after waiting for the group's last one (coop_merge; counters: [T * H / HC]
-  // pairs of arrival / departure counts). The launcher runs it only where the whole grid is resident at once.
-  int coop;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -621,99 +617,6 @@ __device__ __forceinline__ void fused_combine(const KernelArgs& a, float* scratc
   }
 }
 
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Cooperative merge (SparseMlaParams::combine = 6, session 13), after this CTA wrote its split's bf16 partial: every
-// CTA of (t, head group hg) counts itself in and waits until all nsplit have (they are all resident: the launcher
-// checks that the grid fits the GPU at once, so the wait ends), then merges its 1 / nsplit share of the group's
-// HC x 128 float4 columns (the items split, 16 bytes of output each: 4 dims of a head) with the weights of the heads
-// it touches, and writes the LSE of each head whose first item is its. Replaces the combine kernel's launch, its wait
-// for the whole grid and its one-CTA-per-row reads by an in-place barrier per group and a merge spread over all
-// CTAs. The counters reset themselves: each CTA also counts itself out after its wait, and the last one out zeroes
-// both (every CTA of the group has seen the full count by then), so the next call finds them zero. Scratch = the free
-// staging area (HC x kStgStride floats >= the touched heads x nsplit weights + their sums).
-template <int HC, int NTHREADS>
-__device__ __forceinline__ void coop_merge(const KernelArgs& a, float* scratch, int t, int hg, int split, int tid) {
-  __threadfence();  // release: this thread's partial stores before the arrival below
-  __syncthreads();
-  const int64_t gi = static_cast<int64_t>(t) * (a.num_heads / HC) + hg;
-  int* arrive = a.counters + 2 * gi;
-  int* depart = arrive + 1;
-  const int ns = a.nsplit;
-  if (tid == 0) {
-    atomicAdd(arrive, 1);
-    while (ld_acquire_gpu(arrive) < ns) __nanosleep(64);
-    if (atomicAdd(depart, 1) == ns - 1) {  // the last one out: every CTA of the group is past its wait
-      atomicExch(arrive, 0);
-      atomicExch(depart, 0);
-    }
-  }
-  __syncthreads();
-  __threadfence();  // acquire: the other CTAs' partials (they fenced before counting themselves in)
-  const int64_t rows = static_cast<int64_t>(a.num_tokens) * a.num_heads;
-  const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC;
-  constexpr int kItems = HC * 128;
-  const int lo = static_cast<int>(static_cast<int64_t>(split) * kItems / ns);
-  const int hi = static_cast<int>(static_cast<int64_t>(split + 1) * kItems / ns);
-  if (lo >= hi) return;
-  const int h_lo = lo >> 7, nh = ((hi - 1) >> 7) - h_lo + 1;
-  float* w_s = scratch;              // [nh][ns] weights
-  float* fin_s = scratch + nh * ns;  // [nh] 1 / sum of weights (0 for an empty row)
-  for (int c = tid; c < nh * ns; c += NTHREADS) {
-    const int h = c / ns, s = c - h * ns;
-    w_s[c] = __ldcg(a.part_lse + s * rows + row0 + h_lo + h);
-  }
-  __syncthreads();
-  if (tid < nh) {
-    float m = -__builtin_huge_valf();
-    for (int s = 0; s < ns; ++s) m = fmaxf(m, w_s[tid * ns + s]);
-    const float mu = m == -__builtin_huge_valf() ? 0.f : m;
-    float sum = 0.f;
-    for (int s = 0; s < ns; ++s) {
-      const float ls = w_s[tid * ns + s];
-      const float w = ls == -__builtin_huge_valf() ? 0.f : exp2f(ls - mu);
-      w_s[tid * ns + s] = w;
-      sum += w;
-    }
-    fin_s[tid] = sum > 0.f ? 1.f / sum : 0.f;
-    if ((h_lo + tid) * 128 >= lo)  // this head's first item is this CTA's
-      a.lse[row0 + h_lo + tid] = sum > 0.f ? (m + log2f(sum)) * kLn2 : -__builtin_huge_valf();
-  }
-  __syncthreads();
-  const __nv_bfloat16* pb = reinterpret_cast<const __nv_bfloat16*>(a.part_o);
-  for (int c = lo + tid; c < hi; c += NTHREADS) {
-    const int h = c >> 7, d = (c & 127) * 4;
-    const float* w = w_s + (h - h_lo) * ns;
-    const __nv_bfloat16* src = pb + (row0 + h) * kMlaLatentDim + d;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    // Eight splits' loads in flight at a time.
-    for (int s0 = 0; s0 < ns; s0 += 8) {
-      uint2 x[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        x[j] = s0 + j < ns ? ld_cg_pinned_u2(src + (s0 + j) * rows * kMlaLatentDim) : make_uint2(0u, 0u);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float wj = s0 + j < ns ? w[s0 + j] : 0.f;
-        // bf16 -> fp32 is a 16-bit shift of each half.
-        o.x += wj * __uint_as_float(x[j].x << 16);
-        o.y += wj * __uint_as_float(x[j].x & 0xffff0000u);
-        o.z += wj * __uint_as_float(x[j].y << 16);
-        o.w += wj * __uint_as_float(x[j].y & 0xffff0000u);
-      }
-    }
-    const float inv = fin_s[h - h_lo];
-    uint2 packed;
-    packed.x = mma::pack_bf16x2(o.x * inv, o.y * inv);
-    packed.y = mma::pack_bf16x2(o.z * inv, o.w * inv);
-    *reinterpret_cast<uint2*>(a.out + (row0 + h) * kMlaLatentDim + d) = packed;
-  }
-}
-
 // The staged fp32 rows of HC heads -> bf16 rows of kMlaLatentDim values at dst (8 values per thread and
 // iteration: two float4 loads, one 16-byte store).
 template <int HC, int NTHREADS>
@@ -755,10 +658,6 @@ __device__ __forceinline__ void write_outputs(const KernelArgs& a, const float* 
       }
     }
     if (tid < HC) a.part_lse[prow0 + tid] = lse_s[tid];
-    if (a.coop) {
-      coop_merge<HC, NTHREADS>(a, const_cast<float*>(stg), t, hg, split, tid);
-      return;
-    }
     // Fused merge: only where it can run (nsplit >= 2, so HC <= 16); the 32-head kernels never compile it
     // (their register budget, e.g. variant 3's 128, stays as it was).
     if constexpr (kMlaFusedMaxPartials / HC >= 2)

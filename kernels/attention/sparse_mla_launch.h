@@ -85,18 +85,6 @@ cudaError_t launch_grid(void (*kernel)(KernelArgs), bool max_carveout, const Ker
   const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
   if (blocks <= 0) return cudaSuccess;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if (a.coop) {
-    // The cooperative merge's CTAs wait for each other: the planner admits it only where its estimate of the CTAs
-    // per SM holds the grid; checked here against the kernel's real occupancy (a host-side query, allowed during
-    // capture), so that an estimate that was wrong fails the call instead of hanging it.
-    int dev = 0, sms = 0, per_sm = 0;
-    if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-        (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, C::kSmemBytes)) !=
-            cudaSuccess)
-      return err;
-    if (blocks > static_cast<int64_t>(sms) * per_sm) return cudaErrorInvalidValue;
-  }
   // a.pdl (sm_90+): a programmatic dependent of the previous kernel in the stream; the kernel waits for it in
   // wait_for_predecessor().
   return kernels::detail::launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes,

@@ -265,9 +265,8 @@ std::string describe(const Problem& pb) {
 constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 14, 0};  // 6 was removed in session 4 (rejected: see below)
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
-// 5 = chunked combine over bf16 partials (session 4), 6 = the split CTAs' cooperative merge (session 13; where the
-// grid is not resident at once the launcher runs 5).
-constexpr int kCombines[] = {1, 2, 3, 5, 6};
+// 5 = chunked combine over bf16 partials (session 4).
+constexpr int kCombines[] = {1, 2, 3, 5};
 
 // The launch parameters of a problem over its device buffers (len: the per-row lengths, or nullptr for none).
 SparseMlaParams params_of(const Problem& pb, const DevBuf& q, const DevBuf& cache, const DevBuf& idx,
@@ -349,15 +348,6 @@ void run_and_check(const Problem& pb) {
                       (p.kernel_variant == 0 || p.kernel_variant == 14);
     CHECK((nsplit > 1 || tail) == (ws_bytes > 0));
     if (p.combine == 5 && nsplit > 1) CHECK(glm5rt::kernels::sparse_mla_combine_kind(p) == 5);  // bf16 partials run
-    if (p.combine == 6 && nsplit > 1) {
-      // The cooperative merge exactly where the whole grid fits the GPU at once (else the chunked one).
-      int dev = 0, sms = 0;
-      CUDA_REQUIRE(cudaGetDevice(&dev));
-      CUDA_REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-      const int hc = glm5rt::kernels::sparse_mla_heads_per_cta(p), kind = glm5rt::kernels::sparse_mla_combine_kind(p);
-      CHECK((kind == 6 || kind == 5));
-      if (static_cast<int64_t>(pb.T) * (pb.H / hc) * nsplit <= (pb.num_sms > 0 ? pb.num_sms : sms)) CHECK(kind == 6);
-    }
     CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 512 * 2));  // bf16 NaN
     CUDA_REQUIRE(cudaMemset(lse.p, 0xff, static_cast<size_t>(pb.T) * pb.H * 4));        // f32 NaN
     if (ws_bytes)
@@ -754,7 +744,7 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   p.heads_per_cta = 0;
   p.num_splits = 4;  // a workspace of 1 MB suffices: the combine value is the only thing wrong below
   REQUIRE(glm5rt::kernels::sparse_mla_workspace_size(p) <= (1u << 20));
-  p.combine = 7;  // no such combine
+  p.combine = 6;  // no such combine
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.combine = 4;  // session 4's cluster merge: removed, rejected
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
