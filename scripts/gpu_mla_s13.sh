@@ -4,6 +4,7 @@
 #   tests   every sparse MLA test case (session 12's last review commit had not run on the GPU)
 #   plan    the plan sweep at T <= 8 (every heads per CTA, now including variant 14's 64, x split count x merge)
 #           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes
+#   model   the whole-model decode benchmark (FP8 cache, batches MODEL_BATCHES) with variant 14 on / off (whole bundle)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (mla_record: scripts/gpu_mla.sh)
 #
 #   JOBS=2 bash scripts/prebuild_mla_sm90.sh /tmp/pb && mkdir -p .carry/s13/prebuilt/lib && cp -r /tmp/pb/bin \
@@ -38,6 +39,18 @@ parts=" ${PARTS:-smoke tests plan} "
         --T "${PLAN_TS:-1,2,4,8}" --H "${PLAN_HS:-64,128}" --reps 9 --commit "$COMMIT" --json "$OUT/plan-run$run.json" \
         > "$OUT/plan-run$run.txt" 2>&1
       echo "rc $?"; grep -E "^plan " "$OUT/plan-run$run.txt" | sed 's/  */ /g'
+    done
+  fi
+  if [[ $parts == *" model "* ]]; then
+    # Whole model, decode batches with FP8 cache records (GLM-5 dims, 4 layers): variant 14 allowed (the default) and
+    # off (GLM5RT_MLA_V14=0), two processes each, alternating; MODEL_BATCHES (default 8).
+    for run in 1 2; do
+      for v in 1 0; do
+        stamp "model, GLM5RT_MLA_V14=$v, run $run"
+        GLM5RT_MLA_V14=$v timeout 120 "$B/glm5rt-bench" --glm5-dims --layers 4 --dense-layers 1 \
+          --batches "${MODEL_BATCHES:-8}" --context 8192 --prefill 0 --steps 20 --cache-dtype fp8 \
+          --json "$OUT/model-v14$v-run$run.json" 2>&1 | grep -E "^decode|error"
+      done
     done
   fi
   if [[ $parts == *" final "* ]]; then
