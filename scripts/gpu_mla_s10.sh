@@ -24,8 +24,7 @@ parts=" ${PARTS:-tests rows sweep} "
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests"
-    timeout 300 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
-    tail -4 "$OUT/mla-tests.txt"
+    sparse_mla_tests 300
   fi
   if [[ $parts == *" rows "* ]]; then
     for run in 1 2; do

@@ -30,9 +30,7 @@ parts=" ${PARTS:-tests rows} "
   [ $rc -eq 0 ] || { stamp "smoke failed: stop"; exit 1; }
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests"
-    timeout 200 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
-    echo "rc $?"; tail -4 "$OUT/mla-tests.txt"
-    grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
+    sparse_mla_tests 200
   fi
   if [[ $parts == *" rows "* ]]; then
     for run in 1 2; do

@@ -28,9 +28,7 @@ parts=" ${PARTS:-smoke tests plan} "
   fi
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests"
-    timeout 240 "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
-    echo "rc $?"; tail -4 "$OUT/mla-tests.txt"
-    grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
+    sparse_mla_tests 240
   fi
   if [[ $parts == *" plan "* ]]; then
     for run in $(seq 1 "${PLAN_RUNS:-1}"); do

@@ -15,6 +15,14 @@ B=$PWD/$P/bin
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 
+# The bundle's sparse MLA GPU test cases (timeout $1 seconds, default 240) into $OUT/mla-tests.txt: prints the exit
+# status, doctest's summary and any failure lines.
+sparse_mla_tests() {
+  timeout "${1:-240}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*" > "$OUT/mla-tests.txt" 2>&1
+  echo "rc $?"; tail -4 "$OUT/mla-tests.txt"
+  grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
+}
+
 # The whole GPU test binary of the bundle: prints its exit status and doctest's summary lines, keeps only those
 # ($OUT/gpu-tests-summary.txt).
 gpu_tests_all() {
