@@ -400,6 +400,10 @@ constexpr PlanModel kPlanModel[2] = {
 // 9.21-9.29 us), T=2 H=128 32x16 -> 16x8 (15.12-15.21 -> 14.66-14.76), T=4 H=64 32x16 -> 16x8 (15.33-15.43 ->
 // 14.66-14.88); two T=3 entries (two processes, call 3): bf16 H=64 16x8 (model 32x16: 15.09 -> 14.43-14.46 us), FP8
 // H=64 32x16 (model 8x16: 20.16-20.18 -> 17.43-17.50). Variant 14's plans at T <= 8 come first (small_t_v14_splits).
+// Session 13, call 8: T = 3, 5, 6, 7 x H = 8, 16, 32 (two processes, bench/results/s13/call8): the 15 shapes whose
+// model pick was >= 3% slower than the swept best in both took it (bf16 at 16 heads 1.06-1.17x with 16-head CTAs,
+// e.g. T=7 H=16 13.61-13.70 -> 11.70-11.77 us; bf16 T=3 H=32 12.62-12.68 -> 10.58-10.61; FP8 at 32 heads 1.05-1.14x,
+// e.g. T=6 with 32-head CTAs 20.38-20.40 -> 17.83-17.84); the other 9 were within 3% and keep the model's.
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -414,6 +418,14 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},   {MlaCacheFormat::kBf16, 2, 32, 8, 32, 2},
     {MlaCacheFormat::kBf16, 2, 64, 16, 16},  {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
     {MlaCacheFormat::kBf16, 3, 64, 16, 8, 5},    {MlaCacheFormat::kFp8, 3, 64, 32, 16, 5},
+    {MlaCacheFormat::kBf16, 3, 8, 8, 32, 2},     {MlaCacheFormat::kBf16, 3, 16, 16, 32},
+    {MlaCacheFormat::kBf16, 3, 32, 16, 16},      {MlaCacheFormat::kBf16, 5, 16, 16, 16},
+    {MlaCacheFormat::kBf16, 6, 8, 8, 16},        {MlaCacheFormat::kBf16, 6, 16, 16, 16},
+    {MlaCacheFormat::kBf16, 6, 32, 16, 8},       {MlaCacheFormat::kBf16, 7, 8, 8, 16},
+    {MlaCacheFormat::kBf16, 7, 16, 16, 16},      {MlaCacheFormat::kBf16, 7, 32, 16, 8},
+    {MlaCacheFormat::kFp8, 3, 8, 8, 32, 2},      {MlaCacheFormat::kFp8, 3, 32, 16, 32, 2},
+    {MlaCacheFormat::kFp8, 5, 32, 32, 16},       {MlaCacheFormat::kFp8, 6, 16, 16, 32, 2},
+    {MlaCacheFormat::kFp8, 6, 32, 32, 16},
     {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32, 2},
     {MlaCacheFormat::kBf16, 4, 32, 16, 16},  {MlaCacheFormat::kBf16, 4, 64, 16, 8, 5},
     {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
