@@ -460,7 +460,7 @@ int main(int argc, char** argv) {
       best_us = std::min(g_us, old_us);
       if (old_us < g_us) best_hc = old_hc, best_splits = old_splits;
       if (c.T <= glm5rt::kernels::kMlaJointPlanMaxTokens) {
-        // Session 13: also 64 heads per CTA (variant 14, sm_90+; never automatic at T <= 8 so far).
+        // Session 13: also 64 heads per CTA (variant 14, sm_90+; automatic at some T <= 8 shapes since then).
         for (int hc : {8, 16, 32, 64}) {
           if (hc > c.H || c.H % hc != 0) continue;
           if (hc == 64 && prop.major < 9) continue;

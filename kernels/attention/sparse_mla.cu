@@ -370,8 +370,9 @@ constexpr PlanModel kPlanModel[2] = {
 // The measured best plan of those sweeps for their exact shapes (top-k 2048, 132 SMs as on the H200, T = 1,
 // 2, 4 and 8; T = 1 / 8 from the first sweep, T = 2 / 4 from the second), where the model's pick was slower
 // (by up to 10%: e.g. bf16 T=8 H=16, FP8 T=1 H=64 / 128, FP8 T=2 H=32) or equal; the model decides
-// everywhere else (T = 3, 5-7, other top-k or SM counts). Every entry is a plan the tests of both device
-// calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split count).
+// everywhere else (other top-k or SM counts; T = 3, 5-7 until session 13's entries below). Every entry is a plan the
+// tests of both device calls executed (tests/gpu/test_sparse_mla.cu, "planner choices": every heads per CTA x split
+// count).
 // Session 4, two H200 sweeps (bench/results/sparse_mla-h200-s4-small*-plans.json; FP8 now runs variant 7, which
 // the round-5 entries predate; call 2 with bf16 partials, combine 5, as the automatic chunked merge): an entry
 // whose plan was > 1.5% slower than the sweep's best took the best plan and, where it was not the automatic
@@ -413,35 +414,35 @@ struct MeasuredPlan {
   int merge;
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
-    {MlaCacheFormat::kBf16, 1, 8, 8, 64},    {MlaCacheFormat::kBf16, 1, 16, 8, 64},
-    {MlaCacheFormat::kBf16, 1, 32, 8, 64},   {MlaCacheFormat::kBf16, 1, 64, 16, 32, 2},
-    {MlaCacheFormat::kBf16, 1, 128, 16, 16}, {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
-    {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},   {MlaCacheFormat::kBf16, 2, 32, 8, 32, 2},
-    {MlaCacheFormat::kBf16, 2, 64, 16, 16},  {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
-    {MlaCacheFormat::kBf16, 3, 64, 16, 8, 5},    {MlaCacheFormat::kFp8, 3, 64, 32, 16, 5},
-    {MlaCacheFormat::kBf16, 3, 8, 8, 32, 2},     {MlaCacheFormat::kBf16, 3, 16, 16, 32},
-    {MlaCacheFormat::kBf16, 3, 32, 16, 16},      {MlaCacheFormat::kBf16, 5, 16, 16, 16},
-    {MlaCacheFormat::kBf16, 6, 8, 8, 16},        {MlaCacheFormat::kBf16, 6, 16, 16, 16},
-    {MlaCacheFormat::kBf16, 6, 32, 16, 8},       {MlaCacheFormat::kBf16, 7, 8, 8, 16},
-    {MlaCacheFormat::kBf16, 7, 16, 16, 16},      {MlaCacheFormat::kBf16, 7, 32, 16, 8},
-    {MlaCacheFormat::kFp8, 3, 8, 8, 32, 2},      {MlaCacheFormat::kFp8, 3, 32, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 5, 32, 32, 16},       {MlaCacheFormat::kFp8, 6, 16, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 6, 32, 32, 16},       {MlaCacheFormat::kBf16, 5, 32, 16, 8},
-    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2}, {MlaCacheFormat::kBf16, 4, 16, 8, 32, 2},
-    {MlaCacheFormat::kBf16, 4, 32, 16, 16},  {MlaCacheFormat::kBf16, 4, 64, 16, 8, 5},
-    {MlaCacheFormat::kBf16, 4, 128, 32, 8},  {MlaCacheFormat::kBf16, 8, 8, 8, 16},
-    {MlaCacheFormat::kBf16, 8, 16, 16, 16},  {MlaCacheFormat::kBf16, 8, 32, 32, 16},
-    {MlaCacheFormat::kBf16, 8, 64, 32, 8},   {MlaCacheFormat::kBf16, 8, 128, 32, 4},
-    {MlaCacheFormat::kFp8, 1, 8, 8, 64},     {MlaCacheFormat::kFp8, 1, 16, 8, 64},
-    {MlaCacheFormat::kFp8, 1, 32, 8, 32, 2}, {MlaCacheFormat::kFp8, 1, 64, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 1, 128, 16, 32},  {MlaCacheFormat::kFp8, 2, 8, 8, 64},
-    {MlaCacheFormat::kFp8, 2, 16, 8, 32, 2}, {MlaCacheFormat::kFp8, 2, 32, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 2, 64, 16, 32},   {MlaCacheFormat::kFp8, 2, 128, 32, 16},
-    {MlaCacheFormat::kFp8, 4, 8, 8, 32, 2},  {MlaCacheFormat::kFp8, 4, 16, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 4, 32, 16, 32},   {MlaCacheFormat::kFp8, 4, 64, 32, 16},
-    {MlaCacheFormat::kFp8, 4, 128, 32, 8},   {MlaCacheFormat::kFp8, 8, 8, 8, 32},
-    {MlaCacheFormat::kFp8, 8, 16, 16, 16},   {MlaCacheFormat::kFp8, 8, 32, 32, 16},
-    {MlaCacheFormat::kFp8, 8, 64, 32, 8},    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
+    {MlaCacheFormat::kBf16, 1, 8, 8, 64},         {MlaCacheFormat::kBf16, 1, 16, 8, 64},
+    {MlaCacheFormat::kBf16, 1, 32, 8, 64},        {MlaCacheFormat::kBf16, 1, 64, 16, 32, 2},
+    {MlaCacheFormat::kBf16, 1, 128, 16, 16},      {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},     {MlaCacheFormat::kBf16, 2, 32, 8, 32, 2},
+    {MlaCacheFormat::kBf16, 2, 64, 16, 16},       {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
+    {MlaCacheFormat::kBf16, 3, 8, 8, 32, 2},      {MlaCacheFormat::kBf16, 3, 16, 16, 32},
+    {MlaCacheFormat::kBf16, 3, 32, 16, 16},       {MlaCacheFormat::kBf16, 3, 64, 16, 8, 5},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2},      {MlaCacheFormat::kBf16, 4, 16, 8, 32, 2},
+    {MlaCacheFormat::kBf16, 4, 32, 16, 16},       {MlaCacheFormat::kBf16, 4, 64, 16, 8, 5},
+    {MlaCacheFormat::kBf16, 4, 128, 32, 8},       {MlaCacheFormat::kBf16, 5, 16, 16, 16},
+    {MlaCacheFormat::kBf16, 5, 32, 16, 8},        {MlaCacheFormat::kBf16, 6, 8, 8, 16},
+    {MlaCacheFormat::kBf16, 6, 16, 16, 16},       {MlaCacheFormat::kBf16, 6, 32, 16, 8},
+    {MlaCacheFormat::kBf16, 7, 8, 8, 16},         {MlaCacheFormat::kBf16, 7, 16, 16, 16},
+    {MlaCacheFormat::kBf16, 7, 32, 16, 8},        {MlaCacheFormat::kBf16, 8, 8, 8, 16},
+    {MlaCacheFormat::kBf16, 8, 16, 16, 16},       {MlaCacheFormat::kBf16, 8, 32, 32, 16},
+    {MlaCacheFormat::kBf16, 8, 64, 32, 8},        {MlaCacheFormat::kBf16, 8, 128, 32, 4},
+    {MlaCacheFormat::kFp8, 1, 8, 8, 64},          {MlaCacheFormat::kFp8, 1, 16, 8, 64},
+    {MlaCacheFormat::kFp8, 1, 32, 8, 32, 2},      {MlaCacheFormat::kFp8, 1, 64, 16, 32, 2},
+    {MlaCacheFormat::kFp8, 1, 128, 16, 32},       {MlaCacheFormat::kFp8, 2, 8, 8, 64},
+    {MlaCacheFormat::kFp8, 2, 16, 8, 32, 2},      {MlaCacheFormat::kFp8, 2, 32, 16, 32, 2},
+    {MlaCacheFormat::kFp8, 2, 64, 16, 32},        {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 3, 8, 8, 32, 2},       {MlaCacheFormat::kFp8, 3, 32, 16, 32, 2},
+    {MlaCacheFormat::kFp8, 3, 64, 32, 16, 5},     {MlaCacheFormat::kFp8, 4, 8, 8, 32, 2},
+    {MlaCacheFormat::kFp8, 4, 16, 16, 32, 2},     {MlaCacheFormat::kFp8, 4, 32, 16, 32},
+    {MlaCacheFormat::kFp8, 4, 64, 32, 16},        {MlaCacheFormat::kFp8, 4, 128, 32, 8},
+    {MlaCacheFormat::kFp8, 5, 32, 32, 16},        {MlaCacheFormat::kFp8, 6, 16, 16, 32, 2},
+    {MlaCacheFormat::kFp8, 6, 32, 32, 16},        {MlaCacheFormat::kFp8, 8, 8, 8, 32},
+    {MlaCacheFormat::kFp8, 8, 16, 16, 16},        {MlaCacheFormat::kFp8, 8, 32, 32, 16},
+    {MlaCacheFormat::kFp8, 8, 64, 32, 8},         {MlaCacheFormat::kFp8, 8, 128, 32, 4},
 };
 constexpr int kMeasuredPlanTopk = 2048;
 constexpr int kMeasuredPlanSms = 132;

@@ -489,9 +489,9 @@ TEST_CASE("sparse MLA: forced split counts (direct write and combine kernel)") {
 }
 
 // Every plan round 5's planner (SparseMlaParams::planner = 2) can choose at T <= kMlaJointPlanMaxTokens:
-// heads per CTA 8 / 16 / 32 (dividing H) x power-of-two splits 1..128 and 64 (H a multiple of 64) x 4..64 (at top-k 2048 128 is clamped to
-// 64, one split per 32-token tile), plus the automatic plan of both planners (1 = round 4's). The
-// automatic round-5 plan must be one of the forced ones, so a planner constant changed after a device run
+// heads per CTA 8 / 16 / 32 (dividing H) x power-of-two splits 1..128 (at top-k 2048 128 is clamped to 64, one
+// split per 32-token tile) and 64 (H a multiple of 64) x 4..64, plus the automatic plan of both planners (1 = round
+// 4's). The automatic round-5 plan must be one of the forced ones, so a planner constant changed after a device run
 // can only pick a plan this test has run.
 std::vector<Problem::Plan> planner_grid(int H) {
   std::vector<Problem::Plan> v;
@@ -669,7 +669,8 @@ TEST_CASE("sparse MLA: variant 14's plans at T <= 8 (the planner's rule; odd tok
     p.topk = 2048;
     p.num_sms = 132;
     const int hc = glm5rt::kernels::sparse_mla_heads_per_cta(p), s = glm5rt::kernels::sparse_mla_num_splits(p);
-    INFO((w.fmt == MlaCacheFormat::kFp8 ? "fp8" : "bf16"), " T=", w.T, " H=", w.H, ": ", hc, " heads/CTA x ", s, " splits");
+    INFO((w.fmt == MlaCacheFormat::kFp8 ? "fp8" : "bf16"), " T=", w.T, " H=", w.H, ": ", hc, " heads/CTA x ", s,
+         " splits");
     if (w.hc == 64 && major >= 9) {
       CHECK(hc == 64);
       CHECK(s == w.splits);
