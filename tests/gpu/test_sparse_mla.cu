@@ -646,7 +646,7 @@ TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count fo
 // Session 13 (small_t_v14_splits): at T <= 8 the planner runs variant 14's 64-head CTAs where T * H / 64 head groups
 // x a power-of-two split count fill >= 0.6 of the SMs with splits of >= 4 (FP8) / 8 (bf16) 32-token tiles. The plans
 // on a forced 132-SM count (the H200 sweeps' card), then an odd token count end to end with the device's own plan.
-TEST_CASE("sparse MLA: variant 14's plans at T <= 8 (the planner's rule; odd token counts)") {
+TEST_CASE("sparse MLA: variant 14's plans at T <= 8 (the planner's rule, odd token counts)") {
   int dev = 0, major = 0;
   CUDA_REQUIRE(cudaGetDevice(&dev));
   CUDA_REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
