@@ -226,7 +226,7 @@ TEST_CASE("cuda forward: greedy generation through the engine equals generated_i
   }
 }
 
-TEST_CASE("cuda forward: graph replay equals an eager forward; batched rows equal single rows") {
+TEST_CASE("cuda forward: graph replay equals an eager forward, and batched rows equal single rows") {
   auto ck = Checkpoint::open(fixture::data_dir("small-long"));
   const ModelConfig& c = ck->config();
   auto be = make_cuda_backend(c, ck->weights(), 0);

@@ -71,7 +71,7 @@ void write_checkpoint(const TempDir& dir, const char* fixture_name, const std::m
 
 }  // namespace
 
-TEST_CASE("a well-formed header parses; metadata, dtypes and offsets come through") {
+TEST_CASE("a well-formed header parses: metadata, dtypes and offsets come through") {
   json h = {{"__metadata__", {{"format", "pt"}}},
             {"b", entry("BF16", {2, 3}, 16, 28)},
             {"a", entry("F32", {4}, 0, 16)},

@@ -407,7 +407,7 @@ TEST_CASE("one tokenizer shared by threads gives the same ids as one thread") {
   CHECK(mismatches == std::vector<int>(4, 0));
 }
 
-TEST_CASE("mutated tokenizer.json: loads, or fails with a glm5rt::Error; never another exception or a crash") {
+TEST_CASE("mutated tokenizer.json: loads, or fails with a glm5rt::Error, never another exception or a crash") {
   const std::string comp = std::string(GLM5RT_TEST_DATA) + "/tokenizer_components/";
   auto rng = fresh_rng();
   const std::vector<json> replacements = {nullptr, 0, -1, 1e30, "x", "", json::array(), json::object(), true,
