@@ -405,7 +405,9 @@ constexpr PlanModel kPlanModel[2] = {
 // model pick was >= 3% slower than the swept best in both took it (bf16 at 16 heads 1.06-1.17x with 16-head CTAs,
 // e.g. T=7 H=16 13.61-13.70 -> 11.70-11.77 us; bf16 T=3 H=32 12.62-12.68 -> 10.58-10.61; FP8 at 32 heads 1.05-1.14x,
 // e.g. T=6 with 32-head CTAs 20.38-20.40 -> 17.83-17.84); the other 9 were within 3% and kept the model's, except bf16
-// T=5 H=32, 2.9-4.6% off in all three sweeps of calls 8-9 (16x8: 14.40-14.50 us against 14.82-15.20).
+// T=5 H=32, 2.9-4.6% off in all three sweeps of calls 8-9 (16x8: 14.40-14.50 us against 14.82-15.20). Calls 10-11
+// (three sweeps): bf16 T=2 H=32 8x32 -> 16x32 (9.80-9.87 -> 9.44-9.48 us), bf16 T=8 H=32 32x16 -> 16x8 (15.92-16.01
+// -> 15.02-15.12; session 7 had chosen 32x16), FP8 T=7 H=16 model 16x32 -> 16x16 (13.83-13.95 -> 13.47-13.48).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -417,7 +419,7 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},         {MlaCacheFormat::kBf16, 1, 16, 8, 64},
     {MlaCacheFormat::kBf16, 1, 32, 8, 64},        {MlaCacheFormat::kBf16, 1, 64, 16, 32, 2},
     {MlaCacheFormat::kBf16, 1, 128, 16, 16},      {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
-    {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},     {MlaCacheFormat::kBf16, 2, 32, 8, 32, 2},
+    {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},     {MlaCacheFormat::kBf16, 2, 32, 16, 32, 2},
     {MlaCacheFormat::kBf16, 2, 64, 16, 16},       {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
     {MlaCacheFormat::kBf16, 3, 8, 8, 32, 2},      {MlaCacheFormat::kBf16, 3, 16, 16, 32},
     {MlaCacheFormat::kBf16, 3, 32, 16, 16},       {MlaCacheFormat::kBf16, 3, 64, 16, 8, 5},
@@ -428,7 +430,7 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 6, 16, 16, 16},       {MlaCacheFormat::kBf16, 6, 32, 16, 8},
     {MlaCacheFormat::kBf16, 7, 8, 8, 16},         {MlaCacheFormat::kBf16, 7, 16, 16, 16},
     {MlaCacheFormat::kBf16, 7, 32, 16, 8},        {MlaCacheFormat::kBf16, 8, 8, 8, 16},
-    {MlaCacheFormat::kBf16, 8, 16, 16, 16},       {MlaCacheFormat::kBf16, 8, 32, 32, 16},
+    {MlaCacheFormat::kBf16, 8, 16, 16, 16},       {MlaCacheFormat::kBf16, 8, 32, 16, 8},
     {MlaCacheFormat::kBf16, 8, 64, 32, 8},        {MlaCacheFormat::kBf16, 8, 128, 32, 4},
     {MlaCacheFormat::kFp8, 1, 8, 8, 64},          {MlaCacheFormat::kFp8, 1, 16, 8, 64},
     {MlaCacheFormat::kFp8, 1, 32, 8, 32, 2},      {MlaCacheFormat::kFp8, 1, 64, 16, 32, 2},
@@ -440,9 +442,10 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kFp8, 4, 16, 16, 32, 2},     {MlaCacheFormat::kFp8, 4, 32, 16, 32},
     {MlaCacheFormat::kFp8, 4, 64, 32, 16},        {MlaCacheFormat::kFp8, 4, 128, 32, 8},
     {MlaCacheFormat::kFp8, 5, 32, 32, 16},        {MlaCacheFormat::kFp8, 6, 16, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 6, 32, 32, 16},        {MlaCacheFormat::kFp8, 8, 8, 8, 32},
-    {MlaCacheFormat::kFp8, 8, 16, 16, 16},        {MlaCacheFormat::kFp8, 8, 32, 32, 16},
-    {MlaCacheFormat::kFp8, 8, 64, 32, 8},         {MlaCacheFormat::kFp8, 8, 128, 32, 4},
+    {MlaCacheFormat::kFp8, 6, 32, 32, 16},        {MlaCacheFormat::kFp8, 7, 16, 16, 16},
+    {MlaCacheFormat::kFp8, 8, 8, 8, 32},          {MlaCacheFormat::kFp8, 8, 16, 16, 16},
+    {MlaCacheFormat::kFp8, 8, 32, 32, 16},        {MlaCacheFormat::kFp8, 8, 64, 32, 8},
+    {MlaCacheFormat::kFp8, 8, 128, 32, 4},
 };
 constexpr int kMeasuredPlanTopk = 2048;
 constexpr int kMeasuredPlanSms = 132;
