@@ -1,7 +1,7 @@
 # Fails when a doctest suite has a test case whose name CTest cannot register whole. doctest_discover_tests turns
 # every test case into one CTest test that runs the suite with --test-case=<name>, and a ';' in the name is CMake's
 # list separator: the name is split into two CTest tests whose filters match no test case, so both "pass" while the
-# test case never runs (session 13 found six such cases). Commas are escaped by the discovery script and are fine.
+# test case never runs (session 13 found seven such cases, one its own). Commas are escaped by the discovery script.
 #   cmake -DBIN=<suite executable> -P check_test_names.cmake
 if(NOT BIN)
   message(FATAL_ERROR "usage: cmake -DBIN=<doctest executable> -P check_test_names.cmake")
