@@ -785,8 +785,7 @@ bool tail_enabled() {
 TailSplit tail_split(const SparseMlaParams& p) {
   TailSplit ts;
   if (!tail_enabled() || p.num_splits != 0 || (p.heads_per_cta != 0 && p.heads_per_cta != 64) ||
-      (p.kernel_variant != 0 && p.kernel_variant != 14) || p.topk < 1 || !valid_heads(p.num_heads) ||
-      p.num_heads != 64 || p.num_tokens < 2)
+      (p.kernel_variant != 0 && p.kernel_variant != 14) || p.topk < 1 || p.num_heads != 64 || p.num_tokens < 2)
     return ts;
   const Plan pl = plan(p);
   if (pl.hc != 64 || pl.splits != 1) return ts;
