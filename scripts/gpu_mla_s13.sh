@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Session 13's device calls, from binaries built on the development machine (scripts/prebuild_mla_sm90.sh):
+# Session 13's device calls (and session 14's), from binaries built on the development machine
+# (scripts/prebuild_mla_sm90.sh):
 #   smoke   the planner cases at T = 1 with a 60 s timeout; on failure nothing else runs
-#   tests   every sparse MLA test case (session 12's last review commit had not run on the GPU)
+#   tests   every sparse MLA test case (session 12's last review commit had not run on the GPU); TEST_ENV="VAR=value"
+#           runs them with that environment variable set (session 14: a tuning knob forced on for every shape)
 #   plan    the plan sweep at T <= 8 (every heads per CTA, now including variant 14's 64, x split count x merge)
-#           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes
+#           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes;
+#           with AB_VAR set (session 14), one process per value of AB_VALUES with AB_VAR=value, alternating as listed
+#   bench   (session 14) the decode / prefill benchmark once per value of AB_VALUES with AB_VAR=value: T = BENCH_TS
+#           (1,8,32,128) x H = BENCH_HS (8,16,64,128), prefill 4096 x 64, both formats, the automatic plan only
 #   model   the whole-model decode benchmark (FP8 cache, batches MODEL_BATCHES) with variant 14 on / off (whole bundle)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (mla_record: scripts/gpu_mla.sh)
 #
@@ -27,16 +32,35 @@ parts=" ${PARTS:-smoke tests plan} "
     [ $rc -eq 0 ] || { stamp "smoke failed: stop"; PARTS=""; parts=" "; }
   fi
   if [[ $parts == *" tests "* ]]; then
-    stamp "sparse MLA tests"
-    sparse_mla_tests 240
+    stamp "sparse MLA tests ${TEST_ENV:-}"
+    # shellcheck disable=SC2086  # TEST_ENV is VAR=value
+    ( [ -n "${TEST_ENV:-}" ] && export ${TEST_ENV}; sparse_mla_tests 240 )
+  fi
+  # One run per plan-sweep process: "run<n>" plainly, "<value>-run<n>" with AB_VAR=value.
+  runs=()
+  if [ -n "${AB_VAR:-}" ]; then
+    n=0; for v in ${AB_VALUES:?set AB_VALUES}; do n=$((n + 1)); runs+=("$v:$n"); done
+  else
+    for n in $(seq 1 "${PLAN_RUNS:-1}"); do runs+=(":$n"); done
   fi
   if [[ $parts == *" plan "* ]]; then
-    for run in $(seq 1 "${PLAN_RUNS:-1}"); do
-      stamp "plan sweep, run $run"
-      timeout 240 "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick --formats "${PLAN_FMTS:-bf16,fp8}" \
-        --T "${PLAN_TS:-1,2,4,8}" --H "${PLAN_HS:-64,128}" --reps 9 --commit "$COMMIT" --json "$OUT/plan-run$run.json" \
-        > "$OUT/plan-run$run.txt" 2>&1
-      echo "rc $?"; grep -E "^plan " "$OUT/plan-run$run.txt" | sed 's/  */ /g'
+    for r in "${runs[@]}"; do
+      v=${r%%:*}; n=${r##*:}; tag=${v:+$v-}run$n
+      stamp "plan sweep, run $n${v:+, $AB_VAR=$v}"
+      env ${v:+"$AB_VAR=$v"} timeout 240 "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick \
+        --formats "${PLAN_FMTS:-bf16,fp8}" --T "${PLAN_TS:-1,2,4,8}" --H "${PLAN_HS:-64,128}" --reps 9 --commit "$COMMIT" \
+        --json "$OUT/plan-$tag.json" > "$OUT/plan-$tag.txt" 2>&1
+      echo "rc $?"; grep -E "^plan " "$OUT/plan-$tag.txt" | sed 's/  */ /g'
+    done
+  fi
+  if [[ $parts == *" bench "* ]]; then
+    for r in "${runs[@]}"; do
+      v=${r%%:*}; n=${r##*:}; tag=${v:+$v-}run$n
+      stamp "bench, run $n${v:+, $AB_VAR=$v}"
+      env ${v:+"$AB_VAR=$v"} timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16,fp8 \
+        --T "${BENCH_TS:-1,8,32,128}" --H "${BENCH_HS:-8,16,64,128}" --variants 0 --prefill-T 4096 --prefill-H 64 \
+        --reps 9 --commit "$COMMIT" --json "$OUT/bench-$tag.json" > "$OUT/bench-$tag.txt" 2>&1
+      echo "rc $?"; grep -E "^(decode|prefill) " "$OUT/bench-$tag.txt" | sed 's/  */ /g'
     done
   fi
   if [[ $parts == *" model "* ]]; then
