@@ -187,20 +187,6 @@ int wsp_lead() {
   return env;
 }
 
-// Session 14: KernelArgs::l2_prefetch, the records past the ring's first fill that each CTA prefetches into L2 at its
-// start (prefetch_staged_l2 in sparse_mla_common.cuh says why). GLM5RT_MLA_PREFETCH=N (read once, N >= 0) forces N
-// for every shape (0 = off); unset: automatic.
-int l2_prefetch_window(const SparseMlaParams& p, int nsplit) {
-  static const int env = [] {
-    const char* e = std::getenv("GLM5RT_MLA_PREFETCH");
-    return e ? std::max(0, std::atoi(e)) : -1;
-  }();
-  (void)p;
-  (void)nsplit;
-  if (env >= 0) return env;
-  return 0;
-}
-
 // Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
 // an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
 // whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
@@ -885,7 +871,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
   a.wsp_lead = wsp_lead();
-  a.l2_prefetch = l2_prefetch_window(p, nsplit);
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();

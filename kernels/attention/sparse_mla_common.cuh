@@ -54,9 +54,6 @@ struct KernelArgs {
   int cc_major;
   // Session 12 (variant 14 with FP8 records): a pair converts step s at the end of its step s - wsp_lead (1..3).
   int wsp_lead;
-  // Session 14: how many of a split's records past the ring's first fill each CTA prefetches into L2 at its start
-  // (prefetch_staged_l2 / L2PrefetchWindow; 0 = none; sm_90+ only).
-  int l2_prefetch;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -147,57 +144,6 @@ __device__ __forceinline__ void stage_split_indices(int* s_idx, const int32_t* r
     s_idx[i] = (v >= 0 && v < num_slots) ? v : -1;
   }
 }
-
-// Session 14: L2 prefetches of the split's records that the ring's first fill does not copy (KernelArgs::l2_prefetch
-// entries, starting at the first one the fill leaves out), so that a slot refilled later in the split finds its
-// records in L2. Why: at T <= 8 a CTA's step cost ~0.23 us while the whole split fit in the ring and ~0.47 us for
-// every step beyond it (session 13's plan sweeps, e.g. T=1 H=16 with 16-head CTAs: 2 / 4 / 8 / 16 steps 7.32 / 7.78
-// / 9.67 / 13.39 us): a freed slot's refill waits a whole gather round trip (~2 us: DRAM and TLB misses over a
-// large pool) while the ring holds only 4-7 steps. sm_90+: one cp.async.bulk.prefetch.L2 per record (nothing lands
-// in shared memory, no completion to wait for); earlier GPUs: nothing.
-template <int kRecBytes>
-__device__ __forceinline__ void prefetch_record_l2(const uint8_t* base, int idx) {
-  if (idx < 0) return;
-  // Session 14 call 2: plain per-line prefetches through the load path (call 1's bulk prefetches went through the
-  // copy engine, queued ahead of the ring's own bulk copies).
-  const uintptr_t a0 = reinterpret_cast<uintptr_t>(base + static_cast<int64_t>(idx) * kRecBytes);
-  const uintptr_t end = a0 + kRecBytes;
-#pragma unroll
-  for (int i = 0; i < (kRecBytes + 127) / 128 + 1; ++i) {
-    const uintptr_t line = (a0 & ~static_cast<uintptr_t>(127)) + 128u * i;
-    if (line < end) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line) : "memory");
-  }
-}
-// From staged, cleaned indices (stage_split_indices): entries [from, min(cnt, from + window)) of the split, by the
-// NTHREADS threads numbered tid.
-template <int kRecBytes, int NTHREADS>
-__device__ __forceinline__ void prefetch_staged_l2(const int* s_idx, int from, int cnt, int window, const uint8_t* base,
-                                                   int tid) {
-  const int end = min(cnt, from + window);
-  for (int i = from + tid; i < end; i += NTHREADS) prefetch_record_l2<kRecBytes>(base, s_idx[i]);
-}
-// For producers that load their own indices a few steps ahead (variant 10's 16-head CTA, variant 11): the window's
-// raw indices are loaded beside the first steps' (load) and prefetched once the ring's first fill is issued (issue),
-// so that neither waits for the other's loads. kPer entries per thread: up to kPer x nthreads records.
-template <int kPer>
-struct L2PrefetchWindow {
-  int raw[kPer];
-  __device__ __forceinline__ void load(const int32_t* row_idx, const SplitSpan& sp, int from, int window, int tid,
-                                       int nthreads) {
-    const int end = min(sp.cnt, from + window);
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = from + tid + j * nthreads;
-      raw[j] = i < end ? __ldg(row_idx + sp.first + i) : -1;
-    }
-  }
-  template <int kRecBytes>
-  __device__ __forceinline__ void issue(const RowCache& rc) const {
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (raw[j] >= 0 && raw[j] < rc.num_slots) prefetch_record_l2<kRecBytes>(rc.base, raw[j]);
-  }
-};
 
 // Acc[..][..][4] = 0: the O^T accumulators before the first step.
 template <int MT, int NT>

@@ -135,9 +135,6 @@ __global__ void __launch_bounds__(PipeCfg<HC, FP8>::kThreads, MINB) sparse_mla_p
   const int d0 = warp * C::kDimsPerWarp;
 
   ring_fill<NST>(issue, nsteps);
-  // Session 14: the rest of a short split into L2 (the ring's first fill holds NST - 1 steps).
-  prefetch_staged_l2<FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes, C::kThreads>(s_idx, (NST - 1) * C::kBT, span.cnt,
-                                                                                    a.l2_prefetch, rc.base, tid);
   int slot = 0;
   for (int it = 0; it < nsteps; ++it) {
     ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued

@@ -303,8 +303,6 @@ __global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMin
   auto slot_of = [&](int step) { return smem + (step % NST) * C::kSlotBytes; };
 
   ring_fill<NST>(issue, nsteps);
-  // Session 14: the rest of a short split into L2 (the ring's first fill holds NST - 1 steps).
-  prefetch_staged_l2<kMlaFp8RecordBytes, C::kThreads>(s_idx, (NST - 1) * C::kBT, span.cnt, a.l2_prefetch, rc.base, tid);
   // Session 9: 32-head CTAs take two block barriers per step (below), measured 1.07-1.14x at every FP8 shape that
   // runs them (T=8 H=64 / 128 up to prefill 4096 x 64); with 8 / 16 heads it was 0.98-1.03x (0.98x at T=1 / 8,
   // where the ring's one step shorter lead shows), so those keep three (H200, docs/PERFORMANCE.md "Session 9").

@@ -302,9 +302,6 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     ws_produce<C, FP8, kBulk>(smem, s_idx, rc, nsteps, tid - C::kConsumerWarps * 32, lane, copy_warps, bar_full,
                               bar_empty);
   } else {
-    // Session 14: the consumers, waiting for the first slot anyway, prefetch the rest of a short split into L2.
-    prefetch_staged_l2<FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes, C::kConsumerWarps * 32>(
-        s_idx, NST * C::kBT, span.cnt, a.l2_prefetch, rc.base, tid);
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats;
     __nv_bfloat16* p_s = reinterpret_cast<__nv_bfloat16*>(smem + C::kOffP + gi * C::kPBytes);
     float* alpha_s = reinterpret_cast<float*>(smem + C::kOffAlpha) + gi * C::kHG;

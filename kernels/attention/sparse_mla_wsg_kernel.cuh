@@ -71,7 +71,7 @@ struct WsgCfg : WsCfg<32, false> {
 template <class C, bool kBulk>
 __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const int32_t* row_idx, const SplitSpan& span,
                                             const RowCache& rc, int ptid, int lane, uint32_t bar_full,
-                                            uint32_t bar_empty, int window) {
+                                            uint32_t bar_empty) {
   using namespace mma;
   constexpr int NST = C::kRing;
   constexpr int kRowsPerWarp = C::kBT / C::kProducerWarps;  // 8
@@ -85,10 +85,6 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
     return act && step < span.nsteps && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
   };
   constexpr int kAhead = 4;
-  // Session 14: the split's records past the first fill into L2 (L2PrefetchWindow): indices loaded beside the first
-  // steps', prefetches issued once the fill is.
-  L2PrefetchWindow<4> pf;
-  pf.load(row_idx, span, NST * C::kBT, window, ptid, C::kProducerThreads);
   int pre[kAhead];
 #pragma unroll
   for (int j = 0; j < kAhead; ++j) pre[j] = load_raw(j);
@@ -101,7 +97,6 @@ __device__ __forceinline__ void wsg_produce(uint8_t* smem, int* slot_idx, const 
       pre[j] = load_raw(step + kAhead);
       const int idx = raw >= 0 && raw < rc.num_slots ? raw : -1;
       const int slot = step % NST, use = step / NST;
-      if (kBulk && step == NST) pf.template issue<kMlaBf16RecordBytes>(rc);
       if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
       if (act) slot_idx[slot * C::kBT + r] = idx;
       const uint32_t bar = bar_full + slot * 8;
@@ -202,7 +197,7 @@ __global__ void __launch_bounds__(WsgCfg::kThreads, WsgCfg::kMinBlocks) sparse_m
 
   if (producer) {
     wsg_produce<C, kBulk>(smem, slot_idx, role.row_idx, span, role.rc, tid - C::kConsumerWarps * 32, lane, bar_full,
-                          bar_empty, a.l2_prefetch);
+                          bar_empty);
   } else {
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart);
     uint32_t* p_s = reinterpret_cast<uint32_t*>(smem + C::kOffP);

@@ -217,8 +217,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   };
   // Steps 0 .. NST - 1 into the empty ring (pair hb: step hb); step s >= 1 refills step s + NST - 1 (below).
   if (hb < nsteps) fill(hb);
-  // Session 14: the rest of a short split into L2 (the pairs refill a slot only once its step is consumed).
-  if constexpr (kBulk) prefetch_staged_l2<C::kRecBytes, C::kThreads>(s_idx, NST * C::kBT, span.cnt, a.l2_prefetch, rc.base, tid);
   if (FP8 && hb < lead && hb < nsteps) convert(hb);
 
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8

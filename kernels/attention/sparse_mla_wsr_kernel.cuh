@@ -164,7 +164,7 @@ struct WsrCfg : WsCfg<HC, false> {
 template <class C, bool kBulk>
 __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, const int32_t* row_idx,
                                                   const SplitSpan& span, const RowCache& rc, int ptid, int lane,
-                                                  int copy_warps, uint32_t bar_full, uint32_t bar_empty, int window) {
+                                                  int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
   using namespace mma;
   constexpr int NST = C::kRing, BT = C::kBT;
   // The indices of the thread's row r for the next kAhead steps in registers: each is loaded kAhead steps before its
@@ -200,15 +200,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
       const int rpw = BT / copy_warps;
       const bool act = lane < rpw;
       const int r = (ptid >> 5) * rpw + (act ? lane : 0);
-      // Session 14: the copying warps' lanes prefetch the split's records past the first fill into L2, their indices
-      // loaded beside the first steps' and the prefetches issued once the fill is.
-      L2PrefetchWindow<4> pf;
-      pf.load(row_idx, span, NST * BT, window, ptid, 32 * copy_warps);
       for_each_step(r, act, [&](int step, int slot, int use, int idx) {
         if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
         if (act) slot_idx[slot * BT + r] = idx;  // released by this lane's arrival in ws_copy_row
         ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane);
-        if (step == NST - 1) pf.template issue<kMlaBf16RecordBytes>(rc);
       });
     }
   } else {
@@ -289,16 +284,10 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   if (producer) {
     const int ptid = tid - C::kConsumerWarps * 32;
     if constexpr (C::kStagger)
-      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty,
-                                  a.l2_prefetch);
+      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty);
     else
       ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, ptid, lane, copy_warps, bar_full, bar_empty);
   } else {
-    // Session 14 (32 heads: the split's indices are staged): the consumers, waiting for the first slot anyway,
-    // prefetch the rest of a short split into L2. (16 heads: the producers do, wsr_produce_slots.)
-    if constexpr (!C::kStagger)
-      prefetch_staged_l2<kMlaBf16RecordBytes, C::kConsumerWarps * 32>(s_idx, NST * C::kBT, span.cnt, a.l2_prefetch,
-                                                                      rc.base, tid);
     float* spart = reinterpret_cast<float*>(smem + C::kOffSpart) + gi * C::kSpartFloats;
     // ldmatrix row addresses: K (non-transposed, B of GEMM1): matrices (tok 0-7, k0), (tok 0-7, k0 + 8),
     // (tok 8-15, k0), (tok 8-15, k0 + 8); V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d),
