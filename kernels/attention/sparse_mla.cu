@@ -180,15 +180,6 @@ int ws_copy_warps() {
   return env;
 }
 
-// Session 14 (experiment): GLM5RT_MLA_V14_IL=1 (read once) runs variant 14's interleaved form with bf16 records.
-bool v14_il_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V14_IL");
-    return e && std::atoi(e) == 1;
-  }();
-  return on;
-}
-
 // Session 12: variant 14 with FP8 records converts step s at the end of step s - lead (the pair that copied it at the
 // end of step s - 3); GLM5RT_MLA_V14_LEAD = 1 or 3 (read once) instead of 2.
 int wsp_lead() {
@@ -898,9 +889,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsp(variant, hc)) {
-    err = fp8         ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream)
-          : v14_il_on() ? sparse_mla_detail::launch_wsp_bf16_il(hc, a, stream)
-                        : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
+    err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10

@@ -35,8 +35,6 @@ cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
 // only kernel with 64 heads per CTA). FP8 records (session 12) are converted to bf16 rows in shared memory.
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// Session 14 (experiment, GLM5RT_MLA_V14_IL=1): variant 14 with step s's GEMM2 interleaved with step s + 1's GEMM1.
-cudaError_t launch_wsp_bf16_il(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool quad, const KernelArgs& a, cudaStream_t stream);

@@ -142,7 +142,7 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
   mma::fence_proxy_async_smem();
 }
 
-template <int HC, bool FP8, bool kIL = false>
+template <int HC, bool FP8>
 __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
@@ -232,19 +232,23 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (256 * kh + (lane >> 4) * 8) * 2;
   float4* xbuf = reinterpret_cast<float4*>(smem + C::kOffX);
   const int partner = warp ^ 1;
-  // GEMM1 of the tile at `tl` into s: chains c = k-step parity, n tile nt.
-  auto k_addr = [&](uint32_t tl, int j) {
-    return tl + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2);
-  };
-  auto zero_s = [](float (&s)[2][2][4]) {
+  for (int step = 0; step < nsteps; ++step) {
+    const int slot = step % NST;
+    const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
+    mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
+    // GEMM1: chains c = k-step parity, n tile nt.
+    float s[2][2][4];
 #pragma unroll
     for (int c = 0; c < 2; ++c)
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) s[c][nt][0] = s[c][nt][1] = s[c][nt][2] = s[c][nt][3] = 0.f;
-  };
-  // The pair's exchange of step `step`'s scores and the online softmax of its rows: P (GEMM2's A fragment) into pa,
-  // the running maxima and sums updated, the accumulators rescaled where a maximum moved.
-  auto exchange_softmax = [&](int step, const float (&s)[2][2][4], uint32_t (&pa)[4]) {
+#pragma unroll
+    for (int j = 0; j < C::kKSteps; ++j) {
+      uint32_t b[4];
+      ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
+      mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+      mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+    }
     float4 mine[2];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
@@ -262,7 +266,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
                      {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
     float mu0, mu1, al0, al1;
     softmax_rows_max(x, s_idx + step * C::kBT, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
-    // pa: P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
+    uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
     float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
@@ -278,10 +282,14 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     l0 = l0 * al0 + ps0;
     l1 = l1 * al1 + ps1;
     if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
-  };
-  // The end of step `step`: this warp releases its slot, and the pair whose turn it is refills the slot step - 1 used
-  // with step + NST - 1 (FP8: and converts step + lead).
-  auto finish_step = [&](int step, int slot) {
+    // GEMM2
+#pragma unroll
+    for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+      mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+      mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+    }
     __syncwarp();
     if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
     // The refill: step + NST - 1 into the slot step - 1 used, once every warp has released it. (Session 11, call 4:
@@ -295,77 +303,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     }
     // FP8: step + lead was copied by this pair before (in the prologue, or above at the end of step + lead - 3).
     if (FP8 && step + lead < nsteps && (step + lead) % NST == hb) convert(step + lead);
-  };
-  if constexpr (kIL && !FP8) {
-    // Session 14 (experiment, GLM5RT_MLA_V14_IL=1): step s's GEMM2 interleaved with step s + 1's GEMM1 in one basic
-    // block, so that GEMM2's independent MMAs fill the gaps of GEMM1's accumulator chains (session 11's profile: 35% of
-    // the stall samples on fixed-latency dependencies). Step s + 1's slot is waited for before step s's GEMM2; the
-    // last step runs a discarded GEMM1 over its own tile (no branch in the block).
-    float s[2][2][4];
-    zero_s(s);
-    if (nsteps > 0) {
-      mbar_wait_parity(bar_full, 0);
-      const uint32_t tile0 = smem_addr(smem);
-#pragma unroll
-      for (int j = 0; j < C::kKSteps; ++j) {
-        uint32_t b[4];
-        ldmatrix_x4(b, k_addr(tile0, j));
-        mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
-        mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
-      }
-    }
-    for (int step = 0; step < nsteps; ++step) {
-      const int slot = step % NST;
-      const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
-      uint32_t pa[4];
-      exchange_softmax(step, s, pa);
-      const bool has_next = step + 1 < nsteps;
-      const int nslot = (step + 1) % NST;
-      if (has_next) mbar_wait_parity(bar_full + nslot * 8, ((step + 1) / NST) & 1);
-      const uint32_t ntile = has_next ? smem_addr(smem + nslot * C::kTileBytes) : tile;
-      zero_s(s);
-      static_assert(C::kKSteps >= C::kDimTiles / 2, "GEMM1's k steps cover GEMM2's dim pairs");
-#pragma unroll
-      for (int i = 0; i < C::kKSteps; ++i) {
-        if (i < C::kDimTiles / 2) {
-          uint32_t bv[4];
-          ldmatrix_x4_trans(bv, tile + v_off + i * 32);
-          mma_bf16_16816(acc[2 * i], pa, bv[0], bv[1]);
-          mma_bf16_16816(acc[2 * i + 1], pa, bv[2], bv[3]);
-        }
-        uint32_t bk[4];
-        ldmatrix_x4(bk, k_addr(ntile, i));
-        mma_bf16_16816(s[i & 1][0], qa[i], bk[0], bk[1]);
-        mma_bf16_16816(s[i & 1][1], qa[i], bk[2], bk[3]);
-      }
-      finish_step(step, slot);
-    }
-  } else {
-  for (int step = 0; step < nsteps; ++step) {
-    const int slot = step % NST;
-    const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
-    mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
-    float s[2][2][4];
-    zero_s(s);
-#pragma unroll
-    for (int j = 0; j < C::kKSteps; ++j) {
-      uint32_t b[4];
-      ldmatrix_x4(b, k_addr(tile, j));
-      mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
-      mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
-    }
-    uint32_t pa[4];
-    exchange_softmax(step, s, pa);
-    // GEMM2
-#pragma unroll
-    for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
-      mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
-      mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
-    }
-    finish_step(step, slot);
-  }
   }
   if constexpr (!kBulk) cp_async_wait_all();
   // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).
