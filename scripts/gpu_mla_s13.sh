@@ -8,7 +8,8 @@
 #           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes;
 #           with AB_VAR set (session 14), one process per value of AB_VALUES with AB_VAR=value, alternating as listed
 #   bench   (session 14) the decode / prefill benchmark once per value of AB_VALUES with AB_VAR=value: T = BENCH_TS
-#           (1,8,32,128) x H = BENCH_HS (8,16,64,128), prefill 4096 x 64, both formats, the automatic plan only
+#           (1,8,32,128) x H = BENCH_HS (8,16,64,128), prefill BENCH_PT (4096) x BENCH_PH (64), both formats, the
+#           automatic plan only, plus BENCH_EXTRA (more benchmark flags, e.g. "--force-splits 1,2")
 #   model   the whole-model decode benchmark (FP8 cache, batches MODEL_BATCHES) with variant 14 on / off (whole bundle)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (mla_record: scripts/gpu_mla.sh)
 #
@@ -58,9 +59,10 @@ parts=" ${PARTS:-smoke tests plan} "
       v=${r%%:*}; n=${r##*:}; tag=${v:+$v-}run$n
       stamp "bench, run $n${v:+, $AB_VAR=$v}"
       env ${v:+"$AB_VAR=$v"} timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16,fp8 \
-        --T "${BENCH_TS:-1,8,32,128}" --H "${BENCH_HS:-8,16,64,128}" --variants 0 --prefill-T 4096 --prefill-H 64 \
-        --reps 9 --commit "$COMMIT" --json "$OUT/bench-$tag.json" > "$OUT/bench-$tag.txt" 2>&1
-      echo "rc $?"; grep -E "^(decode|prefill) " "$OUT/bench-$tag.txt" | sed 's/  */ /g'
+        --T "${BENCH_TS:-1,8,32,128}" --H "${BENCH_HS:-8,16,64,128}" --variants 0 --prefill-T "${BENCH_PT:-4096}" \
+        --prefill-H "${BENCH_PH:-64}" --reps 9 ${BENCH_EXTRA:-} --commit "$COMMIT" --json "$OUT/bench-$tag.json" \
+        > "$OUT/bench-$tag.txt" 2>&1
+      echo "rc $?"; grep -E "^(decode|prefill) | forced " "$OUT/bench-$tag.txt" | sed 's/  */ /g'
     done
   fi
   if [[ $parts == *" model "* ]]; then
