@@ -32,7 +32,7 @@ nvcc --version | tail -2
 
 TEST_BIN="$BUILD/tests/glm5rt_gpu_tests"
 BENCH_BIN="$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla"
-MLA_TUS="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_wsr_bf16 sparse_mla_wsr_fp8 sparse_mla_wsg_bf16 sparse_mla_wsp_bf16 sparse_mla_wsp_fp8 sparse_mla_reg_fp8 sparse_mla"
+MLA_TUS="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_wsr_bf16 sparse_mla_wsg_bf16 sparse_mla_wsp_bf16 sparse_mla_wsp_fp8 sparse_mla_reg_fp8 sparse_mla"
 # sm_120 resource report and SASS of every attention translation unit, in the background (here, or taken from
 # PREBUILT when it has them).
 build_sm120() {

@@ -99,16 +99,6 @@ bool v11_enabled() {
   return on;
 }
 
-// Session 13: GLM5RT_MLA_V10_FP8=1 (read once) runs variant 10's FP8 form for FP8 records where a CTA holds 16 heads
-// (sm_90+) instead of variant 7 (being measured: off by default).
-bool v10_fp8_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_V10_FP8");
-    return e && std::atoi(e) == 1;
-  }();
-  return on;
-}
-
 // Session 6: GLM5RT_MLA_V10=0 (read once) keeps variant 5 where the automatic choice would run variant 10.
 bool v10_enabled() {
   static const bool on = env_not_off("GLM5RT_MLA_V10");
@@ -157,7 +147,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
   // shape of its H200 run (T = 1 / 8 / 128, H = 8 / 16 / 64: 1.04-1.48x over the previous choice below,
   // which GLM5RT_MLA_PLANNER=1 restores).
-  if (planner_mode(p) == 2) return hc == 16 && v10_fp8_enabled() && cc_major() >= 9 ? 10 : 7;
+  if (planner_mode(p) == 2) return 7;
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;
@@ -222,15 +212,14 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int smem = smem_per_sm();
   const bool quad = reg_quad(p, hc);
   const int need =
-      (quad ? sparse_mla_detail::reg_smem_bytes(8, true)
-            : sparse_mla_detail::kernel_smem_bytes(variant, hc, fp8, cc_major())) +
+      (quad ? sparse_mla_detail::reg_smem_bytes(8, true) : sparse_mla_detail::kernel_smem_bytes(variant, hc, fp8)) +
       1024;
   const int by_smem = smem / need;
   // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring), or four
   // (4 slots, reg_quad).
   const bool reg3 = variant == 7 && fp8 && hc == 8;
   // Variant 10 (and 11 at 16 heads, which runs 10) is compiled for one CTA per SM (WsrCfg).
-  const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8, cc_major());
+  const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
   const int by_regs = quad ? 4 : reg3 ? 3 : ((hc >= 32 && variant != 3) || wsr) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
@@ -903,9 +892,9 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
-  } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8, major)) {  // 11 at 16 heads: 10
-    err = fp8 ? sparse_mla_detail::launch_wsr_fp8(hc, a, stream) : sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
-  } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads (FP8: not 16, or below sm_90) per CTA: variant 5
+  } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
+    err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
+  } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)
               : sparse_mla_detail::launch_ws_bf16(hc, a, stream);
   } else if (variant >= 2) {

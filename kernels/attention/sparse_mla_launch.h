@@ -28,7 +28,6 @@ cudaError_t launch_ws_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t s
 // kernel_variant 10: variant 5 with the softmax in registers (sparse_mla_wsr_kernel.cuh); bf16 records, 16 or
 // 32 heads per CTA (the caller runs variant 5 elsewhere).
 cudaError_t launch_wsr_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-cudaError_t launch_wsr_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 11: one 8-warp consumer group for the CTA's 32 heads (sparse_mla_wsg_kernel.cuh); bf16 records,
 // 32 heads per CTA only (the caller runs variant 10 / 5 elsewhere).
 cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
@@ -55,20 +54,17 @@ inline int reg_smem_bytes(int hc, bool quad = false) {
   return hc == 16 ? RegCfg<16>::kSmemBytes : RegCfg<32>::kSmemBytes;
 }
 // Variant 10 with 16 / 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 5.
-// Variant 10: bf16 records at 16 or 32 heads per CTA; FP8 records (session 13) at 16, on sm_90+ (bulk copies).
-inline bool runs_wsr(int variant, int hc, bool fp8, int cc_major = 9) {
-  return variant == 10 && (fp8 ? hc == 16 && cc_major >= 9 : hc >= 16);
-}
+inline bool runs_wsr(int variant, int hc, bool fp8) { return variant == 10 && hc >= 16 && !fp8; }
 // Variant 11 with 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 10's choice.
 inline bool runs_wsg(int variant, int hc, bool fp8) { return variant == 11 && hc == 32 && !fp8; }
 // Variant 14: 64 heads per CTA, either record format (the launcher runs it wherever a CTA holds 64 heads).
 inline bool runs_wsp(int variant, int hc) { return variant == 14 && hc == 64; }
-inline int kernel_smem_bytes(int variant, int hc, bool fp8, int cc_major = 9) {
+inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   if (runs_wsp(variant, hc)) return fp8 ? WspCfg<true>::kSmemBytes : WspCfg<false>::kSmemBytes;
   if (variant == 1) return smem_of<Cfg>(hc, fp8);
   if (runs_wsg(variant, hc, fp8)) return WsgCfg::kSmemBytes;
-  if (runs_wsr(variant == 11 ? 10 : variant, hc, fp8, cc_major))
-    return hc == 16 ? (fp8 ? WsrCfg<16, true>::kSmemBytes : WsrCfg<16>::kSmemBytes) : WsrCfg<32>::kSmemBytes;
+  if (runs_wsr(variant == 11 ? 10 : variant, hc, fp8))
+    return hc == 16 ? WsrCfg<16>::kSmemBytes : WsrCfg<32>::kSmemBytes;
   if (variant == 7) return fp8 ? reg_smem_bytes(hc) : smem_of<PipeCfg>(hc, false);  // bf16 records: variant 2
   return variant >= 5 ? smem_of<WsCfg>(hc, fp8) : smem_of<PipeCfg>(hc, fp8);
 }
@@ -107,9 +103,9 @@ template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
   return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, true, a, stream);
 }
-template <int HC, bool FP8 = false>
+template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsrCfg<HC, FP8>, HC>(sparse_mla_wsr_kernel<HC, FP8>, true, a, stream);
+  return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC>, true, a, stream);
 }
 template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {

@@ -162,21 +162,21 @@ __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row
 // every lane arrives after its own copy or zero stores (lane 0 used to arrive with the bytes before zero-filling
 // its row, so the phase could complete before those stores): the slot's "full" barrier expects 32 arrivals per
 // copying warp.
-template <int kRecBytes = kMlaBf16RecordBytes>
 __device__ __forceinline__ void ws_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
                                             int lane) {
   using namespace mma;
   const bool valid = idx >= 0;
   const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
   fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
-  if (lane == 0) mbar_expect_tx(bar, nvalid * kRecBytes);
+  if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
   __syncwarp();
   if (act) {
     if (valid) {
-      bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kRecBytes, kRecBytes, bar);
+      bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes, kMlaBf16RecordBytes,
+                    bar);
     } else {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-      for (int c = 0; c < kRecBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+      for (int c = 0; c < kMlaBf16RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
     }
   }
   mbar_arrive(bar);

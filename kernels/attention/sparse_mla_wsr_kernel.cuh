@@ -109,23 +109,10 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
   }
 }
 
-template <int HC, bool FP8 = false>
+template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
-  // Session 13: FP8 records (16-head CTA only): each 656-byte record lands at byte kLandOff of its 1152-byte row, so
-  // that its rope (bytes 528-655 of the record) lies at 1024-1151, where the bf16 row has it; each consumer warp turns
-  // four rows' e4m3 latent and scales (bytes 496-1023) in place into the bf16 latent (0-1023) at the end of its step
-  // s - kLead (wsr_convert_rows), then arrives on the slot's "converted" mbarrier, which the consumers wait on instead
-  // of "full" (the copies' landing). (Session 13, call 15: the producer warps converting was 1.24-1.6x slower than
-  // variant 7.) Those barriers live in the ring (the CTA's shared memory is full to 32 bytes): in the 16-byte gap
-  // the staggered rows leave after row p = 1 of each slot (bytes 2304-2319).
-  static constexpr bool kFP8 = FP8;
-  static_assert(!FP8 || HC == 16, "FP8 records: the 16-head CTA only");
-  static constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-  static constexpr int kLandOff = FP8 ? kMlaBf16RecordBytes - kMlaFp8RecordBytes : 0;  // 496
-  static constexpr int kConvBarOff = 2 * kMlaBf16RecordBytes;  // in each slot: the gap after row p = 1
-  static constexpr int kLead = 2;
   // Session 10, the 16-head CTA: five ring slots instead of four (a step's gather in flight four steps ahead; on the
   // H200 1.05x at T=1 H=128, 1.06x at T=128 H=16). To fit SM120's 99 KB: record rows staggered (row_off) instead
   // of padded by 16 bytes each; the producer writes each slot's cleaned indices beside its copies instead of the
@@ -163,42 +150,10 @@ struct WsrCfg : WsCfg<HC, false> {
   static constexpr int kSmemBytes = kOffPartBar + Base::kGroups * 2 * 8;
   // (+ 16 bytes of static shared memory: the fused merge's flag)
   static_assert(kSmemBytes + 16 <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
-  static_assert(!FP8 || (kStagger && row_off(8) + kMlaBf16RecordBytes == kConvBarOff &&
-                         row_off(1) >= kConvBarOff + 16 && kLandOff % 16 == 0 &&
-                         kLandOff + kMlaFp8RopeOffset == 2 * kMlaLatentDim),
-                "FP8: the converted barrier in the gap after row p = 1; the rope lands where the bf16 row has it");
   static_assert(kTileBytes % 16 == 0 && kOffSpart % 16 == 0 && kOffLse % 16 == 0 && kOffIdx % 16 == 0 &&
                     kOffBar % 8 == 0,
                 "alignment");
 };
-
-// FP8 records (session 13): rows row0 .. row0 + kRows - 1 of ring slot `slot`, landed at kLandOff of their staggered
-// rows, turned in place into the bf16 latent at the row's start by one warp (two rows at a time; every lane's reads of
-// a row before any write over it, as wsp_convert_rows); the rope stays where it landed. The writes are fenced from the
-// async proxy: a later bulk copy refills the slot.
-template <class C, int kRows>
-__device__ __forceinline__ void wsr_convert_rows(uint8_t* smem, int slot, int row0, int lane) {
-  static_assert(C::kFP8 && kRows % 2 == 0, "FP8 rows, two at a time");
-  uint8_t* tile = smem + slot * C::kTileBytes;
-#pragma unroll 1
-  for (int r = row0; r < row0 + kRows; r += 2) {
-    uint4 o[2][2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const uint8_t* rec = tile + C::row_off(r + i) + C::kLandOff;
-      o[i][0] = dequant_chunk(rec, lane);
-      o[i][1] = dequant_chunk(rec, lane + 32);
-    }
-    __syncwarp();
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      uint4* row = reinterpret_cast<uint4*>(tile + C::row_off(r + i));
-      row[lane] = o[i][0];
-      row[lane + 32] = o[i][1];
-    }
-  }
-  mma::fence_proxy_async_smem();
-}
 
 // The 16-head CTA's producer warps (session 10): gather steps 0 .. nsteps - 1 of the split into the 5-slot ring of
 // staggered rows (WsrCfg<16>::row_off), each step's cleaned indices (as ws_stage_and_init cleans them: -1 past the
@@ -210,7 +165,6 @@ template <class C, bool kBulk>
 __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, const int32_t* row_idx,
                                                   const SplitSpan& span, const RowCache& rc, int ptid, int lane,
                                                   int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
-  static_assert(!C::kFP8 || kBulk, "FP8 records: bulk copies (sm_90+) only");
   using namespace mma;
   constexpr int NST = C::kRing, BT = C::kBT;
   // The indices of the thread's row r for the next kAhead steps in registers: each is loaded kAhead steps before its
@@ -249,8 +203,7 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
       for_each_step(r, act, [&](int step, int slot, int use, int idx) {
         if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
         if (act) slot_idx[slot * BT + r] = idx;  // released by this lane's arrival in ws_copy_row
-        ws_copy_row<C::kRecBytes>(smem + slot * C::kTileBytes + C::row_off(r) + C::kLandOff, idx, act, rc.base,
-                                  bar_full + slot * 8, lane);
+        ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane);
       });
     }
   } else {
@@ -275,10 +228,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
   }
 }
 
-template <int HC, bool FP8 = false>
-__global__ void __launch_bounds__(WsrCfg<HC, FP8>::kThreads, WsrCfg<HC, FP8>::kMinBlocks)
+template <int HC>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
-  using C = WsrCfg<HC, FP8>;
+  using C = WsrCfg<HC>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -310,19 +263,15 @@ __global__ void __launch_bounds__(WsrCfg<HC, FP8>::kThreads, WsrCfg<HC, FP8>::kM
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
-  // FP8: the two producer warps each copy and convert half of every step's rows.
-  const int copy_warps = FP8 ? 2 : ws_copy_warps_of<C>(a);
+  const int copy_warps = ws_copy_warps_of<C>(a);
   if constexpr (C::kStagger) {
     ws_init_ring<C, kBulk, C::kBT>(tid, copy_warps, bar_full, bar_empty);  // (no split indices to stage)
   } else {
     ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   }
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
-  if (tid == 0) {
+  if (tid == 0)
     for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
-    if constexpr (FP8)
-      for (int i = 0; i < NST; ++i) mbar_init(smem_addr(smem + i * C::kTileBytes + C::kConvBarOff), 4);
-  }
   __syncthreads();
 
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
@@ -359,12 +308,7 @@ __global__ void __launch_bounds__(WsrCfg<HC, FP8>::kThreads, WsrCfg<HC, FP8>::kM
         mma_bf16_16816(s[1], qa[ks], b[2], b[3]);
       }
     };
-    // (FP8: the slot's "converted" barrier, in the ring.)
-    auto wait_full = [&](int step) {
-      const uint32_t bar = FP8 ? smem_addr(smem + (step % NST) * C::kTileBytes + C::kConvBarOff)
-                               : bar_full + (step % NST) * 8;
-      mbar_wait_parity(bar, (step / NST) & 1);
-    };
+    auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
     // This warp's quarter of `step`'s scores -> buffer (step & 1), then one arrival on that buffer's mbarrier
     // (use k of buffer b = step 2 k + b has parity k & 1). A warp writes a buffer again two steps later, only
     // after waiting for the other buffer's arrivals, which every warp makes after reading this one.
@@ -440,20 +384,6 @@ __global__ void __launch_bounds__(WsrCfg<HC, FP8>::kThreads, WsrCfg<HC, FP8>::kM
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
-    // FP8: step st's rows 4 wq .. 4 wq + 3, once landed, into bf16 rows; then this warp's arrival on the slot's
-    // "converted" barrier. Steps 0 .. kLead - 1 before the loop, step + kLead at the end of step. (Deadlock-free:
-    // step + kLead's copy waits only for the release of step + kLead - NST < step.)
-    auto convert = [&](int st) {
-      if constexpr (FP8) {
-        const int cs = st % NST;
-        mbar_wait_parity(bar_full + cs * 8, (st / NST) & 1);
-        wsr_convert_rows<C, 4>(smem, cs, 4 * wq, lane);
-        __syncwarp();  // every lane's writes (and fence) before lane 0's arrival (its release)
-        if (lane == 0) mbar_arrive(smem_addr(smem + cs * C::kTileBytes + C::kConvBarOff));
-      }
-    };
-    if constexpr (FP8)
-      for (int st = 0; st < C::kLead && st < nsteps; ++st) convert(st);
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
     if (nsteps > 0) {
@@ -471,7 +401,6 @@ __global__ void __launch_bounds__(WsrCfg<HC, FP8>::kThreads, WsrCfg<HC, FP8>::kM
         softmax(step, x, pa, al0, al1);
         publish(step + 1, s);  // before GEMM2: the group's other warps need not wait for this warp's GEMM2
         gemm2(step, pa, al0, al1);
-        if (FP8 && step + C::kLead < nsteps) convert(step + C::kLead);
       }
       wait_published(nsteps - 1);
       gather_scores(nsteps - 1, s, x);
@@ -481,12 +410,6 @@ __global__ void __launch_bounds__(WsrCfg<HC, FP8>::kThreads, WsrCfg<HC, FP8>::kM
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
-  if constexpr (FP8) {
-    // The "converted" barriers live in the ring, which the epilogue stages over: invalidated first.
-    if (tid == 0)
-      for (int i = 0; i < NST; ++i) mbar_inval(smem_addr(smem + i * C::kTileBytes + C::kConvBarOff));
-    __syncthreads();
-  }
   // (After the barrier: the 16-head CTA's LSEs live in the ring, which other warps may still be reading before it.)
   if (!producer && wq == 0 && tq == 0) {
     lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
