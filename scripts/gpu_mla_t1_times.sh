@@ -12,7 +12,7 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 for H in ${T1_HS:-16 64 128}; do
   stamp "T=1 H=$H"
   timeout 200 "$NCU" --cache-control none --clock-control none --metrics gpu__time_duration.sum \
-    -k "regex:sparse_mla" --launch-skip 200 --launch-count 40 --csv --print-units base \
+    -k "regex:sparse_mla" --launch-skip 20 --launch-count 40 --csv --print-units base \
     "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --reps 1 --T 1 --H "$H" --formats bf16 --variants 0 \
     > "$OUT/ncu-t1-h$H.csv" 2> "$OUT/ncu-t1-h$H.err"
   python3 - "$OUT/ncu-t1-h$H.csv" <<'PY'
