@@ -34,7 +34,7 @@ parts=" ${PARTS:-smoke tests plan} "
   fi
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests ${TEST_ENV:-}"
-    # shellcheck disable=SC2086  # TEST_ENV is VAR=value
+    # shellcheck disable=SC2086,SC2163  # TEST_ENV is VAR=value: export its content
     ( [ -n "${TEST_ENV:-}" ] && export ${TEST_ENV}; sparse_mla_tests 240 )
   fi
   # One run per plan-sweep process: "run<n>" plainly, "<value>-run<n>" with AB_VAR=value.
