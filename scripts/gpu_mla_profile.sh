@@ -17,7 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/device_prebuilt.sh
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || echo /usr/local/cuda/bin/ncu)
+NCU=$(find_ncu)
 D=$OUT/profile
 mkdir -p "$D"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$D/device.txt" 2>&1

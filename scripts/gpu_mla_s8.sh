@@ -35,7 +35,7 @@ source scripts/lib/device_prebuilt.sh
   done
   if [ "${NCU_T1:-0}" = 1 ]; then
     # Where a T=1 call's time goes: each kernel of the first calls alone (Nsight Compute serializes them).
-    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || echo /usr/local/cuda/bin/ncu)
+    NCU=$(find_ncu)
     for h in 64 128; do
       stamp "Nsight Compute: kernel durations, bf16 T=1 H=$h"
       timeout 120 "$NCU" --metrics gpu__time_duration.sum,sm__cycles_active.avg --launch-count 12 -k regex:sparse_mla \

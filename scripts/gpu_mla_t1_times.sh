@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/lib/device_prebuilt.sh
-NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || echo /usr/local/cuda/bin/ncu)
+NCU=$(find_ncu)
 for H in ${T1_HS:-16 64 128}; do
   stamp "T=1 H=$H"
   timeout 200 "$NCU" --cache-control none --clock-control none --metrics gpu__time_duration.sum \

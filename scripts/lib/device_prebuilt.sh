@@ -1,8 +1,9 @@
 # Sourced (not run) by the device scripts that use binaries built on the development machine
 # (scripts/pack_prebuilt.sh), from the repository root: sets OUT (created), P (the bundle, extracted when only
 # its .tar.xz came), COMMIT, B (its bin/), LD_LIBRARY_PATH (its lib/: mimalloc, PCRE2, ICU), links the source
-# path compiled into the tests (the fixtures) to this copy, and defines stamp (seconds since the start),
-# gpu_tests_all (the whole GPU test binary) and mla_record (issue 6's benchmark of record from the bundle's binaries).
+# path compiled into the tests (the fixtures) to this copy, and defines stamp (seconds since the start), find_ncu,
+# sparse_mla_tests, gpu_tests_all (the whole GPU test binary) and mla_record (issue 6's benchmark of record from the
+# bundle's binaries).
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 P=${P:-.carry/final/prebuilt}
@@ -14,6 +15,11 @@ if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" &&
 B=$PWD/$P/bin
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+
+# Nsight Compute's command line tool: on the PATH, else the newest install under /opt/nvidia, else the toolkit's.
+find_ncu() {
+  command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || echo /usr/local/cuda/bin/ncu
+}
 
 # The bundle's sparse MLA GPU test cases (timeout $1 seconds, default 240) into $OUT/mla-tests.txt: prints the exit
 # status, doctest's summary and any failure lines.
