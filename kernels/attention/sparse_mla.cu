@@ -172,6 +172,15 @@ int main_pdl_mode() {
   return mode;
 }
 
+// Session 15: GLM5RT_MLA_COMBINE_CARVEOUT=1 (read once) gives the combine kernels the main kernels' carveout.
+bool combine_carveout_max() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_COMBINE_CARVEOUT");
+    return e != nullptr && std::atoi(e) == 1;
+  }();
+  return on;
+}
+
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
 // GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).
@@ -588,7 +597,8 @@ __device__ __forceinline__ SplitWeights split_weights_128(float ls, float* w_s, 
 __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __restrict__ part_o,
                                                                  const float* __restrict__ part_lse, int nsplit,
                                                                  int64_t rows, __nv_bfloat16* __restrict__ out,
-                                                                 float* __restrict__ lse, int release_early) {
+                                                                 float* __restrict__ lse, int release_early,
+                                                                 unsigned long long* /*timeline: not probed*/) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -642,14 +652,24 @@ template <int KPER, bool BF16 = false>  // KPER: splits per warp, >= ceil(nsplit
 __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* __restrict__ part_o,
                                                                   const float* __restrict__ part_lse, int nsplit,
                                                                   int64_t rows, __nv_bfloat16* __restrict__ out,
-                                                                  float* __restrict__ lse, int release_early) {
+                                                                  float* __restrict__ lse, int release_early,
+                                                                  unsigned long long* timeline) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[4];
   __shared__ float4 part[4][32];
+  // Session 15's timeline probe (SparseMlaParams::debug_timeline): per block, 0 entry, 1 past the wait, 2 stored.
+  auto stamp = [&](int slot) {
+    if (timeline == nullptr || threadIdx.x != 0) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    timeline[static_cast<int64_t>(blockIdx.x) * 4 + slot] = t;
+  };
+  stamp(0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+  stamp(1);
   const int64_t row = blockIdx.x >> 2;
   const int quarter = blockIdx.x & 3;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -707,6 +727,10 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
     packed.y = *reinterpret_cast<uint32_t*>(&hi);
     *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
     if (quarter == 0 && lane == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+  }
+  if (timeline != nullptr) {
+    __syncthreads();
+    stamp(2);
   }
 }
 
@@ -871,6 +895,8 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
   a.wsp_lead = wsp_lead();
+  // The timeline probe: the main kernel's kTimelineSlots per CTA, then the chunked combine's 4 per block.
+  a.timeline = p.debug_timeline;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();
@@ -932,8 +958,18 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
                : per <= 16 ? sparse_mla_combine_chunked<16>
                            : sparse_mla_combine_chunked<32>;
   }
+  // Session 15 (GLM5RT_MLA_COMBINE_CARVEOUT=1, an A / B of the measurement in docs/PERFORMANCE.md): the combine with
+  // the main kernels' shared-memory carveout, so that an SM need not change its L1 / shared split between them.
+  if (combine_carveout_max()) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess) return e;
+  }
+  unsigned long long* tl = nullptr;
+  if (a.timeline != nullptr)
+    tl = a.timeline + static_cast<int64_t>(p.num_tokens) * nsplit * (p.num_heads / hc) * sparse_mla_detail::kTimelineSlots;
   return detail::launch(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)), dim3(kMaxSplits), 0,
-                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early);
+                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early, tl);
 }
 
 }  // namespace

@@ -54,6 +54,9 @@ struct KernelArgs {
   int cc_major;
   // Session 12 (variant 14 with FP8 records): a pair converts step s at the end of its step s - wsp_lead (1..3).
   int wsp_lead;
+  // Session 15 (benchmarks only, SparseMlaParams::debug_timeline): nullptr, or kTimelineSlots %globaltimer stamps
+  // per CTA (variant 10's kernel only; see timeline_stamp).
+  unsigned long long* timeline;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -107,6 +110,18 @@ __device__ __forceinline__ void wait_for_predecessor() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+}
+
+// Session 15: the T=1 timeline probe (SparseMlaParams::debug_timeline; benchmarks only). A CTA's slots:
+// 0 entry, 1 past the PDL wait, 2 the producer's first cleaned index, 3 step 0's records landed (consumer warp 0),
+// 4 step 0's GEMM1 done (warp 0), 5 all consumers past their last GEMM2, 6 outputs staged, 7 outputs stored (issued);
+// 8 + s: step s's records landed (warp 0), s < 8.
+inline constexpr int kTimelineSlots = 16;
+__device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot) {
+  if (tl == nullptr) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  tl[static_cast<int64_t>(blockIdx.x) * kTimelineSlots + slot] = t;
 }
 
 // Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every

@@ -164,7 +164,8 @@ struct WsrCfg : WsCfg<HC, false> {
 template <class C, bool kBulk>
 __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, const int32_t* row_idx,
                                                   const SplitSpan& span, const RowCache& rc, int ptid, int lane,
-                                                  int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
+                                                  int copy_warps, uint32_t bar_full, uint32_t bar_empty,
+                                                  unsigned long long* timeline) {
   using namespace mma;
   constexpr int NST = C::kRing, BT = C::kBT;
   // The indices of the thread's row r for the next kAhead steps in registers: each is loaded kAhead steps before its
@@ -189,6 +190,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
         const int step = step0 + k;
         if (step >= span.nsteps) break;
         const int idx = clean(ahead[k]);
+        if (step == 0 && ptid == 0 && timeline != nullptr) {
+          asm volatile("" ::"r"(idx));  // the stamp after the index load has completed
+          timeline_stamp(timeline, 2);
+        }
         ahead[k] = load_index(step + kAhead, r, act);
         body(step, step % NST, step / NST, idx);
       }
@@ -238,7 +243,9 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   constexpr bool kBulk = kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
+  if (threadIdx.x == 0) timeline_stamp(a.timeline, 0);
   wait_for_predecessor();  // before any global access (PDL)
+  if (threadIdx.x == 0) timeline_stamp(a.timeline, 1);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const WsRole role = ws_role<C, HC>(a, warp);
   const int hg = role.hg, split = role.split, t = role.t;
@@ -284,7 +291,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   if (producer) {
     const int ptid = tid - C::kConsumerWarps * 32;
     if constexpr (C::kStagger)
-      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty);
+      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty,
+                                  a.timeline);
     else
       ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, ptid, lane, copy_warps, bar_full, bar_empty);
   } else {
@@ -308,7 +316,10 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         mma_bf16_16816(s[1], qa[ks], b[2], b[3]);
       }
     };
-    auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
+    auto wait_full = [&](int step) {
+      mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1);
+      if (tid == 0 && step < 8) timeline_stamp(a.timeline, 8 + step);
+    };
     // This warp's quarter of `step`'s scores -> buffer (step & 1), then one arrival on that buffer's mbarrier
     // (use k of buffer b = step 2 k + b has parity k & 1). A warp writes a buffer again two steps later, only
     // after waiting for the other buffer's arrivals, which every warp makes after reading this one.
@@ -391,8 +402,10 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       // interleaves the softmax's ALU / MUFU / shuffle chain with the HMMA chain of the next step's GEMM1
       // (one warp's two latency chains overlapped instead of run back to back: 1.09x at T=128 H=64).
       wait_full(0);
+      if (tid == 0) timeline_stamp(a.timeline, 3);
       gemm1(0, s);
       publish(0, s);
+      if (tid == 0) timeline_stamp(a.timeline, 4);
       for (int step = 0; step + 1 < nsteps; ++step) {
         wait_published(step);
         gather_scores(step, s, x);
@@ -410,6 +423,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
+  if (tid == 0) timeline_stamp(a.timeline, 5);
   // (After the barrier: the 16-head CTA's LSEs live in the ring, which other warps may still be reading before it.)
   if (!producer && wq == 0 && tq == 0) {
     lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
@@ -421,7 +435,12 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
                 l1 > 0.f ? 1.f / l1 : 0.f);
   }
   __syncthreads();
+  if (tid == 0) timeline_stamp(a.timeline, 6);
   write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+  if (a.timeline != nullptr) {
+    __syncthreads();
+    if (tid == 0) timeline_stamp(a.timeline, 7);
+  }
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -905,3 +905,68 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
   }
   CUDA_REQUIRE(cudaStreamDestroy(stream));
 }
+
+// Session 15's timeline probe (SparseMlaParams::debug_timeline, benchmarks only): with it set the results are the
+// same bits, every CTA of variant 10's kernel writes its stamps in the order of its chain, and every block of the
+// chunked combine writes its three after the main kernel's last stored stamp (the combine waits for the whole grid).
+TEST_CASE("sparse MLA: the timeline probe changes no result bit and stamps in chain order") {
+  for (int H : {64, 128}) {
+    Problem pb = shape(1, H, 2048, MlaCacheFormat::kBf16, 8192);
+    INFO(describe(pb));
+    const HostData d = make_data(pb);
+    DevBuf q(d.q.size() * 2), cache(d.cache.size()), idx(d.idx.size() * 4);
+    DevBuf out(static_cast<size_t>(H) * 512 * 2), lse(static_cast<size_t>(H) * 4);
+    CUDA_REQUIRE(cudaMemcpy(q.p, d.q.data(), d.q.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(cache.p, d.cache.data(), d.cache.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(idx.p, d.idx.data(), d.idx.size() * 4, cudaMemcpyHostToDevice));
+    SparseMlaParams p = params_of(pb, q, cache, idx, nullptr, out, lse);
+    const int splits = glm5rt::kernels::sparse_mla_num_splits(p);
+    const int hc = glm5rt::kernels::sparse_mla_heads_per_cta(p);
+    REQUIRE(hc == 16);  // variant 10's 16-head CTA: the probed kernel (the automatic bf16 plan at T = 1)
+    REQUIRE(splits > 1);
+    const int merge = glm5rt::kernels::sparse_mla_combine_kind(p);
+    REQUIRE((merge == 2 || merge == 5));  // the chunked combine (fp32 or bf16 partials): the probed merge
+    const int ctas = splits * H / hc, blocks = H * 4;
+    const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
+    DevBuf ws(ws_bytes), tl((static_cast<size_t>(ctas) * 16 + blocks * 4) * 8);
+    std::vector<uint16_t> o[2];
+    std::vector<float> l[2];
+    for (int probe = 0; probe < 2; ++probe) {
+      CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(H) * 512 * 2));
+      CUDA_REQUIRE(cudaMemset(tl.p, 0, (static_cast<size_t>(ctas) * 16 + blocks * 4) * 8));
+      p.debug_timeline = probe ? static_cast<unsigned long long*>(tl.p) : nullptr;
+      CUDA_REQUIRE(glm5rt::kernels::sparse_mla_forward(p, ws.p, ws_bytes, nullptr));
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      o[probe].resize(static_cast<size_t>(H) * 512);
+      l[probe].resize(H);
+      CUDA_REQUIRE(cudaMemcpy(o[probe].data(), out.p, o[probe].size() * 2, cudaMemcpyDeviceToHost));
+      CUDA_REQUIRE(cudaMemcpy(l[probe].data(), lse.p, H * 4, cudaMemcpyDeviceToHost));
+    }
+    CHECK(o[0] == o[1]);
+    CHECK(std::memcmp(l[0].data(), l[1].data(), H * 4) == 0);
+    std::vector<unsigned long long> t(static_cast<size_t>(ctas) * 16 + blocks * 4);
+    CUDA_REQUIRE(cudaMemcpy(t.data(), tl.p, t.size() * 8, cudaMemcpyDeviceToHost));
+    const int nsteps = 2048 / splits / 16;
+    unsigned long long last_stored = 0;
+    int bad = 0;
+    for (int b = 0; b < ctas; ++b) {
+      const unsigned long long* s = t.data() + static_cast<size_t>(b) * 16;
+      // entry <= past wait <= first index <= step 0 landed <= its GEMM1 <= loop done <= staged <= stored, and the
+      // steps' landings in order after the first index.
+      std::vector<unsigned long long> chain = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
+      bool ok = s[0] != 0 && std::is_sorted(chain.begin(), chain.end()) && s[8] != 0 && s[8] <= s[3];
+      for (int st = 1; st < std::min(nsteps, 8); ++st) ok = ok && s[8 + st] >= s[8 + st - 1] && s[8 + st] <= s[5];
+      if (!ok && ++bad <= 3) CHECK_MESSAGE(false, "CTA ", b, ": stamps out of chain order");
+      last_stored = std::max(last_stored, s[7]);
+    }
+    CHECK(bad == 0);
+    int bad_combine = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long* s = t.data() + static_cast<size_t>(ctas) * 16 + static_cast<size_t>(b) * 4;
+      // (500 ns for the timer's skew across SMs; the grid's completion and flush take longer than that.)
+      const bool ok = s[0] != 0 && s[0] <= s[1] && s[1] <= s[2] && s[1] + 500 >= last_stored;
+      if (!ok && ++bad_combine <= 3) CHECK_MESSAGE(false, "combine block ", b, ": stamps out of order");
+    }
+    CHECK(bad_combine == 0);
+  }
+}
