@@ -10,7 +10,8 @@
 #   bench   (session 14) the decode / prefill benchmark once per value of AB_VALUES with AB_VAR=value: T = BENCH_TS
 #           (1,8,32,128) x H = BENCH_HS (8,16,64,128), prefill BENCH_PT (4096) x BENCH_PH (64), both formats, the
 #           automatic plan only, plus BENCH_EXTRA (more benchmark flags, e.g. "--force-splits 1,2")
-#   timeline (session 15) the T=1 timeline probe (glm5rt_bench_mla_timeline) per AB value; TL_HS (128,64)
+#   timeline (session 15) the T=1 timeline probe (glm5rt_bench_mla_timeline) per AB value; TL_HS (128,64), TL_EXTRA
+#           (more flags, e.g. "--hc 16 --splits 32")
 #   model   the whole-model decode benchmark (FP8 cache, batches MODEL_BATCHES) with variant 14 on / off (whole bundle)
 #   final   the whole GPU test binary, then issue 6's benchmark of record (mla_record: scripts/gpu_mla.sh)
 #
@@ -72,7 +73,8 @@ parts=" ${PARTS:-smoke tests plan} "
     for r in "${runs[@]}"; do
       v=${r%%:*}; n=${r##*:}; tag=${v:+$v-}run$n
       stamp "timeline, run $n${v:+, $AB_VAR=$v}"
-      env ${v:+"$AB_VAR=$v"} timeout 120 "$B/glm5rt_bench_mla_timeline" --H "${TL_HS:-128,64}" \
+      # shellcheck disable=SC2086  # TL_EXTRA: more flags, split on purpose
+      env ${v:+"$AB_VAR=$v"} timeout 120 "$B/glm5rt_bench_mla_timeline" --H "${TL_HS:-128,64}" ${TL_EXTRA:-} \
         --json "$OUT/timeline-$tag.json" > "$OUT/timeline-$tag.txt" 2>&1
       echo "rc $?"; cat "$OUT/timeline-$tag.txt"
     done

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   std::vector<int> h_list = {128, 64};
   int64_t pool = 1 << 20;
   int calls = 32, reps = 10;
+  int force_hc = 0, force_splits = 0;  // --hc / --splits: a forced plan (0 = automatic)
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--H") && i + 1 < argc) h_list = glm5rt_bench::parse_int_list(argv[++i]);
@@ -75,8 +76,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--calls") && i + 1 < argc) calls = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--hc") && i + 1 < argc) force_hc = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) force_splits = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--H 128,64] [--pool TOKENS] [--calls N] [--reps N] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--H 128,64] [--hc 16] [--splits 32] [--pool TOKENS] [--calls N] [--reps N] [--json PATH]\n", argv[0]);
       return 2;
     }
   }
@@ -134,6 +137,8 @@ int main(int argc, char** argv) {
     p.num_heads = H;
     p.topk = kTopk;
     p.softmax_scale = 1.f / 16.f;
+    p.heads_per_cta = force_hc;
+    p.num_splits = force_splits;
     const int splits = glm5rt::kernels::sparse_mla_num_splits(p);
     const int hc = glm5rt::kernels::sparse_mla_heads_per_cta(p);
     const int combine = glm5rt::kernels::sparse_mla_combine_kind(p);

@@ -172,11 +172,20 @@ int main_pdl_mode() {
   return mode;
 }
 
-// Session 15: GLM5RT_MLA_COMBINE_CARVEOUT=1 (read once) gives the combine kernels the main kernels' carveout.
-bool combine_carveout_max() {
+// Session 15: GLM5RT_MLA_WSR_DIRECT=1 (read once): variant 10 stores its outputs from registers (an A / B).
+bool wsr_direct() {
   static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_COMBINE_CARVEOUT");
+    const char* e = std::getenv("GLM5RT_MLA_WSR_DIRECT");
     return e != nullptr && std::atoi(e) == 1;
+  }();
+  return on;
+}
+
+// Session 15: GLM5RT_MLA_WSR_CHAINS=4 (read once) runs variant 10 with four GEMM1 accumulator chains (an A / B).
+bool wsr_chains4() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_WSR_CHAINS");
+    return e != nullptr && std::atoi(e) == 4;
   }();
   return on;
 }
@@ -897,6 +906,8 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.wsp_lead = wsp_lead();
   // The timeline probe: the main kernel's kTimelineSlots per CTA, then the chunked combine's 4 per block.
   a.timeline = p.debug_timeline;
+  a.wsr_chains4 = wsr_chains4() ? 1 : 0;
+  a.wsr_direct = wsr_direct() ? 1 : 0;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();
@@ -957,13 +968,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
                : per <= 8 ? sparse_mla_combine_chunked<8>
                : per <= 16 ? sparse_mla_combine_chunked<16>
                            : sparse_mla_combine_chunked<32>;
-  }
-  // Session 15 (GLM5RT_MLA_COMBINE_CARVEOUT=1, an A / B of the measurement in docs/PERFORMANCE.md): the combine with
-  // the main kernels' shared-memory carveout, so that an SM need not change its L1 / shared split between them.
-  if (combine_carveout_max()) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-    if (e != cudaSuccess) return e;
   }
   unsigned long long* tl = nullptr;
   if (a.timeline != nullptr)

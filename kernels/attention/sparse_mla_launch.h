@@ -105,7 +105,8 @@ cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
 }
 template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC>, true, a, stream);
+  return a.wsr_chains4 ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, true>, true, a, stream)
+                       : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, true, a, stream);
 }
 template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {

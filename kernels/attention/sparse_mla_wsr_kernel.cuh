@@ -233,7 +233,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
   }
 }
 
-template <int HC>
+// kChains4 (session 15, an A / B): GEMM1's k steps alternate between two accumulator sets per n tile (four chains of
+// 4-5 dependent HMMAs instead of two of 9), summed at the end: a shorter latency chain per step where one warp per
+// scheduler runs it (T = 1).
+template <int HC, bool kChains4 = false>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
@@ -308,12 +311,30 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      if constexpr (kChains4) {
+        float s2[2][4];
 #pragma unroll
-      for (int ks = 0; ks < C::kKSteps; ++ks) {
-        uint32_t b[4];
-        ldmatrix_x4(b, tile + k_off + ks * 32);
-        mma_bf16_16816(s[0], qa[ks], b[0], b[1]);
-        mma_bf16_16816(s[1], qa[ks], b[2], b[3]);
+        for (int nt = 0; nt < 2; ++nt) s2[nt][0] = s2[nt][1] = s2[nt][2] = s2[nt][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < C::kKSteps; ++ks) {
+          uint32_t b[4];
+          ldmatrix_x4(b, tile + k_off + ks * 32);
+          float(&d)[2][4] = (ks & 1) ? s2 : s;
+          mma_bf16_16816(d[0], qa[ks], b[0], b[1]);
+          mma_bf16_16816(d[1], qa[ks], b[2], b[3]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) s[nt][j] += s2[nt][j];
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < C::kKSteps; ++ks) {
+          uint32_t b[4];
+          ldmatrix_x4(b, tile + k_off + ks * 32);
+          mma_bf16_16816(s[0], qa[ks], b[0], b[1]);
+          mma_bf16_16816(s[1], qa[ks], b[2], b[3]);
+        }
       }
     };
     auto wait_full = [&](int step) {
@@ -422,6 +443,47 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     }
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
+  if (a.wsr_direct && a.counters == nullptr) {
+    // Session 15 (GLM5RT_MLA_WSR_DIRECT=1, an A / B): each consumer lane stores its own fragments (rows g / g + 8,
+    // columns 128 wq + 8 n + 2t, + 1) straight to the output or the split's partial, without the block barriers and
+    // the shared-memory staging of the common epilogue (the fused merge keeps that one).
+    if (!producer) {
+      const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+      const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g;
+      const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
+      const int col = wq * 128 + 2 * tq;
+      if (a.nsplit == 1 || a.part_bf16) {
+        __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim + col;
+#pragma unroll
+        for (int n = 0; n < C::kDimTiles; ++n) {
+          *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack_bf16x2(acc[n][0] * i0, acc[n][1] * i0);
+          *reinterpret_cast<uint32_t*>(dst + 8 * kMlaLatentDim + 8 * n) = pack_bf16x2(acc[n][2] * i1, acc[n][3] * i1);
+        }
+      } else {
+        float* dst = a.part_o + row * kMlaLatentDim + col;
+#pragma unroll
+        for (int n = 0; n < C::kDimTiles; ++n) {
+          *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
+          *reinterpret_cast<float2*>(dst + 8 * kMlaLatentDim + 8 * n) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
+        }
+      }
+      if (wq == 0 && tq == 0) {
+        const float ls0 = l0 > 0.f ? m0 + log2f(l0) : kNegInf, ls1 = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+        if (a.nsplit == 1) {
+          a.lse[row] = ls0 * kLn2;  // -inf stays -inf
+          a.lse[row + 8] = ls1 * kLn2;
+        } else {
+          a.part_lse[row] = ls0;
+          a.part_lse[row + 8] = ls1;
+        }
+      }
+    }
+    if (a.timeline != nullptr) {
+      __syncthreads();
+      if (tid == 0) timeline_stamp(a.timeline, 5), timeline_stamp(a.timeline, 6), timeline_stamp(a.timeline, 7);
+    }
+    return;
+  }
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   if (tid == 0) timeline_stamp(a.timeline, 5);
   // (After the barrier: the 16-head CTA's LSEs live in the ring, which other warps may still be reading before it.)
