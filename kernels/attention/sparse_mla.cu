@@ -181,11 +181,21 @@ bool wsr_direct() {
   return on;
 }
 
-// Session 15: GLM5RT_MLA_WSR_CHAINS=4 (read once) runs variant 10 with four GEMM1 accumulator chains (an A / B).
+// Session 15: variant 10 with four GEMM1 accumulator chains (H200, call 2: 0.975-0.98x of two chains at T = 1-2 x
+// H = 64-128, 0.98x at T = 4-8 x H = 32, within 0.2% elsewhere); GLM5RT_MLA_WSR_CHAINS=2 (read once): two.
 bool wsr_chains4() {
   static const bool on = [] {
     const char* e = std::getenv("GLM5RT_MLA_WSR_CHAINS");
-    return e != nullptr && std::atoi(e) == 4;
+    return e == nullptr || std::atoi(e) != 2;
+  }();
+  return on;
+}
+
+// Session 15: GLM5RT_MLA_WSR_TWO=1 (read once): variant 10's 16-head CTA compiled for two per SM (an A / B).
+bool wsr_two() {
+  static const bool on = [] {
+    const char* e = std::getenv("GLM5RT_MLA_WSR_TWO");
+    return e != nullptr && std::atoi(e) == 1;
   }();
   return on;
 }
@@ -908,6 +918,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.timeline = p.debug_timeline;
   a.wsr_chains4 = wsr_chains4() ? 1 : 0;
   a.wsr_direct = wsr_direct() ? 1 : 0;
+  a.wsr_two = wsr_two() ? 1 : 0;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();

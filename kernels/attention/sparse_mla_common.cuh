@@ -57,8 +57,10 @@ struct KernelArgs {
   // Session 15 (benchmarks only, SparseMlaParams::debug_timeline): nullptr, or kTimelineSlots %globaltimer stamps
   // per CTA (variant 10's kernel only; see timeline_stamp).
   unsigned long long* timeline;
-  // Session 15 (host side only, GLM5RT_MLA_WSR_CHAINS=4): variant 10 with four GEMM1 accumulator chains (an A / B).
+  // Session 15 (host side only): variant 10 with four GEMM1 accumulator chains (the default; GLM5RT_MLA_WSR_CHAINS=2:
+  // two), and its 16-head CTA compiled for two per SM (GLM5RT_MLA_WSR_TWO=1, an A / B).
   int wsr_chains4;
+  int wsr_two;
   // Session 15 (GLM5RT_MLA_WSR_DIRECT=1): variant 10 stores its outputs from registers, no staging (an A / B).
   int wsr_direct;
 };

@@ -235,9 +235,11 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
 
 // kChains4 (session 15, an A / B): GEMM1's k steps alternate between two accumulator sets per n tile (four chains of
 // 4-5 dependent HMMAs instead of two of 9), summed at the end: a shorter latency chain per step where one warp per
-// scheduler runs it (T = 1).
-template <int HC, bool kChains4 = false>
-__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
+// scheduler runs it (T = 1). kTwo (session 15, an A / B, 16 heads): compiled for two CTAs per SM (168 registers: an
+// SM sub-partition's 16K registers hold three of the two CTAs' ten warps only at <= 168; at 178-182 the second CTA
+// never shares the SM, session 15 call 2), where shared memory holds two (H100 / H200, not SM120's 100 KB).
+template <int HC, bool kChains4 = false, bool kTwo = false>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, kTwo ? 2 : WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
   using namespace mma;
@@ -453,11 +455,22 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
       const int col = wq * 128 + 2 * tq;
       if (a.nsplit == 1 || a.part_bf16) {
-        __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim + col;
+        // bf16: lanes t and t ^ 1 swap one word per n-tile pair so that each lane stores 8 bytes and a row's four
+        // lanes one whole 32-byte sector (tiles n, n + 1: t = 0 columns 0-3, 1: 8-11, 2: 4-7, 3: 12-15); 4-byte
+        // stores (half sectors) measured 1.03-1.05x slower at T = 1-4 (call 2).
+        const bool odd = tq & 1;
+        __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
+                             wq * 128 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
 #pragma unroll
-        for (int n = 0; n < C::kDimTiles; ++n) {
-          *reinterpret_cast<uint32_t*>(dst + 8 * n) = pack_bf16x2(acc[n][0] * i0, acc[n][1] * i0);
-          *reinterpret_cast<uint32_t*>(dst + 8 * kMlaLatentDim + 8 * n) = pack_bf16x2(acc[n][2] * i1, acc[n][3] * i1);
+        for (int n = 0; n < C::kDimTiles; n += 2) {
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {
+            const float inv = hi ? i1 : i0;
+            const uint32_t v0 = pack_bf16x2(acc[n][2 * hi] * inv, acc[n][2 * hi + 1] * inv);
+            const uint32_t v1 = pack_bf16x2(acc[n + 1][2 * hi] * inv, acc[n + 1][2 * hi + 1] * inv);
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
+            *reinterpret_cast<uint2*>(dst + hi * 8 * kMlaLatentDim + 8 * n) = odd ? make_uint2(got, v1) : make_uint2(v0, got);
+          }
         }
       } else {
         float* dst = a.part_o + row * kMlaLatentDim + col;
