@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 15's device calls: environment configurations of variant 10 (CONFIGS, e.g. "base two direct twodirect",
+# Session 15's device calls: environment configurations of variant 10 (CONFIGS, e.g. "base staged flags",
 # each name a line of the case below), each running scripts/gpu_mla_s13.sh's PARTS (default "bench timeline") in
 # $OUT/<config>-run<n>, alternating, RUNS times; first, unless PRE_PARTS is empty, PRE_PARTS (default "smoke tests")
-# as the defaults are, then the sparse MLA tests with every knob on. TL2_EXTRA: a second timeline run per configuration
+# as the defaults are, then the sparse MLA tests once per configuration of TEST_CONFIGS. TL2_EXTRA: a second timeline run per configuration
 # with these flags (e.g. "--hc 16 --splits 32"; TL2_HS, default 128). The other variables as gpu_mla_s13.sh.
 #   P=.carry/s15/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s15.sh          (device, carry .carry/s15)
 # Everything is packed into $OUT/s15.tgz.
@@ -13,21 +13,22 @@ env_of() {
   case $1 in
     base) echo "" ;;
     chains2) echo "GLM5RT_MLA_WSR_CHAINS=2" ;;
-    direct) echo "GLM5RT_MLA_WSR_DIRECT=1" ;;
-    two) echo "GLM5RT_MLA_WSR_TWO=1" ;;
-    twodirect) echo "GLM5RT_MLA_WSR_TWO=1 GLM5RT_MLA_WSR_DIRECT=1" ;;
-    twochains2) echo "GLM5RT_MLA_WSR_TWO=1 GLM5RT_MLA_WSR_CHAINS=2" ;;
+    staged) echo "GLM5RT_MLA_WSR_DIRECT=0" ;;
+    flags) echo "GLM5RT_MLA_FLAGS=1" ;;
+    stagedflags) echo "GLM5RT_MLA_WSR_DIRECT=0 GLM5RT_MLA_FLAGS=1" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }
-all_env="GLM5RT_MLA_WSR_TWO=1 GLM5RT_MLA_WSR_DIRECT=1"
 {
   if [ -n "${PRE_PARTS-smoke tests}" ]; then
     PARTS="${PRE_PARTS-smoke tests}" OUT="$OUT/pre-default" bash scripts/gpu_mla_s13.sh
-    PARTS=tests TEST_ENV="$all_env" OUT="$OUT/pre-knobs" bash scripts/gpu_mla_s13.sh
+    # The tests again with each configuration of TEST_CONFIGS (default: every switch that is off by default on).
+    for c in ${TEST_CONFIGS:-flags stagedflags}; do
+      PARTS=tests TEST_ENV="$(env_of "$c")" OUT="$OUT/pre-$c" bash scripts/gpu_mla_s13.sh
+    done
   fi
   for n in $(seq 1 "${RUNS:-2}"); do
-    for c in ${CONFIGS:-base two direct twodirect}; do
+    for c in ${CONFIGS:-base staged flags}; do
       echo "=== $c, run $n: $(env_of "$c")"
       # shellcheck disable=SC2046  # the configuration's VAR=value words
       env $(env_of "$c") PARTS="${PARTS:-bench timeline}" OUT="$OUT/$c-run$n" bash scripts/gpu_mla_s13.sh

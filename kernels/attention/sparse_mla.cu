@@ -172,11 +172,12 @@ int main_pdl_mode() {
   return mode;
 }
 
-// Session 15: GLM5RT_MLA_WSR_DIRECT=1 (read once): variant 10 stores its outputs from registers (an A / B).
+// Session 15: variant 10 stores its outputs from registers (H200, call 3: 0.95-0.97x at T = 1-8);
+// GLM5RT_MLA_WSR_DIRECT=0 (read once): the staged epilogue.
 bool wsr_direct() {
   static const bool on = [] {
     const char* e = std::getenv("GLM5RT_MLA_WSR_DIRECT");
-    return e != nullptr && std::atoi(e) == 1;
+    return e == nullptr || std::atoi(e) != 0;
   }();
   return on;
 }
@@ -191,14 +192,16 @@ bool wsr_chains4() {
   return on;
 }
 
-// Session 15: GLM5RT_MLA_WSR_TWO=1 (read once): variant 10's 16-head CTA compiled for two per SM (an A / B).
-bool wsr_two() {
+// Session 15: GLM5RT_MLA_FLAGS=1 (read once): the combine started by per-group arrival counts (an A / B).
+bool flags_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WSR_TWO");
+    const char* e = std::getenv("GLM5RT_MLA_FLAGS");
     return e != nullptr && std::atoi(e) == 1;
   }();
   return on;
 }
+
+
 
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
@@ -617,7 +620,8 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
                                                                  const float* __restrict__ part_lse, int nsplit,
                                                                  int64_t rows, __nv_bfloat16* __restrict__ out,
                                                                  float* __restrict__ lse, int release_early,
-                                                                 unsigned long long* /*timeline: not probed*/) {
+                                                                 unsigned long long* /*timeline: not probed*/,
+                                                                 int* /*flags: never set for this kernel*/, int) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -672,7 +676,8 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
                                                                   const float* __restrict__ part_lse, int nsplit,
                                                                   int64_t rows, __nv_bfloat16* __restrict__ out,
                                                                   float* __restrict__ lse, int release_early,
-                                                                  unsigned long long* timeline) {
+                                                                  unsigned long long* timeline, int* flags,
+                                                                  int heads_per_group) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[4];
   __shared__ float4 part[4][32];
@@ -684,12 +689,31 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
     timeline[static_cast<int64_t>(blockIdx.x) * 4 + slot] = t;
   };
   stamp(0);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-  stamp(1);
   const int64_t row = blockIdx.x >> 2;
+  // Session 15 (flags, an A / B): the row's (token, head group) counts its split CTAs in; this block starts when all
+  // have stored their partials, not at the main grid's completion. (Deadlock-free: as a programmatic dependent this
+  // grid is placed only once every main CTA has started; launched plainly, every count is complete already.)
+  const int64_t group = flags != nullptr ? (row / heads_per_group) : 0;
+  if (flags != nullptr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+    if (threadIdx.x == 0) {
+      int n;
+      while (true) {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(n) : "l"(flags + group) : "memory");
+        if (n >= nsplit) break;
+        __nanosleep(32);
+      }
+    }
+    __syncthreads();
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  }
+  stamp(1);
   const int quarter = blockIdx.x & 3;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int d = quarter * 128 + lane * 4;
@@ -746,6 +770,15 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
     packed.y = *reinterpret_cast<uint32_t*>(&hi);
     *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
     if (quarter == 0 && lane == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+  }
+  if (flags != nullptr && threadIdx.x == 0) {
+    // The group's last block out (its heads x 4 quarters; every block has loaded its partials: the split weights'
+    // barriers come after the loads) clears both counts for the next call, which starts only after this grid.
+    int* depart = flags + sparse_mla_detail::kMlaFlagGroups + group;
+    if (atomicAdd(depart, 1) == heads_per_group * 4 - 1) {
+      flags[group] = 0;
+      *depart = 0;
+    }
   }
   if (timeline != nullptr) {
     __syncthreads();
@@ -918,7 +951,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.timeline = p.debug_timeline;
   a.wsr_chains4 = wsr_chains4() ? 1 : 0;
   a.wsr_direct = wsr_direct() ? 1 : 0;
-  a.wsr_two = wsr_two() ? 1 : 0;
+  a.flags = nullptr;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();
@@ -929,6 +962,13 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
     if (combine == 3) a.counters = static_cast<int*>(workspace);
+    // Session 15 (GLM5RT_MLA_FLAGS=1): variant 10's CTAs count themselves in per (token, head group) and the chunked
+    // combine's blocks start on their group's count.
+    const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
+    if (flags_enabled() && (combine == 2 || combine == 5) && groups <= sparse_mla_detail::kMlaFlagGroups &&
+        sparse_mla_detail::runs_wsr(kernel_variant(p, hc) == 11 ? 10 : kernel_variant(p, hc), hc,
+                                    p.format == MlaCacheFormat::kFp8))
+      a.flags = static_cast<int*>(workspace);
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
@@ -984,7 +1024,8 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   if (a.timeline != nullptr)
     tl = a.timeline + static_cast<int64_t>(p.num_tokens) * nsplit * (p.num_heads / hc) * sparse_mla_detail::kTimelineSlots;
   return detail::launch(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)), dim3(kMaxSplits), 0,
-                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early, tl);
+                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early, tl,
+                        a.flags, hc);
 }
 
 }  // namespace

@@ -132,6 +132,9 @@ struct WsrCfg : WsCfg<HC, false> {
   // One CTA per SM (session 9; was two for 16 heads, as variant 5): under two CTAs' register cap (168) the 16-head
   // kernel spilled in its loop (sm_90 20 bytes stored / 56 loaded, sm_120 20 / 44). SM120's 100 KB holds one either
   // way; the planner counts one per SM (ctas_per_sm), and where two would matter, at prefill sizes, variant 5 runs.
+  // (Session 15, call 3: compiled for two per SM it no longer spills at 168 registers, but ran 1.02-1.05x slower at
+  // the same plans, and two per SM at T=1 H=128 (16 x 32) took 12.4 us against 11.0 for one CTA per SM at 16 x 16.
+  // At 178-182 registers a second CTA never shares the SM: ten warps put three on a 16K-register sub-partition.)
   static constexpr int kMinBlocks = 1;
   // (Base::kKSteps = 9: GEMM1 k16 steps per warp, its quarter of 576, as in variant 5.)
   static constexpr int kDimTiles = 16;  // GEMM2 n8 tiles per warp: its 128 output dims
@@ -235,11 +238,9 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
 
 // kChains4 (session 15, an A / B): GEMM1's k steps alternate between two accumulator sets per n tile (four chains of
 // 4-5 dependent HMMAs instead of two of 9), summed at the end: a shorter latency chain per step where one warp per
-// scheduler runs it (T = 1). kTwo (session 15, an A / B, 16 heads): compiled for two CTAs per SM (168 registers: an
-// SM sub-partition's 16K registers hold three of the two CTAs' ten warps only at <= 168; at 178-182 the second CTA
-// never shares the SM, session 15 call 2), where shared memory holds two (H100 / H200, not SM120's 100 KB).
-template <int HC, bool kChains4 = false, bool kTwo = false>
-__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, kTwo ? 2 : WsrCfg<HC>::kMinBlocks)
+// scheduler runs it (T = 1).
+template <int HC, bool kChains4 = false>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
   using namespace mma;
@@ -446,9 +447,10 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, kTwo ? 2 : WsrCfg<HC>::k
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
   if (a.wsr_direct && a.counters == nullptr) {
-    // Session 15 (GLM5RT_MLA_WSR_DIRECT=1, an A / B): each consumer lane stores its own fragments (rows g / g + 8,
-    // columns 128 wq + 8 n + 2t, + 1) straight to the output or the split's partial, without the block barriers and
-    // the shared-memory staging of the common epilogue (the fused merge keeps that one).
+    // Session 15: each consumer lane stores its own fragments (rows g / g + 8, columns 128 wq + 8 n + 2t, + 1)
+    // straight to the output or the split's partial, without the block barriers and the shared-memory staging of the
+    // common epilogue (the fused merge keeps that one). H200, call 3: 0.95-0.97x at T = 1-8 wherever variant 10
+    // runs, T=1 H=128 11.14 -> 10.61 us (GLM5RT_MLA_WSR_DIRECT=0: the staged epilogue).
     if (!producer) {
       const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
       const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g;
@@ -491,6 +493,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, kTwo ? 2 : WsrCfg<HC>::k
         }
       }
     }
+    if (a.flags != nullptr) signal_partials_stored(a, t * (a.num_heads / HC) + hg);
     if (a.timeline != nullptr) {
       __syncthreads();
       if (tid == 0) timeline_stamp(a.timeline, 5), timeline_stamp(a.timeline, 6), timeline_stamp(a.timeline, 7);
@@ -512,6 +515,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, kTwo ? 2 : WsrCfg<HC>::k
   __syncthreads();
   if (tid == 0) timeline_stamp(a.timeline, 6);
   write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+  if (a.flags != nullptr) signal_partials_stored(a, t * (a.num_heads / HC) + hg);
   if (a.timeline != nullptr) {
     __syncthreads();
     if (tid == 0) timeline_stamp(a.timeline, 7);
