@@ -3,6 +3,7 @@
 # (scripts/prebuild_mla_sm90.sh):
 #   smoke   the planner cases at T = 1 with a 60 s timeout; on failure nothing else runs
 #   tests   every sparse MLA test case (session 12's last review commit had not run on the GPU); TEST_ENV="VAR=value"
+#           (TEST_TIMEOUT seconds, default 240; PLAN_TIMEOUT likewise for each plan sweep)
 #           runs them with that environment variable set (session 14: a tuning knob forced on for every shape)
 #   plan    the plan sweep at T <= 8 (every heads per CTA, now including variant 14's 64, x split count x merge)
 #           at T = PLAN_TS (default 1,2,4,8) x H = PLAN_HS (64,128), formats PLAN_FMTS (bf16,fp8), PLAN_RUNS processes;
@@ -37,7 +38,7 @@ parts=" ${PARTS:-smoke tests plan} "
   if [[ $parts == *" tests "* ]]; then
     stamp "sparse MLA tests ${TEST_ENV:-}"
     # shellcheck disable=SC2086,SC2163  # TEST_ENV is VAR=value: export its content
-    ( [ -n "${TEST_ENV:-}" ] && export ${TEST_ENV}; sparse_mla_tests 240 )
+    ( [ -n "${TEST_ENV:-}" ] && export ${TEST_ENV}; sparse_mla_tests "${TEST_TIMEOUT:-240}" )
   fi
   # One run per plan-sweep process: "run<n>" plainly, "<value>-run<n>" with AB_VAR=value.
   runs=()
@@ -50,7 +51,7 @@ parts=" ${PARTS:-smoke tests plan} "
     for r in "${runs[@]}"; do
       v=${r%%:*}; n=${r##*:}; tag=${v:+$v-}run$n
       stamp "plan sweep, run $n${v:+, $AB_VAR=$v}"
-      env ${v:+"$AB_VAR=$v"} timeout 240 "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick \
+      env ${v:+"$AB_VAR=$v"} timeout "${PLAN_TIMEOUT:-240}" "$B/glm5rt_bench_sparse_mla" --plan-sweep --no-sweep --quick \
         --formats "${PLAN_FMTS:-bf16,fp8}" --T "${PLAN_TS:-1,2,4,8}" --H "${PLAN_HS:-64,128}" --reps 9 --commit "$COMMIT" \
         --json "$OUT/plan-$tag.json" > "$OUT/plan-$tag.txt" 2>&1
       echo "rc $?"; grep -E "^plan " "$OUT/plan-$tag.txt" | sed 's/  */ /g'

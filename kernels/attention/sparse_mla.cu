@@ -192,6 +192,13 @@ bool wsr_chains4() {
   return on;
 }
 
+// Whether launch_plan's dispatch runs variant 10's kernel (sparse_mla_wsr_kernel) for this kernel variant.
+bool launches_wsr(int variant, int hc, bool fp8) {
+  if (variant == 7 || sparse_mla_detail::runs_wsp(variant, hc) || sparse_mla_detail::runs_wsg(variant, hc, fp8))
+    return false;
+  return sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
+}
+
 // Session 15: GLM5RT_MLA_FLAGS=1 (read once): the combine started by per-group arrival counts (an A / B).
 bool flags_enabled() {
   static const bool on = [] {
@@ -964,10 +971,11 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     if (combine == 3) a.counters = static_cast<int*>(workspace);
     // Session 15 (GLM5RT_MLA_FLAGS=1): variant 10's CTAs count themselves in per (token, head group) and the chunked
     // combine's blocks start on their group's count.
+    // (Only where the dispatch below launches variant 10's kernel: every other main kernel would leave the counts
+    // short and the combine waiting forever; call 4's first form also set them for variant 11's 32-head CTAs.)
     const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
     if (flags_enabled() && (combine == 2 || combine == 5) && groups <= sparse_mla_detail::kMlaFlagGroups &&
-        sparse_mla_detail::runs_wsr(kernel_variant(p, hc) == 11 ? 10 : kernel_variant(p, hc), hc,
-                                    p.format == MlaCacheFormat::kFp8))
+        launches_wsr(kernel_variant(p, hc), hc, p.format == MlaCacheFormat::kFp8))
       a.flags = static_cast<int*>(workspace);
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
@@ -980,7 +988,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
-  } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
+  } else if (launches_wsr(variant, hc, fp8)) {  // 11 at 16 heads: 10
     err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
   } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)

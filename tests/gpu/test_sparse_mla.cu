@@ -929,6 +929,7 @@ TEST_CASE("sparse MLA: the timeline probe changes no result bit and stamps in ch
     const int ctas = splits * H / hc, blocks = H * 4;
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
     DevBuf ws(ws_bytes), tl((static_cast<size_t>(ctas) * 16 + blocks * 4) * 8);
+    CUDA_REQUIRE(cudaMemset(ws.p, 0, glm5rt::kernels::kMlaCombineCounterBytes));  // the API's rule
     std::vector<uint16_t> o[2];
     std::vector<float> l[2];
     for (int probe = 0; probe < 2; ++probe) {
