@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 15's device calls: environment configurations of variant 10 (CONFIGS, e.g. "base staged flags",
+# Session 15's device calls: environment configurations of variant 10 (CONFIGS, e.g. "base staged chains2",
 # each name a line of the case below), each running scripts/gpu_mla_s13.sh's PARTS (default "bench timeline") in
 # $OUT/<config>-run<n>, alternating, RUNS times; first, unless PRE_PARTS is empty, PRE_PARTS (default "smoke tests")
 # as the defaults are, then the sparse MLA tests once per configuration of TEST_CONFIGS. TL2_EXTRA: a second timeline run per configuration
@@ -14,8 +14,6 @@ env_of() {
     base) echo "" ;;
     chains2) echo "GLM5RT_MLA_WSR_CHAINS=2" ;;
     staged) echo "GLM5RT_MLA_WSR_DIRECT=0" ;;
-    flags) echo "GLM5RT_MLA_FLAGS=1" ;;
-    stagedflags) echo "GLM5RT_MLA_WSR_DIRECT=0 GLM5RT_MLA_FLAGS=1" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }
@@ -24,14 +22,14 @@ env_of() {
     PARTS="${PRE_PARTS-smoke tests}" OUT="$OUT/pre-default" bash scripts/gpu_mla_s13.sh
     # The tests again with each configuration of TEST_CONFIGS (default: every switch that is off by default on); a
     # configuration whose tests fail (or hang: TEST_TIMEOUT) is not timed (session 15 call 4 lost 8 minutes to one).
-    for c in ${TEST_CONFIGS:-flags stagedflags}; do
+    for c in ${TEST_CONFIGS:-staged chains2}; do
       out=$(PARTS=tests TEST_ENV="$(env_of "$c")" OUT="$OUT/pre-$c" bash scripts/gpu_mla_s13.sh)
       echo "$out"
       echo "$out" | grep -q '^rc 0$' || { skip="${skip:-} $c"; echo "=== $c failed its tests: not timed"; }
     done
   fi
   for n in $(seq 1 "${RUNS:-2}"); do
-    for c in ${CONFIGS:-base staged flags}; do
+    for c in ${CONFIGS:-base staged}; do
       [[ " ${skip:-} " == *" $c "* ]] && continue
       echo "=== $c, run $n: $(env_of "$c")"
       # shellcheck disable=SC2046  # the configuration's VAR=value words

@@ -199,15 +199,6 @@ bool launches_wsr(int variant, int hc, bool fp8) {
   return sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
 }
 
-// Session 15: GLM5RT_MLA_FLAGS=1 (read once): the combine started by per-group arrival counts (an A / B).
-bool flags_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_FLAGS");
-    return e != nullptr && std::atoi(e) == 1;
-  }();
-  return on;
-}
-
 
 
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
@@ -446,6 +437,9 @@ constexpr PlanModel kPlanModel[2] = {
 // T=5 H=32, 2.9-4.6% off in all three sweeps of calls 8-9 (16x8: 14.40-14.50 us against 14.82-15.20). Calls 10-11
 // (three sweeps): bf16 T=2 H=32 8x32 -> 16x32 (9.80-9.87 -> 9.44-9.48 us), bf16 T=8 H=32 32x16 -> 16x8 (15.92-16.01
 // -> 15.02-15.12; session 7 had chosen 32x16), FP8 T=7 H=16 model 16x32 -> 16x16 (13.83-13.95 -> 13.47-13.48).
+// Session 15, after variant 10's direct stores (two H200 calls of plan sweeps at T = 1, 2, 4 x H = 32, 64, 128,
+// bench/results/s15/call3, call5): bf16 T=1 H=32 8x64 -> 16x32 with bf16 partials (8.09-8.13 -> 7.65-7.70 us, the one
+// entry >= 3% slower than the best in both); the rest within 3% or not the same best twice.
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -455,7 +449,7 @@ struct MeasuredPlan {
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},         {MlaCacheFormat::kBf16, 1, 16, 8, 64},
-    {MlaCacheFormat::kBf16, 1, 32, 8, 64},        {MlaCacheFormat::kBf16, 1, 64, 16, 32, 2},
+    {MlaCacheFormat::kBf16, 1, 32, 16, 32, 5},    {MlaCacheFormat::kBf16, 1, 64, 16, 32, 2},
     {MlaCacheFormat::kBf16, 1, 128, 16, 16},      {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
     {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},     {MlaCacheFormat::kBf16, 2, 32, 16, 32, 2},
     {MlaCacheFormat::kBf16, 2, 64, 16, 16},       {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
@@ -627,8 +621,7 @@ __global__ void __launch_bounds__(kMaxSplits) sparse_mla_combine(const float* __
                                                                  const float* __restrict__ part_lse, int nsplit,
                                                                  int64_t rows, __nv_bfloat16* __restrict__ out,
                                                                  float* __restrict__ lse, int release_early,
-                                                                 unsigned long long* /*timeline: not probed*/,
-                                                                 int* /*flags: never set for this kernel*/, int) {
+                                                                 unsigned long long* /*timeline: not probed*/) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[kMaxSplits / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -683,8 +676,7 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
                                                                   const float* __restrict__ part_lse, int nsplit,
                                                                   int64_t rows, __nv_bfloat16* __restrict__ out,
                                                                   float* __restrict__ lse, int release_early,
-                                                                  unsigned long long* timeline, int* flags,
-                                                                  int heads_per_group) {
+                                                                  unsigned long long* timeline) {
   __shared__ float w_s[kMaxSplits];
   __shared__ float red[4];
   __shared__ float4 part[4][32];
@@ -696,31 +688,12 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
     timeline[static_cast<int64_t>(blockIdx.x) * 4 + slot] = t;
   };
   stamp(0);
-  const int64_t row = blockIdx.x >> 2;
-  // Session 15 (flags, an A / B): the row's (token, head group) counts its split CTAs in; this block starts when all
-  // have stored their partials, not at the main grid's completion. (Deadlock-free: as a programmatic dependent this
-  // grid is placed only once every main CTA has started; launched plainly, every count is complete already.)
-  const int64_t group = flags != nullptr ? (row / heads_per_group) : 0;
-  if (flags != nullptr) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-    if (threadIdx.x == 0) {
-      int n;
-      while (true) {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(n) : "l"(flags + group) : "memory");
-        if (n >= nsplit) break;
-        __nanosleep(32);
-      }
-    }
-    __syncthreads();
-  } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (release_early) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // see sparse_mla_combine
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-  }
   stamp(1);
+  const int64_t row = blockIdx.x >> 2;
   const int quarter = blockIdx.x & 3;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int d = quarter * 128 + lane * 4;
@@ -777,15 +750,6 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
     packed.y = *reinterpret_cast<uint32_t*>(&hi);
     *reinterpret_cast<uint2*>(out + row * kMlaLatentDim + d) = packed;
     if (quarter == 0 && lane == 0) lse[row] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
-  }
-  if (flags != nullptr && threadIdx.x == 0) {
-    // The group's last block out (its heads x 4 quarters; every block has loaded its partials: the split weights'
-    // barriers come after the loads) clears both counts for the next call, which starts only after this grid.
-    int* depart = flags + sparse_mla_detail::kMlaFlagGroups + group;
-    if (atomicAdd(depart, 1) == heads_per_group * 4 - 1) {
-      flags[group] = 0;
-      *depart = 0;
-    }
   }
   if (timeline != nullptr) {
     __syncthreads();
@@ -958,7 +922,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.timeline = p.debug_timeline;
   a.wsr_chains4 = wsr_chains4() ? 1 : 0;
   a.wsr_direct = wsr_direct() ? 1 : 0;
-  a.flags = nullptr;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();
@@ -969,14 +932,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + kMlaCombineCounterBytes);
     a.part_lse = a.part_o + rows * kMlaLatentDim;
     if (combine == 3) a.counters = static_cast<int*>(workspace);
-    // Session 15 (GLM5RT_MLA_FLAGS=1): variant 10's CTAs count themselves in per (token, head group) and the chunked
-    // combine's blocks start on their group's count.
-    // (Only where the dispatch below launches variant 10's kernel: every other main kernel would leave the counts
-    // short and the combine waiting forever; call 4's first form also set them for variant 11's 32-head CTAs.)
-    const int64_t groups = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
-    if (flags_enabled() && (combine == 2 || combine == 5) && groups <= sparse_mla_detail::kMlaFlagGroups &&
-        launches_wsr(kernel_variant(p, hc), hc, p.format == MlaCacheFormat::kFp8))
-      a.flags = static_cast<int*>(workspace);
   }
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
@@ -1032,8 +987,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   if (a.timeline != nullptr)
     tl = a.timeline + static_cast<int64_t>(p.num_tokens) * nsplit * (p.num_heads / hc) * sparse_mla_detail::kTimelineSlots;
   return detail::launch(kernel, dim3(static_cast<unsigned>(chunked ? out_rows * 4 : out_rows)), dim3(kMaxSplits), 0,
-                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early, tl,
-                        a.flags, hc);
+                        stream, major >= 9, part_o, part_lse, nsplit, out_rows, a.out, a.lse, release_early, tl);
 }
 
 }  // namespace

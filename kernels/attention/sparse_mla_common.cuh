@@ -62,21 +62,7 @@ struct KernelArgs {
   int wsr_chains4;
   // Session 15: variant 10 stores its outputs from registers, no staging (the default; GLM5RT_MLA_WSR_DIRECT=0: off).
   int wsr_direct;
-  // Session 15 (GLM5RT_MLA_FLAGS=1, variant 10 with a chunked combine, an A / B): nullptr, or the workspace's counters:
-  // [0, G) arrivals per (token, head group), G = T * H / HC <= kMlaFlagGroups; each CTA adds one after its partials,
-  // and the combine's blocks of that group start when all splits have (instead of at the whole grid's completion).
-  int* flags;
 };
-// The most (token, head group) rows the flag-started combine serves: arrivals and departures in the counter area.
-inline constexpr int kMlaFlagGroups = 2048;
-
-// A CTA's partials are stored: every thread fences its own stores, then one arrival for the CTA's group (the
-// threadFenceReduction pattern); the combine's blocks acquire it (sparse_mla.cu).
-__device__ __forceinline__ void signal_partials_stored(const KernelArgs& a, int group) {
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) atomicAdd(a.flags + group, 1);
-}
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
 // table every row reads a.cache. A bad table entry gives num_slots = 0 (every index cleaned to -1: the row

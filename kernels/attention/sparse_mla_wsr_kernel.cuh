@@ -493,7 +493,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         }
       }
     }
-    if (a.flags != nullptr) signal_partials_stored(a, t * (a.num_heads / HC) + hg);
     if (a.timeline != nullptr) {
       __syncthreads();
       if (tid == 0) timeline_stamp(a.timeline, 5), timeline_stamp(a.timeline, 6), timeline_stamp(a.timeline, 7);
@@ -515,7 +514,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   __syncthreads();
   if (tid == 0) timeline_stamp(a.timeline, 6);
   write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
-  if (a.flags != nullptr) signal_partials_stored(a, t * (a.num_heads / HC) + hg);
   if (a.timeline != nullptr) {
     __syncthreads();
     if (tid == 0) timeline_stamp(a.timeline, 7);
