@@ -10,7 +10,8 @@
 #           with AB_VAR set (session 14), one process per value of AB_VALUES with AB_VAR=value, alternating as listed
 #   bench   (session 14) the decode / prefill benchmark once per value of AB_VALUES with AB_VAR=value: T = BENCH_TS
 #           (1,8,32,128) x H = BENCH_HS (8,16,64,128), prefill BENCH_PT (4096) x BENCH_PH (64), both formats, the
-#           automatic plan only, plus BENCH_EXTRA (more benchmark flags, e.g. "--force-splits 1,2")
+#           automatic plan only (BENCH_VARIANTS: the kernel variants timed besides it, default none), plus BENCH_EXTRA
+#           (more benchmark flags, e.g. "--force-splits 1,2"); scripts/gpu_mla_env_ab.sh runs this part
 #   timeline (session 15) the T=1 timeline probe (glm5rt_bench_mla_timeline) per AB value; TL_HS (128,64), TL_EXTRA
 #           (more flags, e.g. "--hc 16 --splits 32")
 #   model   the whole-model decode benchmark (FP8 cache, batches MODEL_BATCHES) with variant 14 on / off (whole bundle)
@@ -62,7 +63,7 @@ parts=" ${PARTS:-smoke tests plan} "
       v=${r%%:*}; n=${r##*:}; tag=${v:+$v-}run$n
       stamp "bench, run $n${v:+, $AB_VAR=$v}"
       env ${v:+"$AB_VAR=$v"} timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16,fp8 \
-        --T "${BENCH_TS:-1,8,32,128}" --H "${BENCH_HS:-8,16,64,128}" --variants 0 --prefill-T "${BENCH_PT:-4096}" \
+        --T "${BENCH_TS:-1,8,32,128}" --H "${BENCH_HS:-8,16,64,128}" --variants "${BENCH_VARIANTS:-0}" --prefill-T "${BENCH_PT:-4096}" \
         --prefill-H "${BENCH_PH:-64}" --reps 9 ${BENCH_EXTRA:-} --commit "$COMMIT" --json "$OUT/bench-$tag.json" \
         > "$OUT/bench-$tag.txt" 2>&1
       echo "rc $?"; grep -E "^(decode|prefill) | forced " "$OUT/bench-$tag.txt" | sed 's/  */ /g'
