@@ -199,8 +199,6 @@ bool launches_wsr(int variant, int hc, bool fp8) {
   return sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
 }
 
-
-
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
 // GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).

@@ -236,9 +236,9 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
   }
 }
 
-// kChains4 (session 15, an A / B): GEMM1's k steps alternate between two accumulator sets per n tile (four chains of
-// 4-5 dependent HMMAs instead of two of 9), summed at the end: a shorter latency chain per step where one warp per
-// scheduler runs it (T = 1).
+// kChains4 (session 15; the launcher's default at 16 heads, KernelArgs::wsr_chains4): GEMM1's k steps alternate
+// between two accumulator sets per n tile (four chains of 4-5 dependent HMMAs instead of two of 9), summed at the end:
+// a shorter latency chain per step where one warp per scheduler runs it (T <= 8; H200 call 2: 0.975-0.985x).
 template <int HC, bool kChains4 = false>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
