@@ -17,6 +17,7 @@ using sparse_mla_detail::kMaxSplitEntries;
 using sparse_mla_detail::kTileTokens;
 
 constexpr int kMaxSplits = 128;  // the combine kernel's block size
+constexpr int kCombineTimelineSlots = 4;  // the chunked combine's stamps per block (SparseMlaParams::debug_timeline)
 
 bool valid_heads(int h) { return h == 8 || h == 16 || h == 32 || h == 64 || h == 128; }
 
@@ -190,13 +191,6 @@ bool wsr_chains4() {
     return e == nullptr || std::atoi(e) != 2;
   }();
   return on;
-}
-
-// Whether launch_plan's dispatch runs variant 10's kernel (sparse_mla_wsr_kernel) for this kernel variant.
-bool launches_wsr(int variant, int hc, bool fp8) {
-  if (variant == 7 || sparse_mla_detail::runs_wsp(variant, hc) || sparse_mla_detail::runs_wsg(variant, hc, fp8))
-    return false;
-  return sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
 }
 
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
@@ -680,10 +674,7 @@ __global__ void __launch_bounds__(128) sparse_mla_combine_chunked(const float* _
   __shared__ float4 part[4][32];
   // Session 15's timeline probe (SparseMlaParams::debug_timeline): per block, 0 entry, 1 past the wait, 2 stored.
   auto stamp = [&](int slot) {
-    if (timeline == nullptr || threadIdx.x != 0) return;
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    timeline[static_cast<int64_t>(blockIdx.x) * 4 + slot] = t;
+    if (threadIdx.x == 0) sparse_mla_detail::timeline_stamp(timeline, slot, kCombineTimelineSlots);
   };
   stamp(0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -941,7 +932,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
-  } else if (launches_wsr(variant, hc, fp8)) {  // 11 at 16 heads: 10
+  } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10
     err = sparse_mla_detail::launch_wsr_bf16(hc, a, stream);
   } else if (variant == 5 || variant >= 10) {  // 10 / 11 with 8 heads per CTA or FP8 records: variant 5
     err = fp8 ? sparse_mla_detail::launch_ws_fp8(hc, a, stream)

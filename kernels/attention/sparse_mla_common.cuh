@@ -121,12 +121,13 @@ __device__ __forceinline__ void wait_for_predecessor() {
 // 0 entry, 1 past the PDL wait, 2 the producer's first cleaned index, 3 step 0's records landed (consumer warp 0),
 // 4 step 0's GEMM1 done (warp 0), 5 all consumers past their last GEMM2, 6 outputs staged, 7 outputs stored (issued);
 // 8 + s: step s's records landed (warp 0), s < 8.
+// (The chunked combine stamps its blocks with the same helper, `slots` per block.)
 inline constexpr int kTimelineSlots = 16;
-__device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot) {
+__device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot, int slots = kTimelineSlots) {
   if (tl == nullptr) return;
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  tl[static_cast<int64_t>(blockIdx.x) * kTimelineSlots + slot] = t;
+  tl[static_cast<int64_t>(blockIdx.x) * slots + slot] = t;
 }
 
 // Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every

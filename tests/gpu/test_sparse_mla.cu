@@ -927,14 +927,15 @@ TEST_CASE("sparse MLA: the timeline probe changes no result bit and stamps in ch
     const int merge = glm5rt::kernels::sparse_mla_combine_kind(p);
     REQUIRE((merge == 2 || merge == 5));  // the chunked combine (fp32 or bf16 partials): the probed merge
     const int ctas = splits * H / hc, blocks = H * 4;
+    const size_t entries = static_cast<size_t>(ctas) * 16 + static_cast<size_t>(blocks) * 4;  // sparse_mla.h's rule
     const size_t ws_bytes = glm5rt::kernels::sparse_mla_workspace_size(p);
-    DevBuf ws(ws_bytes), tl((static_cast<size_t>(ctas) * 16 + blocks * 4) * 8);
+    DevBuf ws(ws_bytes), tl(entries * 8);
     CUDA_REQUIRE(cudaMemset(ws.p, 0, glm5rt::kernels::kMlaCombineCounterBytes));  // the API's rule
     std::vector<uint16_t> o[2];
     std::vector<float> l[2];
     for (int probe = 0; probe < 2; ++probe) {
       CUDA_REQUIRE(cudaMemset(out.p, 0xff, static_cast<size_t>(H) * 512 * 2));
-      CUDA_REQUIRE(cudaMemset(tl.p, 0, (static_cast<size_t>(ctas) * 16 + blocks * 4) * 8));
+      CUDA_REQUIRE(cudaMemset(tl.p, 0, entries * 8));
       p.debug_timeline = probe ? static_cast<unsigned long long*>(tl.p) : nullptr;
       CUDA_REQUIRE(glm5rt::kernels::sparse_mla_forward(p, ws.p, ws_bytes, nullptr));
       CUDA_REQUIRE(cudaDeviceSynchronize());
@@ -945,7 +946,7 @@ TEST_CASE("sparse MLA: the timeline probe changes no result bit and stamps in ch
     }
     CHECK(o[0] == o[1]);
     CHECK(std::memcmp(l[0].data(), l[1].data(), H * 4) == 0);
-    std::vector<unsigned long long> t(static_cast<size_t>(ctas) * 16 + blocks * 4);
+    std::vector<unsigned long long> t(entries);
     CUDA_REQUIRE(cudaMemcpy(t.data(), tl.p, t.size() * 8, cudaMemcpyDeviceToHost));
     const int nsteps = 2048 / splits / 16;
     unsigned long long last_stored = 0;
