@@ -10,7 +10,7 @@
 # T=128 H=8 (the 1.6x target), bf16 T=1 H=128 (the 10 us target). SET=v7: variant 7 at T=128 H=8 with four and
 # with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=s9: variant 7 at FP8 T=128 H=8 and variant 10 at bf16 T=1
 # H=128 (session 9). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
-# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12).
+# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12).
 # Per kernel: the details page, the per-instruction SASS page
 # (CSV) and its stall summary (bench/sparse_mla/sass_stalls.py), packed into $OUT/profile.tgz; a short summary is
 # printed.
@@ -58,6 +58,11 @@ profile() {
     s9)
       profile v7-fp8-t128-h8 "sparse_mla_reg_kernel" - --T 128 --H 8 --variants 7 --formats fp8
       profile v10-t1-h128 "sparse_mla_wsr_kernel" - --T 1 --H 128 --variants 10 --formats bf16
+      ;;
+    s16)
+      # Session 16: variant 10's 16-head CTA at T=1 as the planner runs it (16 x 16 at H=128, 16 x 32 at H=64)
+      profile v10-t1-h128 "sparse_mla_wsr_kernel" - --T 1 --H 128 --variants 0 --formats bf16
+      profile v10-t1-h64 "sparse_mla_wsr_kernel" - --T 1 --H 64 --variants 0 --formats bf16
       ;;
     v10)
       profile v10-t128-h64 "sparse_mla_wsr_kernel" - --T 128 --H 64 --variants 10
