@@ -14,8 +14,6 @@ env_of() {
     base) echo "" ;;
     chains2) echo "GLM5RT_MLA_WSR_CHAINS=2" ;;
     staged) echo "GLM5RT_MLA_WSR_DIRECT=0" ;;
-    w8) echo "GLM5RT_MLA_WSR_W8=1" ;;
-    w8staged) echo "GLM5RT_MLA_WSR_W8=1 GLM5RT_MLA_WSR_DIRECT=0" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }

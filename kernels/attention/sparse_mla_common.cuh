@@ -62,8 +62,6 @@ struct KernelArgs {
   int wsr_chains4;
   // Session 15: variant 10 stores its outputs from registers, no staging (the default; GLM5RT_MLA_WSR_DIRECT=0: off).
   int wsr_direct;
-  // Session 16 candidate (GLM5RT_MLA_WSR_W8=1, an A / B): variant 10's 16-head CTA with eight consumer warps.
-  int wsr_w8;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

@@ -105,11 +105,6 @@ cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
 }
 template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  static_assert(WsrCfg<16, true>::kSmemBytes == WsrCfg<16>::kSmemBytes, "kW8 keeps the 16-head layout");
-  if constexpr (HC == 16) {
-    // (kW8 runs its own two GEMM1 chains per warp; kChains4 does not apply.)
-    if (a.wsr_w8) return launch_grid<WsrCfg<HC, true>, HC>(sparse_mla_wsr_kernel<HC, false, true>, true, a, stream);
-  }
   // (Four chains only at 16 heads: the 32-head kernel, which variant 11 replaces by default, would spill.)
   return a.wsr_chains4 && HC == 16 ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, true, a, stream)
                                    : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, true, a, stream);

@@ -109,18 +109,10 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
   }
 }
 
-// kW8 (session 16 candidate, 16 heads only): eight consumer warps for the CTA's 16 heads instead of four. Warp
-// (wh, wq) = (warp >> 2, warp & 3) runs GEMM1 over k quarter wq for token half wh (one n8 tile: half the HMMAs of a
-// four-warp consumer), and GEMM2 for output dims 64 warp .. + 63 (8 n tiles); every warp sums the eight partial
-// tiles (one float4 per lane each) and runs the softmax of all 16 tokens, as now. Why: session 15's timeline put
-// the T=1 steps at ~0.45 us each, bound by one consumer warp's chain per scheduler, not by the gather.
-template <int HC, bool kW8 = false>
+template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
   static_assert(HC == 16 || HC == 32, "variant 10 runs 16-head consumer groups");
-  static_assert(!kW8 || HC == 16, "eight consumer warps: the 16-head CTA only");
-  static constexpr int kConsumerWarps = kW8 ? 8 : Base::kConsumerWarps;
-  static constexpr int kThreads = kConsumerWarps * 32 + Base::kProducerThreads;
   // Session 10, the 16-head CTA: five ring slots instead of four (a step's gather in flight four steps ahead; on the
   // H200 1.05x at T=1 H=128, 1.06x at T=128 H=16). To fit SM120's 99 KB: record rows staggered (row_off) instead
   // of padded by 16 bytes each; the producer writes each slot's cleaned indices beside its copies instead of the
@@ -145,9 +137,8 @@ struct WsrCfg : WsCfg<HC, false> {
   // At 178-182 registers a second CTA never shares the SM: ten warps put three on a 16K-register sub-partition.)
   static constexpr int kMinBlocks = 1;
   // (Base::kKSteps = 9: GEMM1 k16 steps per warp, its quarter of 576, as in variant 5.)
-  static constexpr int kDimTiles = kW8 ? 8 : 16;  // GEMM2 n8 tiles per warp: its 128 (kW8: 64) output dims
-  // Partial scores per group: [2 buffers][4 warps][2 n-tiles][32 lanes][4] floats (C fragments as stored); kW8:
-  // [2 buffers][8 warps (token half, k quarter)][32 lanes][4], the same size.
+  static constexpr int kDimTiles = 16;  // GEMM2 n8 tiles per warp: its 128 output dims
+  // Partial scores per group: [2 buffers][4 warps][2 n-tiles][32 lanes][4] floats (C fragments as stored).
   static constexpr int kBufFloats = 4 * 2 * 32 * 4;
   static constexpr int kSpartFloats = 2 * kBufFloats;
   static constexpr int kOffSpart = kStageAreaBytes;
@@ -248,10 +239,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
 // kChains4 (session 15; the launcher's default at 16 heads, KernelArgs::wsr_chains4): GEMM1's k steps alternate
 // between two accumulator sets per n tile (four chains of 4-5 dependent HMMAs instead of two of 9), summed at the end:
 // a shorter latency chain per step where one warp per scheduler runs it (T <= 8; H200 call 2: 0.975-0.985x).
-template <int HC, bool kChains4 = false, bool kW8 = false>
-__global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kMinBlocks)
+template <int HC, bool kChains4 = false>
+__global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
-  using C = WsrCfg<HC, kW8>;
+  using C = WsrCfg<HC>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -268,9 +259,7 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
   const SplitSpan& span = role.span;
   const int nsteps = span.nsteps;
   const bool producer = role.producer;
-  const int gi = kW8 ? 0 : role.gi, wq = role.wq;
-  const int wh = kW8 ? (warp >> 2) & 1 : 0;  // kW8: the warp's token half in GEMM1
-  const int dim0 = kW8 ? (warp & 7) * 64 : wq * 128;  // the warp's first GEMM2 output dim
+  const int gi = role.gi, wq = role.wq;
   allow_dependent_launch();  // the combine kernel (PDL)
 
   // Q of the group's 16 heads as GEMM1 A fragments over this warp's k quarter: rows g / g + 8, columns
@@ -295,11 +284,11 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
   }
   const uint32_t bar_part = smem_addr(smem + C::kOffPartBar);
   if (tid == 0)
-    for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, kW8 ? 8 : 4);  // one per warp of the group
+    for (int i = 0; i < C::kGroups * 2; ++i) mbar_init(bar_part + i * 8, 4);  // one arrival per warp of the group
   __syncthreads();
 
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
-  float acc[C::kDimTiles][4];  // O rows g / g + 8 (heads), columns dim0 + 8 n + 2t (+1)
+  float acc[C::kDimTiles][4];  // O rows g / g + 8 (heads), columns 128 wq + 8 n + 2t (+1)
 #pragma unroll
   for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   float m0 = kNegInf, m1 = kNegInf;  // running max (base-2 units) of heads g, g + 8 (same on the row's lanes)
@@ -317,28 +306,15 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
     // ldmatrix row addresses: K (non-transposed, B of GEMM1): matrices (tok 0-7, k0), (tok 0-7, k0 + 8),
     // (tok 8-15, k0), (tok 8-15, k0 + 8); V (transposed, B of GEMM2): (tok 0-7, d), (tok 8-15, d),
     // (tok 0-7, d + 8), (tok 8-15, d + 8).
-    // kW8: K as two matrices (the warp's 8 tokens, k0 / k0 + 8) by ldmatrix.x2 (lanes 0-15's addresses).
     const uint32_t k_off =
-        kW8 ? C::row_off(8 * wh + (lane & 7)) + (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2
-            : C::row_off((lane & 7) + ((lane >> 4) << 3)) + (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
-    const uint32_t v_off = C::row_off((lane & 7) + (((lane >> 3) & 1) << 3)) + (dim0 + (lane >> 4) * 8) * 2;
+        C::row_off((lane & 7) + ((lane >> 4) << 3)) + (wq * C::kKSteps * 16 + ((lane >> 3) & 1) * 8) * 2;
+    const uint32_t v_off = C::row_off((lane & 7) + (((lane >> 3) & 1) << 3)) + (wq * 128 + (lane >> 4) * 8) * 2;
     // GEMM1 of `step` (after waiting for its slot): this warp's k quarter of S, n-tile 0 = tokens 0-7, 1 = 8-15.
     auto gemm1 = [&](int step, float (&s)[2][4]) {
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      if constexpr (kW8) {
-        // One n tile (the warp's token half) in s[0], two accumulator chains (even / odd k steps).
-        float s2[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int ks = 0; ks < C::kKSteps; ++ks) {
-          uint32_t b[2];
-          ldmatrix_x2(b, tile + k_off + ks * 32);
-          mma_bf16_16816((ks & 1) ? s2 : s[0], qa[ks], b[0], b[1]);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) s[0][j] += s2[j];
-      } else if constexpr (kChains4) {
+      if constexpr (kChains4) {
         float s2[2][4];
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) s2[nt][0] = s2[nt][1] = s2[nt][2] = s2[nt][3] = 0.f;
@@ -374,14 +350,9 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
     const uint32_t part_bar = bar_part + gi * 2 * 8;
     auto publish = [&](int step, const float (&s)[2][4]) {
       float* buf = spart + (step & 1) * C::kBufFloats;
-      if constexpr (kW8) {
-        *reinterpret_cast<float4*>(buf + (warp * 32 + lane) * 4) = make_float4(s[0][0], s[0][1], s[0][2], s[0][3]);
-      } else {
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-          *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) =
-              make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
-      }
+      for (int nt = 0; nt < 2; ++nt)
+        *reinterpret_cast<float4*>(buf + ((wq * 2 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
       __syncwarp();
       if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
     };
@@ -394,20 +365,6 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
     // bit; each warp's output columns use its own P, maximum and sums, so every warp is self-consistent.
     auto gather_scores = [&](int step, const float (&own)[2][4], float (&x)[2][4]) {
       const float* buf = spart + (step & 1) * C::kBufFloats;
-      if constexpr (kW8) {
-        // All eight partial tiles from shared memory, in one order for every warp (the same scores in each).
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          float4 v = *reinterpret_cast<const float4*>(buf + ((nt * 4) * 32 + lane) * 4);
-#pragma unroll
-          for (int q = 1; q < 4; ++q) {
-            const float4 u = *reinterpret_cast<const float4*>(buf + ((nt * 4 + q) * 32 + lane) * 4);
-            v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
-          }
-          x[nt][0] = v.x, x[nt][1] = v.y, x[nt][2] = v.z, x[nt][3] = v.w;
-        }
-        return;
-      }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -498,14 +455,14 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
       const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
       const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g;
       const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-      const int col = dim0 + 2 * tq;
+      const int col = wq * 128 + 2 * tq;
       if (a.nsplit == 1 || a.part_bf16) {
         // bf16: lanes t and t ^ 1 swap one word per n-tile pair so that each lane stores 8 bytes and a row's four
         // lanes one whole 32-byte sector (tiles n, n + 1: t = 0 columns 0-3, 1: 8-11, 2: 4-7, 3: 12-15); 4-byte
         // stores (half sectors) measured 1.03-1.05x slower at T = 1-4 (call 2).
         const bool odd = tq & 1;
         __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
-                             dim0 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
+                             wq * 128 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
 #pragma unroll
         for (int n = 0; n < C::kDimTiles; n += 2) {
 #pragma unroll
@@ -525,7 +482,7 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
           *reinterpret_cast<float2*>(dst + 8 * kMlaLatentDim + 8 * n) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
         }
       }
-      if (wq == 0 && wh == 0 && tq == 0) {
+      if (wq == 0 && tq == 0) {
         const float ls0 = l0 > 0.f ? m0 + log2f(l0) : kNegInf, ls1 = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
         if (a.nsplit == 1) {
           a.lse[row] = ls0 * kLn2;  // -inf stays -inf
@@ -545,13 +502,13 @@ __global__ void __launch_bounds__(WsrCfg<HC, kW8>::kThreads, WsrCfg<HC, kW8>::kM
   __syncthreads();  // every consumer is past its last GEMM2 and the producer's copies have landed
   if (tid == 0) timeline_stamp(a.timeline, 5);
   // (After the barrier: the 16-head CTA's LSEs live in the ring, which other warps may still be reading before it.)
-  if (!producer && wq == 0 && wh == 0 && tq == 0) {
+  if (!producer && wq == 0 && tq == 0) {
     lse_s[gi * 16 + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
     lse_s[gi * 16 + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
   }
   float* stg = reinterpret_cast<float*>(smem);
   if (!producer) {
-    stage_mtile(stg + (gi * 16 + g) * kStgStride + dim0 + 2 * tq, acc, l0 > 0.f ? 1.f / l0 : 0.f,
+    stage_mtile(stg + (gi * 16 + g) * kStgStride + wq * 128 + 2 * tq, acc, l0 > 0.f ? 1.f / l0 : 0.f,
                 l1 > 0.f ? 1.f / l1 : 0.f);
   }
   __syncthreads();
