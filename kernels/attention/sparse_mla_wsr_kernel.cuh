@@ -64,35 +64,24 @@ __device__ __forceinline__ void load_q_a_fragment(uint32_t (&f)[4], const uint32
   f[3] = __ldg(q8 + w0 + 4);
 }
 
-// The register softmax's first half for rows g / g + 8 of a step of NS 16-token ring slots (variants 10 and 14; NS = 2:
-// variant 10's 32-token steps, session 16): x = the scores as C fragments of 2 NS n8 tiles (tokens 8 nt + 2t, + 1),
-// scaled to base 2 and masked by each slot's indices (sidx[k]: slot k's, -1 = unused), the rows' maxima over their
-// four lanes, and the lazy rescale of the running maxima m0 / m1 (keep the older max while the new one exceeds it by at
-// most kLazyRescale: the same decision on a row's four lanes, which hold the same maxima, so that most steps rescale
-// nothing). Returns the subtrahends mu (0 for a row with nothing valid so far, whose max stays -inf, so that exp2
-// gives 0, not NaN) and the rescale factors al.
-template <int NS>
-__device__ __forceinline__ void softmax_rows_max(float (&x)[2 * NS][4], const int* const (&sidx)[NS], int tq,
-                                                 float scale_log2, float& m0, float& m1, float& mu0, float& mu1,
-                                                 float& al0, float& al1) {
+// The register softmax's first half for rows g / g + 8 of a 16-token step (variants 10 and 14): x = the scores as C
+// fragments of two n8 tiles (tokens 8 nt + 2t, + 1), scaled to base 2 and masked by the step's indices (sidx: -1 =
+// unused), the rows' maxima over their four lanes, and the lazy rescale of the running maxima m0 / m1 (keep the older
+// max while the new one exceeds it by at most kLazyRescale: the same decision on a row's four lanes, which hold the
+// same maxima, so that most steps rescale nothing). Returns the subtrahends mu (0 for a row with nothing valid so far,
+// whose max stays -inf, so that exp2 gives 0, not NaN) and the rescale factors al.
+__device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
+                                                 float& m1, float& mu0, float& mu1, float& al0, float& al1) {
   constexpr float kNegInf = -__builtin_huge_valf();
+  const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
+  const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
+  const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
 #pragma unroll
-  for (int k = 0; k < NS; ++k) {
-    const int2 va = *reinterpret_cast<const int2*>(sidx[k] + 2 * tq);
-    const int2 vb = *reinterpret_cast<const int2*>(sidx[k] + 8 + 2 * tq);
-    const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
+  for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) x[2 * k + nt][j] = ok[nt][j & 1] ? x[2 * k + nt][j] * scale_log2 : kNegInf;
-  }
+    for (int j = 0; j < 4; ++j) x[nt][j] = ok[nt][j & 1] ? x[nt][j] * scale_log2 : kNegInf;
   float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
   float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
-#pragma unroll
-  for (int nt = 2; nt < 2 * NS; nt += 2) {
-    mx0 = fmaxf(mx0, fmaxf(fmaxf(x[nt][0], x[nt][1]), fmaxf(x[nt + 1][0], x[nt + 1][1])));
-    mx1 = fmaxf(mx1, fmaxf(fmaxf(x[nt][2], x[nt][3]), fmaxf(x[nt + 1][2], x[nt + 1][3])));
-  }
   mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
   mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
@@ -106,12 +95,6 @@ __device__ __forceinline__ void softmax_rows_max(float (&x)[2 * NS][4], const in
   al1 = fast_exp2(m1 - mu1);
   m0 = mn0;
   m1 = mn1;
-}
-// One slot (variants 10 and 14's 16-token steps).
-__device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
-                                                 float& m1, float& mu0, float& mu1, float& al0, float& al1) {
-  const int* const slots[1] = {sidx};
-  softmax_rows_max<1>(x, slots, tq, scale_log2, m0, m1, mu0, mu1, al0, al1);
 }
 
 // Rows g and g + 8 of one m16 tile of O (C fragments of NT n8 tiles: columns 8 n + 2t, + 1) into the fp32 staging
@@ -256,18 +239,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
 // kChains4 (session 15; the launcher's default at 16 heads, KernelArgs::wsr_chains4): GEMM1's k steps alternate
 // between two accumulator sets per n tile (four chains of 4-5 dependent HMMAs instead of two of 9), summed at the end:
 // a shorter latency chain per step where one warp per scheduler runs it (T <= 8; H200 call 2: 0.975-0.985x).
-// kDouble (session 16, 16 heads only; KernelArgs::wsr_double): the consumers take two ring slots per step (32 tokens):
-// GEMM1 over four n tiles, one score exchange, one softmax and one rescale decision per 32 tokens, GEMM2 over k = 32,
-// so the step's fixed latencies (the exchange's rendezvous, the row-max shuffles, the exp chain, the last HMMAs'
-// latency) are paid once per 32 tokens. The exchange is single-buffered (the double buffer's 8 KB hold one 32-token
-// step's partials; SM120's 99 KB has no room for two): a "used" mbarrier (each warp arrives once it has summed a
-// step's partials) lets a warp publish step d + 1 only after every warp has read step d. The producer fills an even
-// number of slots (an odd split ends with a zero-filled slot of -1 indices, masked like any unused entry).
-template <int HC, bool kChains4 = false, bool kDouble = false>
+template <int HC, bool kChains4 = false>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
-  static_assert(!kDouble || C::kStagger, "32-token steps: the 16-head CTA's five-slot ring only");
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -321,12 +296,9 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
 
   if (producer) {
     const int ptid = tid - C::kConsumerWarps * 32;
-    if constexpr (C::kStagger) {
-      SplitSpan fill = span;
-      if constexpr (kDouble) fill.nsteps = (span.nsteps + 1) & ~1;  // whole 32-token steps (see kDouble)
-      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, fill, rc, ptid, lane, copy_warps, bar_full, bar_empty,
+    if constexpr (C::kStagger)
+      wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty,
                                   a.timeline);
-    }
     else
       ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, ptid, lane, copy_warps, bar_full, bar_empty);
   } else {
@@ -447,126 +419,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
-    if constexpr (kDouble) {
-      // 32-token steps: step d = ring slots (of 16-token steps) 2 d and 2 d + 1; n tiles 0-1 from the first, 2-3 from
-      // the second. The partials: [warp][n tile][lane] float4 (8 KB), one buffer; its "published" and "used" barriers.
-      const uint32_t pub_bar = bar_part + gi * 2 * 8, used_bar = pub_bar + 8;
-      auto tile_of = [&](int slot_step) { return smem_addr(smem + (slot_step % NST) * C::kTileBytes); };
-      auto gemm1d = [&](int d, float (&s)[4][4]) {
-        float s2[4][4];
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) s[nt][j] = s2[nt][j] = 0.f;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          wait_full(2 * d + h);
-          if (tid == 0 && d == 0 && h == 0) timeline_stamp(a.timeline, 3);
-          const uint32_t tile = tile_of(2 * d + h);
-#pragma unroll
-          for (int ks = 0; ks < C::kKSteps; ++ks) {
-            uint32_t b[4];
-            ldmatrix_x4(b, tile + k_off + ks * 32);
-            float(&acc1)[4][4] = (kChains4 && (ks & 1)) ? s2 : s;
-            mma_bf16_16816(acc1[2 * h], qa[ks], b[0], b[1]);
-            mma_bf16_16816(acc1[2 * h + 1], qa[ks], b[2], b[3]);
-          }
-        }
-        if constexpr (kChains4) {
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) s[nt][j] += s2[nt][j];
-        }
-      };
-      auto publishd = [&](int d, const float (&s)[4][4]) {
-        if (d > 0) mbar_wait_parity(used_bar, (d - 1) & 1);  // every warp has summed step d - 1's partials
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-          *reinterpret_cast<float4*>(spart + ((wq * 4 + nt) * 32 + lane) * 4) = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(pub_bar);
-      };
-      // The four k quarters at this lane's positions (own first, then the others in the order gather_scores uses).
-      auto gatherd = [&](int d, const float (&own)[4][4], float (&x)[4][4]) {
-        mbar_wait_parity(pub_bar, d & 1);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) x[nt][j] = own[nt][j];
-#pragma unroll
-        for (int i = 1; i < 4; ++i) {
-          const int w = (wq + i) & 3;
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-            const float4 v = *reinterpret_cast<const float4*>(spart + ((w * 4 + nt) * 32 + lane) * 4);
-            x[nt][0] += v.x, x[nt][1] += v.y, x[nt][2] += v.z, x[nt][3] += v.w;
-          }
-        }
-        __syncwarp();  // (every lane's loads have been used above)
-        if (lane == 0) mbar_arrive(used_bar);
-      };
-      auto softmaxd = [&](int d, float (&x)[4][4], uint32_t (&pa0)[4], uint32_t (&pa1)[4], float& al0, float& al1) {
-        const int* const sidx[2] = {s_idx + ((2 * d) % NST) * C::kBT, s_idx + ((2 * d + 1) % NST) * C::kBT};
-        float mu0, mu1;
-        softmax_rows_max<2>(x, sidx, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          const __nv_bfloat162 p01 = __floats2bfloat162_rn(fast_exp2(x[nt][0] - mu0), fast_exp2(x[nt][1] - mu0));
-          const __nv_bfloat162 p23 = __floats2bfloat162_rn(fast_exp2(x[nt][2] - mu1), fast_exp2(x[nt][3] - mu1));
-          uint32_t(&pa)[4] = nt < 2 ? pa0 : pa1;
-          pa[(nt & 1) * 2 + 0] = *reinterpret_cast<const uint32_t*>(&p01);
-          pa[(nt & 1) * 2 + 1] = *reinterpret_cast<const uint32_t*>(&p23);
-        }
-      };
-      auto gemm2d = [&](int d, const uint32_t (&pa0)[4], const uint32_t (&pa1)[4], float al0, float al1) {
-        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-          scale_mtile(acc, al0, al1);
-          lsum[0] *= al0;
-          lsum[1] *= al0;
-          lsum[2] *= al1;
-          lsum[3] *= al1;
-        }
-        constexpr uint32_t kOnes = 0x3f803f80u;  // bf16x2 (1, 1): row sums of P on the tensor cores, as gemm2
-        mma_bf16_16816(lsum, pa0, kOnes, kOnes);
-        mma_bf16_16816(lsum, pa1, kOnes, kOnes);
-        const uint32_t ta = tile_of(2 * d), tb = tile_of(2 * d + 1);
-#pragma unroll
-        for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
-          uint32_t b[4], c[4];
-          ldmatrix_x4_trans(b, ta + v_off + n2 * 32);
-          ldmatrix_x4_trans(c, tb + v_off + n2 * 32);
-          mma_bf16_16816(acc[2 * n2], pa0, b[0], b[1]);
-          mma_bf16_16816(acc[2 * n2 + 1], pa0, b[2], b[3]);
-          mma_bf16_16816(acc[2 * n2], pa1, c[0], c[1]);
-          mma_bf16_16816(acc[2 * n2 + 1], pa1, c[2], c[3]);
-        }
-        __syncwarp();
-        if (lane == 0) {
-          mbar_arrive(bar_empty + ((2 * d) % NST) * 8);  // this warp is done reading both slots
-          mbar_arrive(bar_empty + ((2 * d + 1) % NST) * 8);
-        }
-      };
-      const int nd = (nsteps + 1) / 2;
-      float s[4][4], x[4][4], al0, al1;
-      uint32_t pa0[4], pa1[4];
-      if (nd > 0) {
-        // The order of the 16-token loop below: step d + 1's GEMM1 beside step d's softmax, published before GEMM2.
-        gemm1d(0, s);
-        if (tid == 0) timeline_stamp(a.timeline, 4);
-        publishd(0, s);
-        for (int d = 0; d + 1 < nd; ++d) {
-          gatherd(d, s, x);
-          gemm1d(d + 1, s);
-          softmaxd(d, x, pa0, pa1, al0, al1);
-          publishd(d + 1, s);
-          gemm2d(d, pa0, pa1, al0, al1);
-        }
-        gatherd(nd - 1, s, x);
-        softmaxd(nd - 1, x, pa0, pa1, al0, al1);
-        gemm2d(nd - 1, pa0, pa1, al0, al1);
-      }
-    } else {
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
     if (nsteps > 0) {
@@ -591,7 +443,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       gather_scores(nsteps - 1, s, x);
       softmax(nsteps - 1, x, pa, al0, al1);
       gemm2(nsteps - 1, pa, al0, al1);
-    }
     }
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
