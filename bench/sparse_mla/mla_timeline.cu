@@ -31,7 +31,7 @@ using glm5rt::kernels::SparseMlaParams;
 namespace {
 
 constexpr int kTopk = 2048;
-constexpr int kMainSlots = 20;  // sparse_mla_detail::kTimelineSlots
+constexpr int kMainSlots = 16;  // sparse_mla_detail::kTimelineSlots
 constexpr int kCombineSlots = 4;
 
 __global__ void fill_bf16_bits(uint16_t* p, size_t n, uint64_t seed) {
@@ -188,10 +188,6 @@ int main(int argc, char** argv) {
       for (const char* l : {"combine: entry", "combine: past PDL wait", "combine: stored"}) rows.push_back(Row{l, {}, {}, {}});
     std::vector<double> period;
     bool probed_ok = true;
-    // Session 16: the clock64 counts of slots 16-19 (median over CTAs, then over calls): consumer warp 0's waits for
-    // records (steps >= 1), for the exchange, its loop, and the first producer thread's waits for free slots.
-    const int kCountSlots[4] = {16, 17, 18, 19};
-    std::vector<double> counts[4];
 
     std::vector<unsigned long long> h_tl(per_call * calls);
     for (int r = 0; r < reps; ++r) {
@@ -218,11 +214,6 @@ int main(int argc, char** argv) {
           const Stat st = stat_of(v);
           rows[ri].mn.push_back(st.mn), rows[ri].med.push_back(st.med), rows[ri].mx.push_back(st.mx);
         }
-        for (int k = 0; k < 4; ++k) {
-          std::vector<double> v;
-          for (int b = 0; b < main_ctas; ++b) v.push_back(static_cast<double>(mb[static_cast<size_t>(b) * kMainSlots + kCountSlots[k]]));
-          counts[k].push_back(stat_of(v).med);
-        }
         const unsigned long long* cb = mb + static_cast<size_t>(main_ctas) * kMainSlots;
         for (int k = 0; k < (combine_blocks > 0 ? 3 : 0); ++k) {
           std::vector<double> v;
@@ -246,23 +237,15 @@ int main(int argc, char** argv) {
     for (const Row& row : rows)
       std::printf("%-26s %9.2f %9.2f %9.2f\n", row.label.c_str(), median_of(row.mn), median_of(row.med), median_of(row.mx));
     std::printf("%-26s %9s %9.2f\n", "next call past its wait", "", median_of(period));
-    const double loop = median_of(counts[2]);
-    std::printf("consumer warp 0, SM clocks (median CTA): loop %.0f, waiting for records %.0f (%.0f%%), for the exchange "
-                "%.0f (%.0f%%); producer waiting for free slots %.0f\n",
-                loop, median_of(counts[0]), loop > 0 ? 100.0 * median_of(counts[0]) / loop : 0.0, median_of(counts[1]),
-                loop > 0 ? 100.0 * median_of(counts[1]) / loop : 0.0, median_of(counts[3]));
 
     char buf[512];
     json += first_shape ? "\n" : ",\n";
     first_shape = false;
     std::snprintf(buf, sizeof buf,
                   "    {\"T\": 1, \"H\": %d, \"heads_per_cta\": %d, \"splits\": %d, \"steps\": %d, \"combine\": %d, "
-                  "\"graph_us_plain\": %.3f, \"graph_us_probed\": %.3f, \"probed\": %s, \"period_us\": %.3f, "
-                  "\"clocks\": {\"loop\": %.0f, \"wait_records\": %.0f, \"wait_exchange\": %.0f, \"producer_wait_slots\": %.0f}, "
-                  "\"events\": [",
+                  "\"graph_us_plain\": %.3f, \"graph_us_probed\": %.3f, \"probed\": %s, \"period_us\": %.3f, \"events\": [",
                   H, hc, splits, nsteps, combine, plain_ms * 1e3 / calls, probed_ms * 1e3 / calls,
-                  probed_ok ? "true" : "false", median_of(period), loop, median_of(counts[0]), median_of(counts[1]),
-                  median_of(counts[3]));
+                  probed_ok ? "true" : "false", median_of(period));
     json += buf;
     for (size_t ri = 0; ri < rows.size(); ++ri) {
       std::snprintf(buf, sizeof buf, "%s\n      {\"event\": \"%s\", \"min_us\": %.3f, \"median_us\": %.3f, \"max_us\": %.3f}",

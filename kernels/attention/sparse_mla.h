@@ -146,10 +146,9 @@ struct SparseMlaParams {
   //     gather rate (sparse_mla.cu, plan_splits_s10). Same results whichever runs.
   int planner = 0;
   // Appended in session 15 (benchmarks only): nullptr, or a device buffer for the timeline probe (%globaltimer
-  // stamps, ns; session 16: and four clock64 counts): 20 per main-kernel CTA (blockIdx order; written by variant 10's
-  // kernel only), then 4 per block of the chunked combine (entry, past its PDL wait, stored):
-  // T * splits * H / heads_per_cta * 20 + T * H * 4 entries (sparse_mla_num_splits, sparse_mla_heads_per_cta). The
-  // stamps cost a few instructions per step when it is set.
+  // stamps, ns): 16 per main-kernel CTA (blockIdx order; written by variant 10's kernel only), then 4 per block of
+  // the chunked combine (entry, past its PDL wait, stored): T * splits * H / heads_per_cta * 16 + T * H * 4 entries
+  // (sparse_mla_num_splits, sparse_mla_heads_per_cta). The stamps cost a few instructions per step when it is set.
   unsigned long long* debug_timeline = nullptr;
 };
 

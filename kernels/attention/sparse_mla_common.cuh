@@ -120,23 +120,15 @@ __device__ __forceinline__ void wait_for_predecessor() {
 // Session 15: the T=1 timeline probe (SparseMlaParams::debug_timeline; benchmarks only). A CTA's slots:
 // 0 entry, 1 past the PDL wait, 2 the producer's first cleaned index, 3 step 0's records landed (consumer warp 0),
 // 4 step 0's GEMM1 done (warp 0), 5 all consumers past their last GEMM2, 6 outputs staged, 7 outputs stored (issued);
-// 8 + s: step s's records landed (warp 0), s < 8. Session 16, SM clock cycles (clock64) instead of times, to tell
-// a gather-bound step from a consumer-bound one: 16 consumer warp 0's waits for records of steps >= 1, 17 its waits
-// for the score exchange, 18 its loop (from step 0's records to its last GEMM2; 16 and 17 are parts of it), 19 the
-// first producer thread's waits for free ring slots.
+// 8 + s: step s's records landed (warp 0), s < 8.
 // (The chunked combine stamps its blocks with the same helper, `slots` per block.)
-inline constexpr int kTimelineSlots = 20;
+inline constexpr int kTimelineSlots = 16;
 __device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot, int slots = kTimelineSlots) {
   if (tl == nullptr) return;
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   tl[static_cast<int64_t>(blockIdx.x) * slots + slot] = t;
 }
-// A count (not a time) into the probe's slot (slots 16-19 of variant 10's CTAs).
-__device__ __forceinline__ void timeline_put(unsigned long long* tl, int slot, unsigned long long v) {
-  if (tl != nullptr) tl[static_cast<int64_t>(blockIdx.x) * kTimelineSlots + slot] = v;
-}
-__device__ __forceinline__ long long clock_if(bool on) { return on ? clock64() : 0; }
 
 // Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every
 // CTA of this grid is resident; it waits for this grid's completion before reading anything.

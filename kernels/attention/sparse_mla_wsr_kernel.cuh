@@ -177,8 +177,6 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
   // kAhead so that register k always holds step k mod kAhead's index (no moves of a load still in flight).
   // (Loaded raw and cleaned only when used: cleaning at the load would wait for it there.)
   constexpr int kAhead = 4;
-  const bool clk = timeline != nullptr && ptid == 0;  // the probe's count of this thread's waits for free slots
-  long long c_empty = 0;
   auto load_index = [&](int step, int r, bool act) {
     const int i = step * BT + r;
     return act && i < span.cnt ? __ldg(row_idx + span.first + i) : -1;
@@ -211,16 +209,11 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
       const bool act = lane < rpw;
       const int r = (ptid >> 5) * rpw + (act ? lane : 0);
       for_each_step(r, act, [&](int step, int slot, int use, int idx) {
-        if (use > 0) {
-          const long long c0 = clock_if(clk);
-          mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-          if (clk) c_empty += clock64() - c0;
-        }
+        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
         if (act) slot_idx[slot * BT + r] = idx;  // released by this lane's arrival in ws_copy_row
         ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane);
       });
     }
-    if (clk) timeline_put(timeline, 19, c_empty);
   } else {
     constexpr int kTPR = C::kProducerThreads / BT;
     constexpr int kChunks = kMlaBf16RecordBytes / 16;
@@ -347,13 +340,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         }
       }
     };
-    // The probe's clock64 counts (consumer warp 0, lane 0): waits for records (steps >= 1), for the exchange, the loop.
-    const bool clk = a.timeline != nullptr && tid == 0;
-    long long c_full = 0, c_pub = 0, c_loop = 0;
     auto wait_full = [&](int step) {
-      const long long c0 = clock_if(clk);
       mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1);
-      if (clk && step > 0) c_full += clock64() - c0;
       if (tid == 0 && step < 8) timeline_stamp(a.timeline, 8 + step);
     };
     // This warp's quarter of `step`'s scores -> buffer (step & 1), then one arrival on that buffer's mbarrier
@@ -369,9 +357,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       if (lane == 0) mbar_arrive(part_bar + (step & 1) * 8);
     };
     auto wait_published = [&](int step) {
-      const long long c0 = clock_if(clk);
       mbar_wait_parity(part_bar + (step & 1) * 8, (step >> 1) & 1);
-      if (clk) c_pub += clock64() - c0;
     };
     // The four quarters at this lane's fragment positions: this warp's own from its registers (`own`, GEMM1's
     // result for `step`), the other three from shared memory (a quarter less partial-score traffic than reading
@@ -441,7 +427,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       // (one warp's two latency chains overlapped instead of run back to back: 1.09x at T=128 H=64).
       wait_full(0);
       if (tid == 0) timeline_stamp(a.timeline, 3);
-      c_loop = clock_if(clk);
       gemm1(0, s);
       publish(0, s);
       if (tid == 0) timeline_stamp(a.timeline, 4);
@@ -458,11 +443,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       gather_scores(nsteps - 1, s, x);
       softmax(nsteps - 1, x, pa, al0, al1);
       gemm2(nsteps - 1, pa, al0, al1);
-      if (clk) {
-        timeline_put(a.timeline, 18, clock64() - c_loop);
-        timeline_put(a.timeline, 16, c_full);
-        timeline_put(a.timeline, 17, c_pub);
-      }
     }
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
