@@ -108,7 +108,7 @@ template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
   if constexpr (HC == 16)
     if (a.wsr_pairs && a.wsr_direct && a.counters == nullptr)
-      return launch_grid<WsrPairsCfg, 16>(sparse_mla_wsr_pairs_kernel, true, a, stream);
+      return launch_grid<WsrPairsCfg, 16>(sparse_mla_wsr_pairs_kernel<16>, true, a, stream);
   // (Four chains only at 16 heads: the 32-head kernel, which variant 11 replaces by default, would spill.)
   return a.wsr_chains4 && HC == 16 ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, true, a, stream)
                                    : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, true, a, stream);

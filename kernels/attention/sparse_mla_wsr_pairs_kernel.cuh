@@ -32,7 +32,10 @@ struct WsrPairsCfg : WsrCfg<16> {
   static_assert(kMergeOBytes + 2 * 32 * 16 <= kStageAreaBytes, "the merge area fits the ring");
 };
 
+// (A template, as the other kernels, so that only the translation unit that launches it compiles it.)
+template <int HC>
 __global__ void __launch_bounds__(WsrPairsCfg::kThreads, 1) sparse_mla_wsr_pairs_kernel(const KernelArgs a) {
+  static_assert(HC == 16, "the pairs share one 16-head group");
   using C = WsrPairsCfg;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
