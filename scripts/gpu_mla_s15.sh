@@ -14,7 +14,6 @@ env_of() {
     base) echo "" ;;
     chains2) echo "GLM5RT_MLA_WSR_CHAINS=2" ;;
     staged) echo "GLM5RT_MLA_WSR_DIRECT=0" ;;
-    pairs) echo "GLM5RT_MLA_WSR_PAIRS=1" ;;                            # session 16: two independent warp pairs
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }

@@ -109,39 +109,6 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
   }
 }
 
-// Session 15's direct epilogue (variants 10 and 10's pairs): rows g / g + 8 of a warp's O tile (C fragments of NT n8
-// tiles, columns col0 + 8 n + 2t, + 1) times the rows' 1 / l (i0, i1), stored from registers to output row `row`
-// (one split) or to the split's partial row (bf16 or fp32). bf16: lanes t and t ^ 1 swap one word per n-tile pair so
-// that each lane stores 8 bytes and a row's four lanes one whole 32-byte sector (tiles n, n + 1: t = 0 columns 0-3,
-// 1: 8-11, 2: 4-7, 3: 12-15); 4-byte stores (half sectors) measured 1.03-1.05x slower at T = 1-4 (session 15 call 2).
-template <int NT>
-__device__ __forceinline__ void store_rows_direct(const KernelArgs& a, const float (&acc)[NT][4], float i0, float i1,
-                                                  int64_t row, int col0, int tq) {
-  if (a.nsplit == 1 || a.part_bf16) {
-    const bool odd = tq & 1;
-    __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
-                         col0 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const float inv = hi ? i1 : i0;
-        const uint32_t v0 = mma::pack_bf16x2(acc[n][2 * hi] * inv, acc[n][2 * hi + 1] * inv);
-        const uint32_t v1 = mma::pack_bf16x2(acc[n + 1][2 * hi] * inv, acc[n + 1][2 * hi + 1] * inv);
-        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
-        *reinterpret_cast<uint2*>(dst + hi * 8 * kMlaLatentDim + 8 * n) = odd ? make_uint2(got, v1) : make_uint2(v0, got);
-      }
-    }
-  } else {
-    float* dst = a.part_o + row * kMlaLatentDim + col0 + 2 * tq;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
-      *reinterpret_cast<float2*>(dst + 8 * kMlaLatentDim + 8 * n) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
-    }
-  }
-}
-
 template <int HC>
 struct WsrCfg : WsCfg<HC, false> {
   using Base = WsCfg<HC, false>;
@@ -488,7 +455,33 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
       const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g;
       const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-      store_rows_direct(a, acc, i0, i1, row, wq * 128, tq);
+      const int col = wq * 128 + 2 * tq;
+      if (a.nsplit == 1 || a.part_bf16) {
+        // bf16: lanes t and t ^ 1 swap one word per n-tile pair so that each lane stores 8 bytes and a row's four
+        // lanes one whole 32-byte sector (tiles n, n + 1: t = 0 columns 0-3, 1: 8-11, 2: 4-7, 3: 12-15); 4-byte
+        // stores (half sectors) measured 1.03-1.05x slower at T = 1-4 (call 2).
+        const bool odd = tq & 1;
+        __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
+                             wq * 128 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
+#pragma unroll
+        for (int n = 0; n < C::kDimTiles; n += 2) {
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {
+            const float inv = hi ? i1 : i0;
+            const uint32_t v0 = pack_bf16x2(acc[n][2 * hi] * inv, acc[n][2 * hi + 1] * inv);
+            const uint32_t v1 = pack_bf16x2(acc[n + 1][2 * hi] * inv, acc[n + 1][2 * hi + 1] * inv);
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
+            *reinterpret_cast<uint2*>(dst + hi * 8 * kMlaLatentDim + 8 * n) = odd ? make_uint2(got, v1) : make_uint2(v0, got);
+          }
+        }
+      } else {
+        float* dst = a.part_o + row * kMlaLatentDim + col;
+#pragma unroll
+        for (int n = 0; n < C::kDimTiles; ++n) {
+          *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
+          *reinterpret_cast<float2*>(dst + 8 * kMlaLatentDim + 8 * n) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
+        }
+      }
       if (wq == 0 && tq == 0) {
         const float ls0 = l0 > 0.f ? m0 + log2f(l0) : kNegInf, ls1 = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
         if (a.nsplit == 1) {
