@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
                                                           {"main: first index", 2},  {"main: step 0 landed", 3},
                                                           {"main: step 0 GEMM1", 4}};
     for (int st = 1; st < std::min(nsteps, 8); ++st) main_rows.push_back({"main: step " + std::to_string(st) + " landed", 8 + st});
+    // Session 16: splits of at most 4 steps also stamp each step's landing as a producer thread sees it.
+    if (nsteps <= 4)
+      for (int st = 0; st < nsteps; ++st) main_rows.push_back({"producer: step " + std::to_string(st) + " landed", 12 + st});
     main_rows.push_back({"main: loop done", 5});
     main_rows.push_back({"main: staged", 6});
     main_rows.push_back({"main: stored", 7});

@@ -120,7 +120,8 @@ __device__ __forceinline__ void wait_for_predecessor() {
 // Session 15: the T=1 timeline probe (SparseMlaParams::debug_timeline; benchmarks only). A CTA's slots:
 // 0 entry, 1 past the PDL wait, 2 the producer's first cleaned index, 3 step 0's records landed (consumer warp 0),
 // 4 step 0's GEMM1 done (warp 0), 5 all consumers past their last GEMM2, 6 outputs staged, 7 outputs stored (issued);
-// 8 + s: step s's records landed (warp 0), s < 8.
+// 8 + s: step s's records landed (warp 0), s < 8; session 16: for splits of at most 4 steps, 12 + s: step s's
+// records landed as the first producer thread sees them.
 // (The chunked combine stamps its blocks with the same helper, `slots` per block.)
 inline constexpr int kTimelineSlots = 16;
 __device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot, int slots = kTimelineSlots) {

@@ -213,6 +213,14 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
         if (act) slot_idx[slot * BT + r] = idx;  // released by this lane's arrival in ws_copy_row
         ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane);
       });
+      // Session 16's probe: a short split's steps (at most 4, all copied into the empty ring at once) as they land,
+      // seen by a producer thread with nothing else to do rather than by a consumer that may still be busy with
+      // the step before: timeline slots 12 + s (free when the split has at most 4 steps).
+      if (timeline != nullptr && ptid == 0 && span.nsteps <= 4)
+        for (int s = 0; s < span.nsteps; ++s) {
+          mbar_wait_parity(bar_full + s * 8, 0);
+          timeline_stamp(timeline, 12 + s);
+        }
     }
   } else {
     constexpr int kTPR = C::kProducerThreads / BT;
