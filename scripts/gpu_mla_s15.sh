@@ -14,10 +14,6 @@ env_of() {
     base) echo "" ;;
     chains2) echo "GLM5RT_MLA_WSR_CHAINS=2" ;;
     staged) echo "GLM5RT_MLA_WSR_DIRECT=0" ;;
-    lazy) echo "GLM5RT_MLA_WSR_LAZY_FENCE=1" ;;                        # session 16: the producer's fence
-    cpasync) echo "GLM5RT_MLA_WSR_CPASYNC=1" ;;                        # session 16: the gather by cp.async
-    wspcp) echo "GLM5RT_MLA_WSP_CPASYNC=1" ;;                          # session 16: variant 14's gather by cp.async
-    allcp) echo "GLM5RT_MLA_WSR_CPASYNC=1 GLM5RT_MLA_WSP_CPASYNC=1" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }

@@ -193,26 +193,6 @@ bool wsr_chains4() {
   return on;
 }
 
-// Session 16: A / B switches of variant 10's 16-head producer (read once): GLM5RT_MLA_WSR_LAZY_FENCE=1 (the proxy
-// fence only after a zero-fill), GLM5RT_MLA_WSR_CPASYNC=1 (the gather by 16-byte cp.async).
-bool env_flag(const char* name) {
-  const char* e = std::getenv(name);
-  return e != nullptr && std::atoi(e) != 0;
-}
-bool wsr_lazy_fence() {
-  static const bool on = env_flag("GLM5RT_MLA_WSR_LAZY_FENCE");
-  return on;
-}
-bool wsr_cpasync() {
-  static const bool on = env_flag("GLM5RT_MLA_WSR_CPASYNC");
-  return on;
-}
-// Session 16: variant 14's bf16 gather by cp.async (GLM5RT_MLA_WSP_CPASYNC=1, read once).
-bool wsp_cpasync() {
-  static const bool on = env_flag("GLM5RT_MLA_WSP_CPASYNC");
-  return on;
-}
-
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
 // GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).
@@ -931,9 +911,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.timeline = p.debug_timeline;
   a.wsr_chains4 = wsr_chains4() ? 1 : 0;
   a.wsr_direct = wsr_direct() ? 1 : 0;
-  a.wsr_lazy_fence = wsr_lazy_fence() ? 1 : 0;
-  a.wsr_cpasync = wsr_cpasync() ? 1 : 0;
-  a.wsp_cpasync = wsp_cpasync() ? 1 : 0;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();

@@ -62,12 +62,6 @@ struct KernelArgs {
   int wsr_chains4;
   // Session 15: variant 10 stores its outputs from registers, no staging (the default; GLM5RT_MLA_WSR_DIRECT=0: off).
   int wsr_direct;
-  // Session 16 (A / B switches of variant 10's 16-head producer): the proxy fence only after a zero-fill
-  // (GLM5RT_MLA_WSR_LAZY_FENCE=1), and the gather by cp.async instead of bulk copies (GLM5RT_MLA_WSR_CPASYNC=1).
-  int wsr_lazy_fence;
-  int wsr_cpasync;
-  // Session 16: variant 14 (bf16) gathers by cp.async instead of bulk copies (GLM5RT_MLA_WSP_CPASYNC=1).
-  int wsp_cpasync;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

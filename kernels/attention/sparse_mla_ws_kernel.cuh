@@ -163,13 +163,11 @@ __device__ __forceinline__ void ws_stage_and_init(int* s_idx, const int32_t* row
 // its row, so the phase could complete before those stores): the slot's "full" barrier expects 32 arrivals per
 // copying warp.
 __device__ __forceinline__ void ws_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
-                                            int lane, bool fence = true) {
+                                            int lane) {
   using namespace mma;
   const bool valid = idx >= 0;
   const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && valid));
-  // Earlier zero-fill stores of this lane before the async-proxy writes. (Session 16: fence = false where the caller
-  // knows this lane zero-filled nothing in the row since its last fence, wsr_produce_slots's lazy fence.)
-  if (fence) fence_proxy_async_smem();
+  fence_proxy_async_smem();  // earlier zero-fill stores of this lane before the async-proxy writes
   if (lane == 0) mbar_expect_tx(bar, nvalid * kMlaBf16RecordBytes);
   __syncwarp();
   if (act) {

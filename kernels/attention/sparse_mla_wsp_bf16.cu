@@ -6,7 +6,6 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   if (heads_per_cta != 64) return cudaErrorInvalidValue;
-  if (a.wsp_cpasync) return launch_grid<WspCfg<false>, 64>(sparse_mla_wsp_kernel<64, false, true>, true, a, stream);
   return launch_grid<WspCfg<false>, 64>(sparse_mla_wsp_kernel<64, false>, true, a, stream);
 }
 

@@ -142,9 +142,7 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
   mma::fence_proxy_async_smem();
 }
 
-// kCpAsync (session 16, an A / B of the bf16 form; KernelArgs::wsp_cpasync): the pairs gather by 16-byte cp.async
-// (the sm_80 path) on sm_90+ too, instead of one bulk copy per record (a loop over the copying lanes).
-template <int HC, bool FP8, bool kCpAsync = false>
+template <int HC, bool FP8>
 __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
@@ -152,7 +150,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
-  constexpr bool kBulk = kWsBulkCopies && !kCpAsync;
+  constexpr bool kBulk = kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
   wait_for_predecessor();  // before any global access (PDL)

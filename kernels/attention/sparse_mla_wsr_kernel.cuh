@@ -168,7 +168,7 @@ template <class C, bool kBulk>
 __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, const int32_t* row_idx,
                                                   const SplitSpan& span, const RowCache& rc, int ptid, int lane,
                                                   int copy_warps, uint32_t bar_full, uint32_t bar_empty,
-                                                  unsigned long long* timeline, bool lazy_fence = false) {
+                                                  unsigned long long* timeline) {
   using namespace mma;
   constexpr int NST = C::kRing, BT = C::kBT;
   // The indices of the thread's row r for the next kAhead steps in registers: each is loaded kAhead steps before its
@@ -208,15 +208,10 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
       const int rpw = BT / copy_warps;
       const bool act = lane < rpw;
       const int r = (ptid >> 5) * rpw + (act ? lane : 0);
-      // Session 16's lazy fence (KernelArgs::wsr_lazy_fence): the proxy fence of ws_copy_row only before a copy into
-      // a row this lane zero-filled (generic-proxy stores) since its last fence; bit s: the row of slot s.
-      uint32_t zfilled = 0;
       for_each_step(r, act, [&](int step, int slot, int use, int idx) {
         if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
         if (act) slot_idx[slot * BT + r] = idx;  // released by this lane's arrival in ws_copy_row
-        ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane,
-                    !lazy_fence || ((zfilled >> slot) & 1u));
-        if (act) zfilled = idx < 0 ? zfilled | (1u << slot) : zfilled & ~(1u << slot);
+        ws_copy_row(smem + slot * C::kTileBytes + C::row_off(r), idx, act, rc.base, bar_full + slot * 8, lane);
       });
       // Session 16's probe: a short split's steps (at most 4, all copied into the empty ring at once) as they land,
       // seen by a producer thread with nothing else to do rather than by a consumer that may still be busy with
@@ -252,16 +247,14 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
 // kChains4 (session 15; the launcher's default at 16 heads, KernelArgs::wsr_chains4): GEMM1's k steps alternate
 // between two accumulator sets per n tile (four chains of 4-5 dependent HMMAs instead of two of 9), summed at the end:
 // a shorter latency chain per step where one warp per scheduler runs it (T <= 8; H200 call 2: 0.975-0.985x).
-// kCpAsync (session 16, 16 heads; KernelArgs::wsr_cpasync): the producer gathers by 16-byte cp.async (the sm_80
-// path) on sm_90+ too, instead of one bulk copy per record.
-template <int HC, bool kChains4 = false, bool kCpAsync = false>
+template <int HC, bool kChains4 = false>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
-  constexpr bool kBulk = kWsBulkCopies && !kCpAsync;
+  constexpr bool kBulk = kWsBulkCopies;
   extern __shared__ __align__(16) uint8_t smem[];
 
   if (threadIdx.x == 0) timeline_stamp(a.timeline, 0);
@@ -313,7 +306,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     const int ptid = tid - C::kConsumerWarps * 32;
     if constexpr (C::kStagger)
       wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty,
-                                  a.timeline, a.wsr_lazy_fence != 0);
+                                  a.timeline);
     else
       ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, ptid, lane, copy_warps, bar_full, bar_empty);
   } else {
