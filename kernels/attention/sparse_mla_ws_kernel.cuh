@@ -126,8 +126,7 @@ __device__ __forceinline__ int ws_copy_warps_of(const KernelArgs& a) {
 // __syncthreads. kFullExtra: arrivals on each "full" barrier besides the producer threads' (sm_80 path only;
 // variant 10's 16-head producer adds one per row for the slot's indices).
 template <class C, bool kBulk, int kFullExtra = 0>
-__device__ __forceinline__ void ws_init_ring(int tid, int copy_warps, uint32_t bar_full, uint32_t bar_empty,
-                                             int full_count = 0) {
+__device__ __forceinline__ void ws_init_ring(int tid, int copy_warps, uint32_t bar_full, uint32_t bar_empty) {
   using namespace mma;
   if (tid == 0) {
 #pragma unroll
@@ -135,8 +134,7 @@ __device__ __forceinline__ void ws_init_ring(int tid, int copy_warps, uint32_t b
       // Every producer thread arrives once per fill (bf16: when its copies land; FP8: after its dequantized
       // stores, so that each thread's arrive releases its own writes).
       // Bulk: the copying producer warps' lanes (each warp's lane 0 registers its expected bytes first).
-      // (full_count > 0: the caller's own count, session 16's mixed gather.)
-      mbar_init(bar_full + s * 8, full_count > 0 ? full_count : kBulk ? 32 * copy_warps : C::kProducerThreads + kFullExtra);
+      mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads + kFullExtra);
       mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
     }
   }

@@ -168,7 +168,7 @@ template <class C, bool kBulk>
 __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, const int32_t* row_idx,
                                                   const SplitSpan& span, const RowCache& rc, int ptid, int lane,
                                                   int copy_warps, uint32_t bar_full, uint32_t bar_empty,
-                                                  unsigned long long* timeline, bool mixed = false) {
+                                                  unsigned long long* timeline) {
   using namespace mma;
   constexpr int NST = C::kRing, BT = C::kBT;
   // The indices of the thread's row r for the next kAhead steps in registers: each is loaded kAhead steps before its
@@ -203,29 +203,9 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
     }
   };
   if constexpr (kBulk) {
-    if (mixed && ptid >= 32) {
-      // Session 16's mixed gather (KernelArgs::wsr_mixed, two producer warps): warp 1 gathers rows 8-15 of each step by
-      // 16-byte cp.async (four lanes per row, as the sm_80 path below; each lane arrives when its copies land, the
-      // row's first lane also with the row's index), while warp 0 bulk-copies rows 0-7: the copy engine and the
-      // load path work side by side. The slots' "full" barriers count 32 + 32 + 8 arrivals.
-      constexpr int kChunks = kMlaBf16RecordBytes / 16;
-      const int r = 8 + (lane >> 2), j = lane & 3;
-      for_each_step(r, true, [&](int step, int slot, int use, int idx) {
-        if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-        const bool ok = idx >= 0;
-        const uint8_t* src = (ok ? rc.base + static_cast<int64_t>(idx) * kMlaBf16RecordBytes : rc.base) + j * 16;
-        const uint32_t dst = smem_addr(smem + slot * C::kTileBytes + C::row_off(r)) + j * 16;
-#pragma unroll
-        for (int k = 0; k < kChunks / 4; ++k) cp_async_16_hint<128>(dst + k * 64, src + k * 64, ok ? 16 : 0);
-        cp_async_mbar_arrive_noinc(bar_full + slot * 8);
-        if (j == 0) {
-          slot_idx[slot * BT + r] = idx;
-          mbar_arrive(bar_full + slot * 8);
-        }
-      });
-    } else if (ptid < (mixed ? 32 : 32 * copy_warps)) {
+    if (ptid < 32 * copy_warps) {
       // Producer warp pw copies rows pw * rpw .. pw * rpw + rpw - 1 of each step (its lanes 0 .. rpw - 1).
-      const int rpw = mixed ? 8 : BT / copy_warps;
+      const int rpw = BT / copy_warps;
       const bool act = lane < rpw;
       const int r = (ptid >> 5) * rpw + (act ? lane : 0);
       for_each_step(r, act, [&](int step, int slot, int use, int idx) {
@@ -305,10 +285,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   const int copy_warps = ws_copy_warps_of<C>(a);
-  // Session 16: the mixed gather (bulk copies and cp.async side by side) of the 16-head CTA's two producer warps.
-  const bool mixed = kBulk && C::kStagger && a.wsr_mixed != 0 && C::kProducerWarps == 2;
   if constexpr (C::kStagger) {
-    ws_init_ring<C, kBulk, C::kBT>(tid, copy_warps, bar_full, bar_empty, mixed ? 32 + 32 + 8 : 0);  // (no split indices)
+    ws_init_ring<C, kBulk, C::kBT>(tid, copy_warps, bar_full, bar_empty);  // (no split indices to stage)
   } else {
     ws_stage_and_init<C, kBulk>(s_idx, role.row_idx, span, rc, tid, copy_warps, bar_full, bar_empty);
   }
@@ -328,7 +306,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     const int ptid = tid - C::kConsumerWarps * 32;
     if constexpr (C::kStagger)
       wsr_produce_slots<C, kBulk>(smem, s_idx, role.row_idx, span, rc, ptid, lane, copy_warps, bar_full, bar_empty,
-                                  a.timeline, mixed);
+                                  a.timeline);
     else
       ws_produce<C, false, kBulk>(smem, s_idx, rc, nsteps, ptid, lane, copy_warps, bar_full, bar_empty);
   } else {
