@@ -2,7 +2,7 @@
 # Session 16: a list of T=1 timeline probes (bench/sparse_mla/mla_timeline.cu) in one device call, each with its
 # own environment and flags, to tell apart what bounds variant 10's step cadence (the gather's latency, the
 # aggregate L2 -> SM bandwidth, or the consumer warps' chain). PROBES: entries separated by ';', each
-# "label|VAR=value ...|flags", e.g. "hot|| --H 128 --pool 4096;w8hot|GLM5RT_MLA_WSR_W8=1| --H 128 --pool 4096".
+# "label|VAR=value ...|flags", e.g. "hot|| --H 128 --pool 4096;cw1|GLM5RT_MLA_WS_COPY_WARPS=1| --H 64".
 #   P=.carry/s16/prebuilt COMMIT=<sha> OUT=$OUT PROBES="..." bash scripts/gpu_mla_probe.sh   (device, carry .carry/s16)
 # Each probe's table goes to $OUT/probe-<label>.txt / .json and the log; everything is packed into $OUT/probe.tgz.
 set -uo pipefail

@@ -216,6 +216,7 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
       // Session 16's probe: a short split's steps (at most 4, all copied into the empty ring at once) as they land,
       // seen by a producer thread with nothing else to do rather than by a consumer that may still be busy with
       // the step before: timeline slots 12 + s (free when the split has at most 4 steps).
+      static_assert(NST >= 4, "the probe waits for phase 0: each of the at most 4 steps has its own slot");
       if (timeline != nullptr && ptid == 0 && span.nsteps <= 4)
         for (int s = 0; s < span.nsteps; ++s) {
           mbar_wait_parity(bar_full + s * 8, 0);

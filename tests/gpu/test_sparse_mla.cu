@@ -958,6 +958,10 @@ TEST_CASE("sparse MLA: the timeline probe changes no result bit and stamps in ch
       std::vector<unsigned long long> chain = {s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
       bool ok = s[0] != 0 && std::is_sorted(chain.begin(), chain.end()) && s[8] != 0 && s[8] <= s[3];
       for (int st = 1; st < std::min(nsteps, 8); ++st) ok = ok && s[8 + st] >= s[8 + st - 1] && s[8 + st] <= s[5];
+      // Session 16: a split of at most 4 steps also has each step's landing as the first producer thread saw it,
+      // after that thread's own first-index stamp.
+      if (nsteps <= 4)
+        for (int st = 0; st < nsteps; ++st) ok = ok && s[12 + st] != 0 && s[12 + st] >= s[2];
       if (!ok && ++bad <= 3) CHECK_MESSAGE(false, "CTA ", b, ": stamps out of chain order");
       last_stored = std::max(last_stored, s[7]);
     }
