@@ -14,8 +14,6 @@ env_of() {
     base) echo "" ;;
     chains2) echo "GLM5RT_MLA_WSR_CHAINS=2" ;;
     staged) echo "GLM5RT_MLA_WSR_DIRECT=0" ;;
-    ahead2) echo "GLM5RT_MLA_WSR_AHEAD2=1" ;;                          # session 16: GEMM1 two steps ahead
-    ahead2staged) echo "GLM5RT_MLA_WSR_AHEAD2=1 GLM5RT_MLA_WSR_DIRECT=0" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac
 }

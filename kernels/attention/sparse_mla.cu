@@ -193,15 +193,6 @@ bool wsr_chains4() {
   return on;
 }
 
-// Session 16: variant 10's 16-head CTA with GEMM1 two steps ahead (GLM5RT_MLA_WSR_AHEAD2=1, read once).
-bool wsr_ahead2() {
-  static const bool on = [] {
-    const char* e = std::getenv("GLM5RT_MLA_WSR_AHEAD2");
-    return e != nullptr && std::atoi(e) != 0;
-  }();
-  return on;
-}
-
 // Session 5: variant 5's bulk-copy warps per step (KernelArgs::ws_copy_warps): 2 (measured on the H200 against 1
 // and 4, twice each: prefill 4096 x 64 1.014x, T=128 H=64 1.00-1.005x, T=128 H=8 equal; 4 was 1-2% slower);
 // GLM5RT_MLA_WS_COPY_WARPS = 1 or 4 (read once; the kernel clamps to its producer warps).
@@ -920,7 +911,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.timeline = p.debug_timeline;
   a.wsr_chains4 = wsr_chains4() ? 1 : 0;
   a.wsr_direct = wsr_direct() ? 1 : 0;
-  a.wsr_ahead2 = wsr_ahead2() ? 1 : 0;
   // sm_90+: programmatic dependent launches (the main kernel after the previous kernel of the stream, the combine
   // after the main kernel); older GPUs: ordinary launches.
   const int major = cc_major();

@@ -105,8 +105,6 @@ cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
 }
 template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  if constexpr (HC == 16)
-    if (a.wsr_ahead2) return launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, true, true>, true, a, stream);
   // (Four chains only at 16 heads: the 32-head kernel, which variant 11 replaces by default, would spill.)
   return a.wsr_chains4 && HC == 16 ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, true, a, stream)
                                    : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, true, a, stream);

@@ -248,10 +248,7 @@ __device__ __forceinline__ void wsr_produce_slots(uint8_t* smem, int* slot_idx, 
 // kChains4 (session 15; the launcher's default at 16 heads, KernelArgs::wsr_chains4): GEMM1's k steps alternate
 // between two accumulator sets per n tile (four chains of 4-5 dependent HMMAs instead of two of 9), summed at the end:
 // a shorter latency chain per step where one warp per scheduler runs it (T <= 8; H200 call 2: 0.975-0.985x).
-// kAhead2 (session 16, an A / B at 16 heads; KernelArgs::wsr_ahead2): GEMM1 runs two steps ahead, beside step s's
-// softmax and GEMM2 as step s + 2's, and step s + 1's partials are published right after step s's are summed, so that
-// no GEMM1 lies on a step's path from its scores to the next step's exchange.
-template <int HC, bool kChains4 = false, bool kAhead2 = false>
+template <int HC, bool kChains4 = false>
 __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     sparse_mla_wsr_kernel(const KernelArgs a) {
   using C = WsrCfg<HC>;
@@ -431,49 +428,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
-    if constexpr (kAhead2) {
-      // Partials of step (own, summed at the step's exchange), step + 1 (to publish), step + 2 (being computed).
-      // A buffer is written again (step + 1's into step - 1's) only after step's exchange has completed, i.e. after
-      // every warp has summed step - 1's (each publishes step only after that): the double buffer's rule as below.
-      float sc[2][4], sn[2][4], sw[2][4], x[2][4], al0, al1;
-      uint32_t pa[4];
-      if (nsteps > 0) {
-        wait_full(0);
-        if (tid == 0) timeline_stamp(a.timeline, 3);
-        gemm1(0, sc);
-        publish(0, sc);
-        if (tid == 0) timeline_stamp(a.timeline, 4);
-        if (nsteps > 1) {
-          wait_full(1);
-          gemm1(1, sn);
-        }
-        int step = 0;
-        for (; step + 2 < nsteps; ++step) {
-          wait_published(step);
-          gather_scores(step, sc, x);
-          publish(step + 1, sn);
-          wait_full(step + 2);
-          gemm1(step + 2, sw);  // (one basic block with the softmax: the compiler interleaves the two chains)
-          softmax(step, x, pa, al0, al1);
-          gemm2(step, pa, al0, al1);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) sc[nt][j] = sn[nt][j], sn[nt][j] = sw[nt][j];
-        }
-        for (; step < nsteps; ++step) {  // the last one or two steps
-          wait_published(step);
-          gather_scores(step, sc, x);
-          if (step + 1 < nsteps) publish(step + 1, sn);
-          softmax(step, x, pa, al0, al1);
-          gemm2(step, pa, al0, al1);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) sc[nt][j] = sn[nt][j];
-        }
-      }
-    } else {
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
     if (nsteps > 0) {
@@ -498,7 +452,6 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       gather_scores(nsteps - 1, s, x);
       softmax(nsteps - 1, x, pa, al0, al1);
       gemm2(nsteps - 1, pa, al0, al1);
-    }
     }
   }
   const float l0 = lsum[0], l1 = lsum[2];  // the row sums (the HMMA summed all 16 tokens of every step)
