@@ -161,15 +161,22 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prefill-H") && i + 1 < argc) prefill_h_list = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--pool") && i + 1 < argc) pool = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    // Session 17: --topk N (1 .. 2048) times every shape with N entries per row instead of GLM-5's 2048, e.g. to
+    // separate a CTA's fixed cost (prologue, epilogue) from its per-step cost by a fit over N.
+    else if (!std::strcmp(argv[i], "--topk") && i + 1 < argc) topk = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--force-variants 0] [--prefill-T 4096] [--prefill-H 64] [--formats bf16,fp8]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--force-variants 0] [--prefill-T 4096] [--prefill-H 64] [--formats bf16,fp8] [--topk 2048]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (topk < 1 || topk > 2048 || pool < topk) {
+    std::fprintf(stderr, "--topk must be 1 .. 2048 and at most --pool (got %d, pool %d)\n", topk, pool);
+    return 2;
   }
   int dev = 0;
   CK(cudaGetDevice(&dev));
