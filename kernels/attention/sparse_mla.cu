@@ -248,6 +248,24 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
 
 int num_tiles(const SparseMlaParams& p) { return (p.topk + kTileTokens - 1) / kTileTokens; }
 
+// Session 17: GLM5RT_MLA_PERSIST=0 (read once) turns variant 14's automatic persistent grid off.
+bool persist_enabled() {
+  static const bool on = env_not_off("GLM5RT_MLA_PERSIST");
+  return on;
+}
+
+// Variant 14's grid (KernelArgs::grid_ctas): 0 = one CTA per work item, else the CTAs that fit on the SMs at once,
+// each taking items in turn (SparseMlaParams::persistent). Why: a 64-head CTA of 2048 entries spends ~10 us of its
+// ~138 outside its steady steps (H200, session 17 call 2: a fit over top-k 256-2048 at prefill 4096 x 64), its
+// prologue (indices, Q, the first landings) and epilogue with the SM otherwise idle; a persistent CTA gathers the
+// next item's first records and loads its Q under this item's last steps.
+int persistent_ctas(const SparseMlaParams& p, int nsplit) {
+  if (p.persistent == 1 || (p.persistent == 0 && (!persist_enabled() || nsplit != 1))) return 0;
+  const int64_t items = static_cast<int64_t>(p.num_tokens) * nsplit * (p.num_heads / 64);
+  const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, 64);
+  return items > slots ? static_cast<int>(slots) : 0;
+}
+
 // The split count actually run when `want` is asked for: at most one split per 32-token tile and
 // kMaxSplits, at least enough that a split's indices fit in shared memory, and no empty trailing split.
 int effective_splits(const SparseMlaParams& p, int want) {
@@ -862,7 +880,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 14) ||
       p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
-      p.planner < 0 || p.planner > 2)
+      p.planner < 0 || p.planner > 2 || p.persistent < 0 || p.persistent > 2)
     return cudaErrorInvalidValue;
   // (kernel_variant 4 was removed in round 3, 6 in session 4 (FP8 records by bulk copies, slower than 5 / 7
   // everywhere), 8 never merged (session 4), 9 removed in session 5 (the alternating-step kernel, 1.6-2x slower
@@ -929,6 +947,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsp(variant, hc)) {
+    a.grid_ctas = persistent_ctas(p, nsplit);
     err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);

@@ -150,6 +150,12 @@ struct SparseMlaParams {
   // the chunked combine (entry, past its PDL wait, stored): T * splits * H / heads_per_cta * 16 + T * H * 4 entries
   // (sparse_mla_num_splits, sparse_mla_heads_per_cta). The stamps cost a few instructions per step when it is set.
   unsigned long long* debug_timeline = nullptr;
+  // Appended in session 17: variant 14's persistent grid. 0 = automatic: where variant 14 runs one split and its
+  // work items (token x 64-head group) outnumber the CTAs that fit on the SMs at once, the grid is that many CTAs and
+  // each takes items in turn (blockIdx.x, + grid, ...), the next item's first records gathered and its Q loaded while
+  // this item's last steps run, its outputs stored from registers (GLM5RT_MLA_PERSIST=0 in the environment: off);
+  // 1 = never; 2 = always where variant 14 runs (also with splits; tests). Same results whichever runs.
+  int persistent = 0;
 };
 
 // Round 5's joint (heads per CTA, splits) choice applies up to this many query tokens (the swept range).

@@ -62,6 +62,9 @@ struct KernelArgs {
   int wsr_chains4;
   // Session 15: variant 10 stores its outputs from registers, no staging (the default; GLM5RT_MLA_WSR_DIRECT=0: off).
   int wsr_direct;
+  // Session 17 (variant 14 only): 0 = one CTA per work item (token, split, head group); else the grid size, each CTA
+  // taking items blockIdx.x, + grid_ctas, ... in turn (launch_grid caps the grid at it).
+  int grid_ctas;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool
@@ -96,13 +99,17 @@ inline constexpr float kLn2 = 0.69314718055994531f;
 struct CtaPlace {
   int hg, split, t;
 };
+// (Session 17: variant 14's CTAs may take several such places in turn, "work items": place_of(item).)
 template <int HC>
-__device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {
+__device__ __forceinline__ CtaPlace place_of(const KernelArgs& a, int bid) {
   const int groups = a.num_heads / HC;
-  int bid = blockIdx.x;
   const int hg = bid % groups;
   bid /= groups;
   return CtaPlace{hg, bid % a.nsplit, bid / a.nsplit};
+}
+template <int HC>
+__device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {
+  return place_of<HC>(a, blockIdx.x);
 }
 
 // Session 8: every main kernel may be launched as a programmatic dependent of the previous kernel in its stream

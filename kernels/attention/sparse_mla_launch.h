@@ -82,8 +82,9 @@ cudaError_t launch_grid(void (*kernel)(KernelArgs), bool max_carveout, const Ker
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
   }
-  const int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
+  int64_t blocks = static_cast<int64_t>(a.num_tokens) * a.nsplit * (a.num_heads / HC);
   if (blocks <= 0) return cudaSuccess;
+  if (a.grid_ctas > 0 && blocks > a.grid_ctas) blocks = a.grid_ctas;  // variant 14's persistent grid
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   // a.pdl (sm_90+): a programmatic dependent of the previous kernel in the stream; the kernel waits for it in
   // wait_for_predecessor().

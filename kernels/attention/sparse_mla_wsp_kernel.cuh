@@ -61,37 +61,37 @@ struct WspCfg {
   static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRing = 4;
   static constexpr int kStageAreaBytes = kRing * kTileBytes;  // 74752
-  // Epilogue: 32 heads at a time (two passes) staged in the ring.
-  static_assert(32 * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the ring");
   // Exchange: [step parity][warp][half][lane] float4 = the warp's two n tiles of C fragments, conflict-free.
   static constexpr int kOffX = kStageAreaBytes;
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
-  static constexpr int kOffIdx = kOffX + kXBytes;                 // the split's cleaned indices
-  static constexpr int kOffLse = kOffIdx + kMaxSplitEntries * 4;   // [64] log2 LSEs
-  static constexpr int kOffBar = kOffLse + kHC * 4;                 // full[kRing], empty[kRing] (FP8: land[kRing])
+  // Session 17: no staged indices; per warp its fill cursor (WspCursor), per slot its rows' validity bits.
+  static constexpr int kOffCur = kOffX + kXBytes;
+  static constexpr int kCurStride = 80;  // WspCursor (40 bytes), then the sm_80 path's 8 row indices
+  static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
+  static constexpr int kOffBar = kOffValid + 16;                   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
-  static_assert(kOffX % 16 == 0 && kOffIdx % 16 == 0 && kOffBar % 8 == 0, "alignment");
+  static_assert(kOffX % 16 == 0 && kOffCur % 16 == 0 && kOffBar % 8 == 0 && 2 * kRing <= 16, "alignment");
   static_assert(kLandOff % 16 == 0 && (!FP8 || kLandOff + kRecBytes == kRowBytes), "an FP8 record ends its row");
 };
 
-// Rows row0 .. row0 + kRows - 1 of step `step` into ring slot `slot` (indices from the staged split, cleaned), by one
-// warp; each record at kLandOff of its row. sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record or, for an
-// unused entry, zero-fill it (then fence it from a later bulk copy into the same row, which only they issue; an FP8
-// zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered (one arrival per filling
-// warp; the phase completes when the bytes have landed, so the copies may follow the arrival). sm_80: the rows'
-// 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving when its copies land,
-// plus lane 0's plain arrival, which keeps the count uniform.
+// Rows row0 .. row0 + kRows - 1 of a step into ring slot `slot`, by one warp; lane r < kRows holds row r's cleaned
+// index (-1 = unused), each record lands at kLandOff of its row, and lane 0 writes the rows' validity bits (byte
+// `valid`, read by the softmax once the slot is full; `scratch`: 8 ints of this warp's, sm_80 only). sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record
+// or, for an unused entry, zero-fill it (then fence it from a later bulk copy into the same row, which only they
+// issue; an FP8 zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered (one arrival
+// per filling warp; the phase completes when the bytes have landed, so the copies may follow the arrival). sm_80: the
+// rows' 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving when its copies
+// land, plus lane 0's plain arrival, which keeps the count uniform.
 template <class C, bool kBulk, int kRows>
-__device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, const uint8_t* base, int step, int slot,
-                                              int row0, int lane, uint32_t bar) {
+__device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, int idx, const uint8_t* base, int slot, int row0, int lane,
+                                              uint32_t bar, uint8_t* valid, int* scratch) {
   using namespace mma;
   uint8_t* tile = smem + slot * C::kTileBytes;
-  const int* idx_row = s_idx + step * C::kBT + row0;
+  const bool act = lane < kRows;
+  const uint32_t used = __ballot_sync(0xffffffffu, act && idx >= 0);
+  if (lane == 0) *valid = static_cast<uint8_t>(used);
   if constexpr (kBulk) {
-    const bool act = lane < kRows;
-    const int idx = act ? idx_row[lane] : -1;
-    const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, act && idx >= 0));
     uint8_t* row = tile + (row0 + (act ? lane : 0)) * C::kRowBytes + C::kLandOff;
     if (act && idx < 0) {
       const uint4 z = make_uint4(0u, 0u, 0u, 0u);
@@ -99,13 +99,16 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, const int* s_idx, c
       fence_proxy_async_smem();
     }
     __syncwarp();  // the other lanes' zero-fills before lane 0's arrival (its release)
-    if (lane == 0) mbar_arrive_expect_tx(bar, nvalid * C::kRecBytes);
+    if (lane == 0) mbar_arrive_expect_tx(bar, __popc(used) * C::kRecBytes);
     if (act && idx >= 0)
       bulk_copy_g2s(smem_addr(row), base + static_cast<int64_t>(idx) * C::kRecBytes, C::kRecBytes, bar);
   } else {
+    // (gather_chunk reads the rows' indices from shared memory: this warp's scratch.)
+    if (act) scratch[lane] = idx;
+    __syncwarp();
     const uint32_t dst0 = smem_addr(tile + row0 * C::kRowBytes + C::kLandOff);
     for (int c = lane; c < kRows * kRecordChunks<C::kFP8>; c += 32)
-      gather_chunk<C::kFP8, C::kRowBytes, 128>(dst0, idx_row, 0, base, c);
+      gather_chunk<C::kFP8, C::kRowBytes, 128>(dst0, scratch, 0, base, c);
     cp_async_mbar_arrive_noinc(bar);
     if (lane == 0) mbar_arrive(bar);
   }
@@ -142,6 +145,60 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
   mma::fence_proxy_async_smem();
 }
 
+// Session 17: a CTA takes work items (token, split, 64-head group; blockIdx.x order) in turn, blockIdx.x, + gridDim.x,
+// ..., its steps numbered across them ("global" steps: the ring's slots, phases and fills run on without a break at an
+// item's end). A warp's fill cursor: the item of its next fill and that item's span and records (shared memory, read
+// by the warp's lanes alike, written by lane 0; it moves once per item).
+struct WspCursor {
+  const uint8_t* base;  // the item's records (row_cache)
+  long long num_slots;
+  int item;             // >= the launch's item count: past the CTA's last item
+  int g0;               // the global step of the item's first step
+  int nsteps, first, cnt, t;
+};
+static_assert(sizeof(WspCursor) == 40, "WspCfg::kCurStride holds a cursor and 8 indices");
+
+// The cursor of `item` starting at global step g0 (every lane computes it; items past the last keep item only).
+template <class C, int HC>
+__device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item, int g0, int n_items) {
+  WspCursor c{};
+  c.item = item;
+  c.g0 = g0;
+  if (item < n_items) {
+    const CtaPlace pl = place_of<HC>(a, item);
+    const SplitSpan sp = split_span<C::kBT>(a, pl.t, pl.split);
+    const RowCache rc = row_cache(a, pl.t);
+    c.base = rc.base;
+    c.num_slots = rc.num_slots;
+    c.nsteps = sp.nsteps;
+    c.first = sp.first;
+    c.cnt = sp.cnt;
+    c.t = pl.t;
+  }
+  return c;
+}
+
+// Moves the warp's cursor (all lanes, converged) to the item holding global step G (this CTA's items in turn; items
+// of no steps are passed over) and returns lane's raw index for row 8 kh + lane of that step (-1 past the item's
+// entries or for lanes >= 8), or sets `ok` false when G lies past the CTA's last step.
+template <class C, int HC>
+__device__ __forceinline__ int wsp_seek_index(const KernelArgs& a, WspCursor* cur_s, int G, int n_items, int kh,
+                                              int lane, bool& ok) {
+  WspCursor c = *cur_s;
+  const bool move = c.item < n_items && G >= c.g0 + c.nsteps;
+  while (c.item < n_items && G >= c.g0 + c.nsteps)
+    c = wsp_cursor_at<C, HC>(a, c.item + static_cast<int>(gridDim.x), c.g0 + c.nsteps, n_items);
+  if (move) {
+    __syncwarp();  // every lane's read of the old cursor before lane 0 overwrites it
+    if (lane == 0) *cur_s = c;
+    __syncwarp();
+  }
+  ok = c.item < n_items;
+  const int e = (G - c.g0) * C::kBT + C::kRowsPerWarp * kh + lane;
+  return ok && lane < C::kRowsPerWarp && e < c.cnt ? __ldg(a.indices + static_cast<int64_t>(c.t) * a.topk + c.first + e)
+                                                    : -1;
+}
+
 template <int HC, bool FP8>
 __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
@@ -155,17 +212,14 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 
   wait_for_predecessor();  // before any global access (PDL)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const WsRole role = ws_role<C, HC>(a, warp);  // (no producer warps here: only its place, pool and span)
-  const int hg = role.hg, split = role.split, t = role.t;
-  const RowCache& rc = role.rc;
-  const SplitSpan& span = role.span;
-  const int nsteps = span.nsteps;
+  const int n_items = a.num_tokens * a.nsplit * (a.num_heads / HC);
   allow_dependent_launch();  // the combine kernel (PDL)
   // Pair hb = warp >> 1 (the warps of a pair sit on different SM sub-partitions), k / dims half kh = warp & 1.
   const int hb = warp >> 1, kh = warp & 1;
 
-  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
-  float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
+  WspCursor* cur_s = reinterpret_cast<WspCursor*>(smem + C::kOffCur + warp * C::kCurStride);
+  int* scratch = reinterpret_cast<int*>(smem + C::kOffCur + warp * C::kCurStride + 48);
+  uint8_t* valid = smem + C::kOffValid;
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   // FP8: the copies complete "land"; the slot is "full" once the converting pair has turned it into bf16 rows.
@@ -180,50 +234,59 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
-  stage_split_indices<C::kThreads>(s_idx, role.row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
+  {
+    const WspCursor c0 = wsp_cursor_at<C, HC>(a, blockIdx.x, 0, n_items);
+    if (lane == 0) *cur_s = c0;
+    __syncwarp();
+  }
 
-  // Q of the pair's 16 heads over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
-  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). (Loaded before the barrier: its latency overlaps the
-  // index staging's.)
+  // Q of the pair's 16 heads of an item over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
+  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). The first item's before the barrier (its latency overlaps
+  // the first index loads'); a later item's right after the previous item's last GEMM1 (see the loop).
   auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
   uint32_t qa[C::kKSteps][4];
-  {
+  int q_item = -1;
+  auto load_q = [&](int item) {
+    const CtaPlace pl = place_of<HC>(a, item);
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-        a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC + 16 * hb + g) * kMlaQkDim);
+        a.q + (static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g) * kMlaQkDim);
 #pragma unroll
     for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, kdim(j), tq);
-  }
-  __syncthreads();  // barriers initialised, indices staged
-  // Step st is copied by pair st % 4 alone (warp kh: rows 8 kh .. 8 kh + 7). (Session 11, call 7: against two rows
-  // by every warp, 1.04x at T=128 H=64 and prefill 4096 x 64: the per-fill overhead (index loads, vote, arrival, the
-  // wait for the released slot) once per pair instead of once per warp (call 3's profile: the refill was 18% of the
-  // executed instructions); both warps of the filling pair pay the same, so neither waits for the other.)
-  // Step st lands in slot st % NST, so pair hb always fills slot hb.
+    q_item = item;
+  };
+  load_q(blockIdx.x);
+  // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
+  // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
+  // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
+  // pair pay the same, so neither waits for the other.) Session 17: the fill's index comes from a register loaded one
+  // fill earlier (4 steps ahead: its latency hidden), not from indices staged by the prologue.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
-  auto fill = [&](int st) {
-    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, s_idx, rc.base, st, hb, C::kRowsPerWarp * kh, lane,
-                                             bar_copied + hb * 8);
+  bool fill_ok = false;
+  int next_fill = hb;  // this pair's next global fill step; filled: every hb + 4 k below it
+  int nidx = wsp_seek_index<C, HC>(a, cur_s, next_fill, n_items, kh, lane, fill_ok);
+  auto fill = [&]() {
+    const int idx = nidx >= 0 && nidx < cur_s->num_slots ? nidx : -1;
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, cur_s->base, hb, C::kRowsPerWarp * kh, lane,
+                                             bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
+    next_fill += NST;
+    nidx = wsp_seek_index<C, HC>(a, cur_s, next_fill, n_items, kh, lane, fill_ok);
   };
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
   const int lead = a.wsp_lead;
-  auto convert = [&](int st) {
+  int conv_next = hb;  // this pair's next global step to convert
+  auto convert = [&]() {
     if constexpr (FP8) {
-      mbar_wait_parity(bar_land + hb * 8, (st / NST) & 1);
+      mbar_wait_parity(bar_land + hb * 8, (conv_next / NST) & 1);
       wsp_convert_rows<C, C::kRowsPerWarp>(smem, hb, C::kRowsPerWarp * kh, lane);
       __syncwarp();  // every lane's writes (and fence) before lane 0's arrival (its release)
       if (lane == 0) mbar_arrive(bar_full + hb * 8);
+      conv_next += NST;
     }
   };
-  // Steps 0 .. NST - 1 into the empty ring (pair hb: step hb); step s >= 1 refills step s + NST - 1 (below).
-  if (hb < nsteps) fill(hb);
-  if (FP8 && hb < lead && hb < nsteps) convert(hb);
-
-  float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
-#pragma unroll
-  for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  float m0 = kNegInf, m1 = kNegInf;  // running max (base 2) of rows g / g + 8; the same on the row's 4 lanes
-  float l0 = 0.f, l1 = 0.f;          // this lane's share of the rows' running sums
+  __syncthreads();  // barriers initialised
+  if (fill_ok) fill();  // into the empty ring
+  if (FP8 && hb < lead && conv_next < next_fill) convert();
 
   // ldmatrix row addresses. K (B of GEMM1, non-transposed): (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0),
   // (tok 8-15, k0 + 8) = both n tiles of one k step. V (B of GEMM2, transposed): (tok 0-7, d), (tok 8-15, d),
@@ -232,99 +295,102 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (256 * kh + (lane >> 4) * 8) * 2;
   float4* xbuf = reinterpret_cast<float4*>(smem + C::kOffX);
   const int partner = warp ^ 1;
-  for (int step = 0; step < nsteps; ++step) {
-    const int slot = step % NST;
-    const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
-    mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
-    // GEMM1: chains c = k-step parity, n tile nt.
-    float s[2][2][4];
+  float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
+  int gs = 0;                  // global step
+  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const CtaPlace pl = place_of<HC>(a, item);
+    const int nsteps = split_span<C::kBT>(a, pl.t, pl.split).nsteps;
+    if (nsteps > 0 && q_item != item) load_q(item);  // (not loaded ahead: the previous item had no steps)
 #pragma unroll
-    for (int c = 0; c < 2; ++c)
+    for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m0 = kNegInf, m1 = kNegInf;  // running max (base 2) of rows g / g + 8; the same on the row's 4 lanes
+    float l0 = 0.f, l1 = 0.f;          // this lane's share of the rows' running sums
+    for (int step = 0; step < nsteps; ++step, ++gs) {
+      const int slot = gs % NST;
+      const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
+      mbar_wait_parity(bar_full + slot * 8, (gs / NST) & 1);
+      // GEMM1: chains c = k-step parity, n tile nt.
+      float s[2][2][4];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) s[c][nt][0] = s[c][nt][1] = s[c][nt][2] = s[c][nt][3] = 0.f;
+      for (int c = 0; c < 2; ++c)
 #pragma unroll
-    for (int j = 0; j < C::kKSteps; ++j) {
-      uint32_t b[4];
-      ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
-      mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
-      mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+        for (int nt = 0; nt < 2; ++nt) s[c][nt][0] = s[c][nt][1] = s[c][nt][2] = s[c][nt][3] = 0.f;
+#pragma unroll
+      for (int j = 0; j < C::kKSteps; ++j) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
+        mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+        mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+      }
+      // The next item's Q into the registers this item no longer reads (its latency under this step's softmax,
+      // GEMM2 and the stores).
+      if (step == nsteps - 1 && item + static_cast<int>(gridDim.x) < n_items) load_q(item + gridDim.x);
+      float4 mine[2];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+        mine[nt] = make_float4(s[0][nt][0] + s[1][nt][0], s[0][nt][1] + s[1][nt][1], s[0][nt][2] + s[1][nt][2],
+                               s[0][nt][3] + s[1][nt][3]);
+      // Exchange with the partner (buffer of this step's parity: the partner reads it before it reaches the pair
+      // barrier of step + 1, which this warp must pass before writing the buffer again at step + 2).
+      float4* xb = xbuf + (gs & 1) * C::kConsumerWarps * 64;
+      xb[(warp * 2 + 0) * 32 + lane] = mine[0];
+      xb[(warp * 2 + 1) * 32 + lane] = mine[1];
+      named_bar_sync(1 + hb, 64);
+      const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
+      // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
+      float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
+                       {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
+      float mu0, mu1, al0, al1;
+      softmax_rows_max_bits(x, *reinterpret_cast<const uint16_t*>(valid + 2 * slot), tq, a.scale_log2, m0, m1, mu0,
+                            mu1, al0, al1);
+      uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
+      float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float e0 = fast_exp2(x[nt][0] - mu0), e1 = fast_exp2(x[nt][1] - mu0);
+        const float e2 = fast_exp2(x[nt][2] - mu1), e3 = fast_exp2(x[nt][3] - mu1);
+        // The sums take the unrounded values (as variant 7): unpacking the rounded bf16 pairs cost ~25 instructions
+        // per step (session 11's profile); the rounding error of P is the same either way.
+        ps0 += e0 + e1;
+        ps1 += e2 + e3;
+        pa[2 * nt] = pack_bf16x2(e0, e1);
+        pa[2 * nt + 1] = pack_bf16x2(e2, e3);
+      }
+      l0 = l0 * al0 + ps0;
+      l1 = l1 * al1 + ps1;
+      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
+      // GEMM2
+#pragma unroll
+      for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+        mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+        mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
+      // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,
+      // call 4: here, after GEMM2, instead of right after the exchange: 1.07x at T=128 H=64, 1.11x at prefill 4096 x
+      // 64 on the H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one
+      // step less of lead did not show.) Only the filling pair waits for the slot.
+      if (fill_ok && next_fill == gs + NST - 1) {
+        mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
+        fill();
+      }
+      // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
+      if (FP8 && conv_next == gs + lead && conv_next < next_fill) convert();
     }
-    float4 mine[2];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-      mine[nt] = make_float4(s[0][nt][0] + s[1][nt][0], s[0][nt][1] + s[1][nt][1], s[0][nt][2] + s[1][nt][2],
-                             s[0][nt][3] + s[1][nt][3]);
-    // Exchange with the partner (buffer of this step's parity: the partner reads it before it reaches the pair
-    // barrier of step + 1, which this warp must pass before writing the buffer again at step + 2).
-    float4* xb = xbuf + (step & 1) * C::kConsumerWarps * 64;
-    xb[(warp * 2 + 0) * 32 + lane] = mine[0];
-    xb[(warp * 2 + 1) * 32 + lane] = mine[1];
-    named_bar_sync(1 + hb, 64);
-    const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
-    // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
-    float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
-                     {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
-    float mu0, mu1, al0, al1;
-    softmax_rows_max(x, s_idx + step * C::kBT, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
-    uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
-    float ps0 = 0.f, ps1 = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const float e0 = fast_exp2(x[nt][0] - mu0), e1 = fast_exp2(x[nt][1] - mu0);
-      const float e2 = fast_exp2(x[nt][2] - mu1), e3 = fast_exp2(x[nt][3] - mu1);
-      // The sums take the unrounded values (as variant 7): unpacking the rounded bf16 pairs cost ~25 instructions
-      // per step (session 11's profile); the rounding error of P is the same either way.
-      ps0 += e0 + e1;
-      ps1 += e2 + e3;
-      pa[2 * nt] = pack_bf16x2(e0, e1);
-      pa[2 * nt + 1] = pack_bf16x2(e2, e3);
-    }
-    l0 = l0 * al0 + ps0;
-    l1 = l1 * al1 + ps1;
-    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
-    // GEMM2
-#pragma unroll
-    for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
-      mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
-      mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot
-    // The refill: step + NST - 1 into the slot step - 1 used, once every warp has released it. (Session 11, call 4:
-    // here, after GEMM2, instead of right after the exchange: 1.07x at T=128 H=64, 1.11x at prefill 4096 x 64 on the
-    // H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one step less
-    // of lead did not show.)
-    // Only the filling pair waits for the slot.
-    if (step > 0 && step + NST - 1 < nsteps && (step + NST - 1) % NST == hb) {
-      mbar_wait_parity(bar_empty + hb * 8, ((step - 1) / NST) & 1);
-      fill(step + NST - 1);
-    }
-    // FP8: step + lead was copied by this pair before (in the prologue, or above at the end of step + lead - 3).
-    if (FP8 && step + lead < nsteps && (step + lead) % NST == hb) convert(step + lead);
+    // The item's outputs from registers: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same
+    // LSEs (kh 0 writes them).
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g;
+    store_mtile_direct(a, acc, row0, pl.split, 256 * kh, tq, l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
+    if (kh == 0 && tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
   }
   if constexpr (!kBulk) cp_async_wait_all();
-  // The rows' total sums (the row's 4 lanes), the LSEs (both warps of a pair hold the same; kh 0 writes them).
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  if (kh == 0 && tq == 0) {
-    lse_s[16 * hb + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
-    lse_s[16 * hb + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
-  }
-  __syncthreads();  // every warp is past its last GEMM2 and every copy has landed: the ring is free
-  float* stg = reinterpret_cast<float*>(smem);
-  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-  // Two passes of 32 heads (pairs 0-1, then 2-3) through the staging area; each is a 32-head group of the output.
-#pragma unroll 1
-  for (int pass = 0; pass < 2; ++pass) {
-    if ((hb >> 1) == pass) stage_mtile(stg + (16 * (hb & 1) + g) * kStgStride + 256 * kh + 2 * tq, acc, i0, i1);
-    __syncthreads();
-    write_outputs<32, C::kThreads>(a, stg, lse_s + 32 * pass, t, 2 * hg + pass, split, tid);
-    __syncthreads();
-  }
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

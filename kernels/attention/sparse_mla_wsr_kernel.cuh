@@ -70,12 +70,11 @@ __device__ __forceinline__ void load_q_a_fragment(uint32_t (&f)[4], const uint32
 // max while the new one exceeds it by at most kLazyRescale: the same decision on a row's four lanes, which hold the
 // same maxima, so that most steps rescale nothing). Returns the subtrahends mu (0 for a row with nothing valid so far,
 // whose max stays -inf, so that exp2 gives 0, not NaN) and the rescale factors al.
-__device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
-                                                 float& m1, float& mu0, float& mu1, float& al0, float& al1) {
+// ok[nt][j]: token 8 nt + 2t + j is used (softmax_rows_max: from the step's indices; variant 14 since session 17: from
+// the step's validity bits, softmax_rows_max_bits).
+__device__ __forceinline__ void softmax_rows_max_ok(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2, float& m0,
+                                                    float& m1, float& mu0, float& mu1, float& al0, float& al1) {
   constexpr float kNegInf = -__builtin_huge_valf();
-  const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
-  const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
-  const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -96,6 +95,21 @@ __device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* si
   m0 = mn0;
   m1 = mn1;
 }
+__device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
+                                                 float& m1, float& mu0, float& mu1, float& al0, float& al1) {
+  const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
+  const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
+  const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
+  softmax_rows_max_ok(x, ok, scale_log2, m0, m1, mu0, mu1, al0, al1);
+}
+// valid: bit r = the step's token r is used.
+__device__ __forceinline__ void softmax_rows_max_bits(float (&x)[2][4], uint32_t valid, int tq, float scale_log2,
+                                                      float& m0, float& m1, float& mu0, float& mu1, float& al0,
+                                                      float& al1) {
+  const uint32_t v = valid >> (2 * tq);
+  const bool ok[2][2] = {{(v & 1u) != 0, (v & 2u) != 0}, {(v & 0x100u) != 0, (v & 0x200u) != 0}};
+  softmax_rows_max_ok(x, ok, scale_log2, m0, m1, mu0, mu1, al0, al1);
+}
 
 // Rows g and g + 8 of one m16 tile of O (C fragments of NT n8 tiles: columns 8 n + 2t, + 1) into the fp32 staging
 // area, scaled by the rows' 1 / l: r0 = row g's column of the tile's first n tile (variants 10 and 11).
@@ -106,6 +120,58 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
   for (int n = 0; n < NT; ++n) {
     *reinterpret_cast<float2*>(r0 + n * 8) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
     *reinterpret_cast<float2*>(r1 + n * 8) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
+  }
+}
+
+// Session 15 (variant 10), shared with variant 14 since session 17: a warp's rows g / g + 8 of one m16 tile of O (C
+// fragments of NT n8 tiles, columns col0 + 8 n + 2t, + 1) stored from registers, scaled by the rows' 1 / l, straight
+// to the output (one split: bf16) or the split's partial (bf16 or fp32), without the staging's block barriers. row0 =
+// the (t, head) row of this lane's row g. bf16: lanes t and t ^ 1 swap one word per n-tile pair so that each lane
+// stores 8 bytes and a row's four lanes one whole 32-byte sector (tiles n, n + 1: t = 0 columns 0-3, 1: 8-11, 2: 4-7,
+// 3: 12-15); 4-byte stores (half sectors) measured 1.03-1.05x slower at T = 1-4 (session 15, call 2).
+template <int NT>
+__device__ __forceinline__ void store_mtile_direct(const KernelArgs& a, const float (&acc)[NT][4], int64_t row0,
+                                                   int split, int col0, int tq, float i0, float i1) {
+  static_assert(NT % 2 == 0, "n-tile pairs");
+  const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
+  if (a.nsplit == 1 || a.part_bf16) {
+    const bool odd = tq & 1;
+    __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
+                         col0 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const float inv = hi ? i1 : i0;
+        const uint32_t v0 = mma::pack_bf16x2(acc[n][2 * hi] * inv, acc[n][2 * hi + 1] * inv);
+        const uint32_t v1 = mma::pack_bf16x2(acc[n + 1][2 * hi] * inv, acc[n + 1][2 * hi + 1] * inv);
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
+        *reinterpret_cast<uint2*>(dst + hi * 8 * kMlaLatentDim + 8 * n) = odd ? make_uint2(got, v1) : make_uint2(v0, got);
+      }
+    }
+  } else {
+    float* dst = a.part_o + row * kMlaLatentDim + col0 + 2 * tq;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
+      *reinterpret_cast<float2*>(dst + 8 * kMlaLatentDim + 8 * n) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
+    }
+  }
+}
+
+// The LSEs of rows row0 / row0 + 8 (one lane per row pair) from their running maxima (base 2) and total sums: the
+// output's natural-log LSE (one split) or the split's log2 LSE; -inf for a row with nothing valid.
+__device__ __forceinline__ void store_lse_pair_direct(const KernelArgs& a, int64_t row0, int split, float m0, float m1,
+                                                      float l0, float l1) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  const float ls0 = l0 > 0.f ? m0 + log2f(l0) : kNegInf, ls1 = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+  if (a.nsplit == 1) {
+    a.lse[row0] = ls0 * kLn2;  // -inf stays -inf
+    a.lse[row0 + 8] = ls1 * kLn2;
+  } else {
+    const int64_t row = static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
+    a.part_lse[row] = ls0;
+    a.part_lse[row + 8] = ls1;
   }
 }
 
@@ -463,44 +529,8 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
     if (!producer) {
       const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
       const int64_t row0 = static_cast<int64_t>(t) * a.num_heads + hg * HC + gi * 16 + g;
-      const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-      const int col = wq * 128 + 2 * tq;
-      if (a.nsplit == 1 || a.part_bf16) {
-        // bf16: lanes t and t ^ 1 swap one word per n-tile pair so that each lane stores 8 bytes and a row's four
-        // lanes one whole 32-byte sector (tiles n, n + 1: t = 0 columns 0-3, 1: 8-11, 2: 4-7, 3: 12-15); 4-byte
-        // stores (half sectors) measured 1.03-1.05x slower at T = 1-4 (call 2).
-        const bool odd = tq & 1;
-        __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
-                             wq * 128 + (odd ? 8 + 2 * (tq - 1) : 2 * tq);
-#pragma unroll
-        for (int n = 0; n < C::kDimTiles; n += 2) {
-#pragma unroll
-          for (int hi = 0; hi < 2; ++hi) {
-            const float inv = hi ? i1 : i0;
-            const uint32_t v0 = pack_bf16x2(acc[n][2 * hi] * inv, acc[n][2 * hi + 1] * inv);
-            const uint32_t v1 = pack_bf16x2(acc[n + 1][2 * hi] * inv, acc[n + 1][2 * hi + 1] * inv);
-            const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
-            *reinterpret_cast<uint2*>(dst + hi * 8 * kMlaLatentDim + 8 * n) = odd ? make_uint2(got, v1) : make_uint2(v0, got);
-          }
-        }
-      } else {
-        float* dst = a.part_o + row * kMlaLatentDim + col;
-#pragma unroll
-        for (int n = 0; n < C::kDimTiles; ++n) {
-          *reinterpret_cast<float2*>(dst + 8 * n) = make_float2(acc[n][0] * i0, acc[n][1] * i0);
-          *reinterpret_cast<float2*>(dst + 8 * kMlaLatentDim + 8 * n) = make_float2(acc[n][2] * i1, acc[n][3] * i1);
-        }
-      }
-      if (wq == 0 && tq == 0) {
-        const float ls0 = l0 > 0.f ? m0 + log2f(l0) : kNegInf, ls1 = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
-        if (a.nsplit == 1) {
-          a.lse[row] = ls0 * kLn2;  // -inf stays -inf
-          a.lse[row + 8] = ls1 * kLn2;
-        } else {
-          a.part_lse[row] = ls0;
-          a.part_lse[row + 8] = ls1;
-        }
-      }
+      store_mtile_direct(a, acc, row0, split, wq * 128, tq, i0, i1);
+      if (wq == 0 && tq == 0) store_lse_pair_direct(a, row0, split, m0, m1, l0, l1);
     }
     if (a.timeline != nullptr) {
       __syncthreads();

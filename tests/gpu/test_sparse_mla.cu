@@ -104,6 +104,7 @@ struct Problem {
   std::vector<Plan> plans;
   int num_sms = 0;    // SparseMlaParams::num_sms (0 = the device's)
   bool tail = false;  // the automatic plan splits the grid's last partial wave into a launch of its own (session 12)
+  int persistent = 0;  // SparseMlaParams::persistent (session 17: variant 14's CTAs taking work items in turn)
 };
 
 // The shape of a problem: T tokens x H heads x top-k entries over num_slots records of format fmt; the
@@ -285,6 +286,7 @@ SparseMlaParams params_of(const Problem& pb, const DevBuf& q, const DevBuf& cach
   p.topk = pb.topk;
   p.softmax_scale = pb.scale;
   p.num_sms = pb.num_sms;
+  p.persistent = pb.persistent;
   return p;
 }
 
@@ -643,6 +645,27 @@ TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count fo
   }
 }
 
+// Session 17: variant 14's persistent grid on 3 forced "SMs": each CTA takes tens of work items in turn, its ring,
+// exchange and fills running on across them; rows of every kind (items of no steps among them: empty rows), both
+// record formats, 64 and 128 heads (two head groups per token), one split (the automatic rule) and forced splits
+// (persistent = 2: split items in turn, then the merge), and persistence off on the same inputs.
+TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in turn)") {
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    for (int H : {64, 128}) {
+      Problem pb = shape(61, H, 200, fmt, 20000);
+      pb.num_sms = 3;
+      pb.use_lengths = true;
+      pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kEmpty, RowKind::kScatteredPad, RowKind::kFull,
+                  RowKind::kOutOfRange};
+      pb.plans = {{1, 0, 0}, {3, 0, 0}};
+      for (int persistent : {0, 2, 1}) {
+        pb.persistent = persistent;
+        run_and_check(pb);
+      }
+    }
+  }
+}
+
 // Session 13 (small_t_v14_splits): at T <= 8 the planner runs variant 14's 64-head CTAs where T * H / 64 head groups
 // x a power-of-two split count fill >= 0.6 of the SMs with splits of >= 4 (FP8) / 8 (bf16) 32-token tiles. The plans
 // on a forced 132-SM count (the H200 sweeps' card), then an odd token count end to end with the device's own plan.
@@ -734,6 +757,12 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 13;  // session 10's two-token-group kernel: measured slower, removed
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 0;
+  p.persistent = 3;  // only 0 (automatic), 1 (never), 2 (always)
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.persistent = -1;
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.persistent = 0;
   p.kernel_variant = 15;  // no such kernel
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
