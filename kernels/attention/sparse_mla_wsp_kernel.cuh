@@ -66,7 +66,8 @@ struct WspCfg {
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
   // Session 17: no staged indices; per warp its fill cursor (WspCursor), per slot its rows' validity bits.
   static constexpr int kOffCur = kOffX + kXBytes;
-  static constexpr int kCurStride = 80;  // WspCursor (40 bytes), then the sm_80 path's 8 row indices
+  // Per warp: WspCursor (40 bytes), at 48 the sm_80 path's 8 row indices, at 80 the next fill's 8 raw indices.
+  static constexpr int kCurStride = 112;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   static constexpr int kOffBar = kOffValid + 16;                   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
@@ -179,11 +180,13 @@ __device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item
 }
 
 // Moves the warp's cursor (all lanes, converged) to the item holding global step G (this CTA's items in turn; items
-// of no steps are passed over) and returns lane's raw index for row 8 kh + lane of that step (-1 past the item's
-// entries or for lanes >= 8), or sets `ok` false when G lies past the CTA's last step.
+// of no steps are passed over) and starts the copy of row 8 kh + lane's raw index of that step into pref[lane] (lanes
+// < 8; -1 past the item's entries), by cp.async: a register loaded here would hold a global load's scoreboard across
+// the loop, and the compiler waits for it at the next join (session 17 call 3: 1.11x slower at T=128 H=64). Returns
+// false when G lies past the CTA's last step.
 template <class C, int HC>
-__device__ __forceinline__ int wsp_seek_index(const KernelArgs& a, WspCursor* cur_s, int G, int n_items, int kh,
-                                              int lane, bool& ok) {
+__device__ __forceinline__ bool wsp_seek_index(const KernelArgs& a, WspCursor* cur_s, int* pref, int G, int n_items,
+                                               int kh, int lane) {
   WspCursor c = *cur_s;
   const bool move = c.item < n_items && G >= c.g0 + c.nsteps;
   while (c.item < n_items && G >= c.g0 + c.nsteps)
@@ -193,10 +196,16 @@ __device__ __forceinline__ int wsp_seek_index(const KernelArgs& a, WspCursor* cu
     if (lane == 0) *cur_s = c;
     __syncwarp();
   }
-  ok = c.item < n_items;
+  const bool ok = c.item < n_items;
   const int e = (G - c.g0) * C::kBT + C::kRowsPerWarp * kh + lane;
-  return ok && lane < C::kRowsPerWarp && e < c.cnt ? __ldg(a.indices + static_cast<int64_t>(c.t) * a.topk + c.first + e)
-                                                    : -1;
+  if (lane < C::kRowsPerWarp) {
+    if (ok && e < c.cnt)
+      mma::cp_async_4(mma::smem_addr(pref + lane), a.indices + static_cast<int64_t>(c.t) * a.topk + c.first + e);
+    else
+      pref[lane] = -1;
+  }
+  mma::cp_async_commit();
+  return ok;
 }
 
 template <int HC, bool FP8>
@@ -219,6 +228,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 
   WspCursor* cur_s = reinterpret_cast<WspCursor*>(smem + C::kOffCur + warp * C::kCurStride);
   int* scratch = reinterpret_cast<int*>(smem + C::kOffCur + warp * C::kCurStride + 48);
+  int* pref = reinterpret_cast<int*>(smem + C::kOffCur + warp * C::kCurStride + 80);
   uint8_t* valid = smem + C::kOffValid;
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
@@ -258,18 +268,19 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
-  // pair pay the same, so neither waits for the other.) Session 17: the fill's index comes from a register loaded one
-  // fill earlier (4 steps ahead: its latency hidden), not from indices staged by the prologue.
+  // pair pay the same, so neither waits for the other.) Session 17: the fill's indices come by cp.async one fill earlier
+  // (4 steps ahead: their latency hidden; wsp_seek_index), not from indices staged by the prologue.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
-  bool fill_ok = false;
   int next_fill = hb;  // this pair's next global fill step; filled: every hb + 4 k below it
-  int nidx = wsp_seek_index<C, HC>(a, cur_s, next_fill, n_items, kh, lane, fill_ok);
+  bool fill_ok = wsp_seek_index<C, HC>(a, cur_s, pref, next_fill, n_items, kh, lane);
   auto fill = [&]() {
-    const int idx = nidx >= 0 && nidx < cur_s->num_slots ? nidx : -1;
+    mma::cp_async_wait_all();  // this lane's index (long landed but for the first fill)
+    const int raw = lane < C::kRowsPerWarp ? pref[lane] : -1;
+    const int idx = raw >= 0 && raw < cur_s->num_slots ? raw : -1;
     wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, cur_s->base, hb, C::kRowsPerWarp * kh, lane,
                                              bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
     next_fill += NST;
-    nidx = wsp_seek_index<C, HC>(a, cur_s, next_fill, n_items, kh, lane, fill_ok);
+    fill_ok = wsp_seek_index<C, HC>(a, cur_s, pref, next_fill, n_items, kh, lane);
   };
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
