@@ -66,8 +66,9 @@ struct WspCfg {
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
   // Session 17: no staged indices; per warp its fill cursor (WspCursor), per slot its rows' validity bits.
   static constexpr int kOffCur = kOffX + kXBytes;
-  // Per warp: WspCursor (40 bytes), at 48 the sm_80 path's 8 row indices, at 80 the next fill's 8 raw indices.
-  static constexpr int kCurStride = 112;
+  // Per warp: its item table (kWspTab WspCursors), the pending fill's cursor, the next fill's 8 raw indices, the sm_80
+  // path's 8 row indices (wsp_build_table, wsp_prefetch_index), the current item.
+  static constexpr int kCurStride = 448;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   static constexpr int kOffBar = kOffValid + 16;                   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
@@ -148,23 +149,27 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 
 // Session 17: a CTA takes work items (token, split, 64-head group; blockIdx.x order) in turn, blockIdx.x, + gridDim.x,
 // ..., its steps numbered across them ("global" steps: the ring's slots, phases and fills run on without a break at an
-// item's end). A warp's fill cursor: the item of its next fill and that item's span and records (shared memory, read
-// by the warp's lanes alike, written by lane 0; it moves once per item).
+// item's end). Each warp keeps, in shared memory, a table of the items its fills may reach: the current item and the
+// next ones with steps (kWspTab in all), rebuilt at each item's start, so that a fill finds its item without global
+// loads or divisions inside the step loop (session 17 call 4: every instruction there costs the loop its ldmatrix
+// prefetch depth; 254 registers).
+inline constexpr int kWspTab = 8;  // >= 1 + 7: a fill's index is fetched up to 7 steps past the consumer's step
 struct WspCursor {
   const uint8_t* base;  // the item's records (row_cache)
   long long num_slots;
-  int item;             // >= the launch's item count: past the CTA's last item
+  int item;
   int g0;               // the global step of the item's first step
-  int nsteps, first, cnt, t;
+  int nsteps, first, cnt, t;  // nsteps 0: an unused entry
 };
-static_assert(sizeof(WspCursor) == 40, "WspCfg::kCurStride holds a cursor and 8 indices");
+static_assert(sizeof(WspCursor) == 40 && (kWspTab + 1) * 40 + 68 <= WspCfg<false>::kCurStride &&
+                  WspCfg<false>::kCurStride % 16 == 0,
+              "WspCfg::kCurStride holds a warp's table, pending cursor and indices");
 
-// The cursor of `item` starting at global step g0 (every lane computes it; items past the last keep item only).
+// The cursor of `item` (nsteps 0 past the launch's items).
 template <class C, int HC>
-__device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item, int g0, int n_items) {
+__device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item, int n_items) {
   WspCursor c{};
   c.item = item;
-  c.g0 = g0;
   if (item < n_items) {
     const CtaPlace pl = place_of<HC>(a, item);
     const SplitSpan sp = split_span<C::kBT>(a, pl.t, pl.split);
@@ -179,33 +184,64 @@ __device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item
   return c;
 }
 
-// Moves the warp's cursor (all lanes, converged) to the item holding global step G (this CTA's items in turn; items
-// of no steps are passed over) and starts the copy of row 8 kh + lane's raw index of that step into pref[lane] (lanes
-// < 8; -1 past the item's entries), by cp.async: a register loaded here would hold a global load's scoreboard across
-// the loop, and the compiler waits for it at the next join (session 17 call 3: 1.11x slower at T=128 H=64). Returns
-// false when G lies past the CTA's last step.
+// The warp's table from `item` on (its first step is global step g0): the items item, + gridDim.x, ... with steps, up
+// to kWspTab of them, the rest of the table unused. Lane i takes the i-th item of each window of 32 (one round trip of
+// loads per window; a window is enough unless most rows have no entries). All lanes, converged.
 template <class C, int HC>
-__device__ __forceinline__ bool wsp_seek_index(const KernelArgs& a, WspCursor* cur_s, int* pref, int G, int n_items,
-                                               int kh, int lane) {
-  WspCursor c = *cur_s;
-  const bool move = c.item < n_items && G >= c.g0 + c.nsteps;
-  while (c.item < n_items && G >= c.g0 + c.nsteps)
-    c = wsp_cursor_at<C, HC>(a, c.item + static_cast<int>(gridDim.x), c.g0 + c.nsteps, n_items);
-  if (move) {
-    __syncwarp();  // every lane's read of the old cursor before lane 0 overwrites it
-    if (lane == 0) *cur_s = c;
+__device__ __forceinline__ void wsp_build_table(const KernelArgs& a, WspCursor* tab, int item, int g0, int n_items,
+                                                int lane) {
+  __syncwarp();  // the lanes' earlier reads of the table before it is overwritten
+  int found = 0;
+  while (found < kWspTab && item < n_items) {
+    WspCursor c = wsp_cursor_at<C, HC>(a, item + lane * static_cast<int>(gridDim.x), n_items);
+    int incl = c.nsteps;  // the window's steps up to this lane's item (inclusive scan)
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    c.g0 = g0 + incl - c.nsteps;
+    const uint32_t with_steps = __ballot_sync(0xffffffffu, c.nsteps > 0);
+    const int rank = found + __popc(with_steps & ((1u << lane) - 1u));
+    if (c.nsteps > 0 && rank < kWspTab) tab[rank] = c;
+    found += __popc(with_steps);
+    g0 += __shfl_sync(0xffffffffu, incl, 31);
+    item += 32 * static_cast<int>(gridDim.x);
+  }
+  if (lane >= found && lane < kWspTab) tab[lane].nsteps = 0;
+  __syncwarp();
+}
+
+// Finds global step G in the warp's table and starts the copy of row 8 kh + lane's raw index of that step into
+// pref[lane] (lanes < 8; -1 past the item's entries) by cp.async, and (lane 0) notes the item's records for that fill
+// in pend. cp.async, not a register: a register loaded here would hold a global load's scoreboard across the loop,
+// which ptxas waits for at the next join (session 17 call 3: 1.11x slower at T=128 H=64). Returns false when G lies
+// past the CTA's last step.
+template <class C>
+__device__ __forceinline__ bool wsp_prefetch_index(const KernelArgs& a, const WspCursor* tab, WspCursor* pend,
+                                                   int* pref, int G, int kh, int lane) {
+  int f = -1;
+#pragma unroll
+  for (int e = kWspTab - 1; e >= 0; --e)
+    if (G >= tab[e].g0 && G < tab[e].g0 + tab[e].nsteps) f = e;
+  if (f >= 0) {
+    const WspCursor& c = tab[f];
+    const int e = (G - c.g0) * C::kBT + C::kRowsPerWarp * kh + lane;
+    if (lane < C::kRowsPerWarp) {
+      if (e < c.cnt)
+        mma::cp_async_4(mma::smem_addr(pref + lane), a.indices + static_cast<int64_t>(c.t) * a.topk + c.first + e);
+      else
+        pref[lane] = -1;
+    }
+    mma::cp_async_commit();
+    __syncwarp();  // the lanes' reads of the previous fill's pend before lane 0 overwrites it
+    if (lane == 0) {
+      pend->base = c.base;
+      pend->num_slots = c.num_slots;
+    }
     __syncwarp();
   }
-  const bool ok = c.item < n_items;
-  const int e = (G - c.g0) * C::kBT + C::kRowsPerWarp * kh + lane;
-  if (lane < C::kRowsPerWarp) {
-    if (ok && e < c.cnt)
-      mma::cp_async_4(mma::smem_addr(pref + lane), a.indices + static_cast<int64_t>(c.t) * a.topk + c.first + e);
-    else
-      pref[lane] = -1;
-  }
-  mma::cp_async_commit();
-  return ok;
+  return f >= 0;
 }
 
 template <int HC, bool FP8>
@@ -226,9 +262,11 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // Pair hb = warp >> 1 (the warps of a pair sit on different SM sub-partitions), k / dims half kh = warp & 1.
   const int hb = warp >> 1, kh = warp & 1;
 
-  WspCursor* cur_s = reinterpret_cast<WspCursor*>(smem + C::kOffCur + warp * C::kCurStride);
-  int* scratch = reinterpret_cast<int*>(smem + C::kOffCur + warp * C::kCurStride + 48);
-  int* pref = reinterpret_cast<int*>(smem + C::kOffCur + warp * C::kCurStride + 80);
+  uint8_t* wsm = smem + C::kOffCur + warp * C::kCurStride;  // this warp's table, pending fill and indices
+  WspCursor* tab = reinterpret_cast<WspCursor*>(wsm);
+  WspCursor* pend = tab + kWspTab;
+  int* pref = reinterpret_cast<int*>(pend + 1);
+  int* scratch = pref + 8;
   uint8_t* valid = smem + C::kOffValid;
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
@@ -244,43 +282,39 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
-  {
-    const WspCursor c0 = wsp_cursor_at<C, HC>(a, blockIdx.x, 0, n_items);
-    if (lane == 0) *cur_s = c0;
-    __syncwarp();
-  }
+  wsp_build_table<C, HC>(a, tab, blockIdx.x, 0, n_items, lane);
 
   // Q of the pair's 16 heads of an item over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
-  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). The first item's before the barrier (its latency overlaps
-  // the first index loads'); a later item's right after the previous item's last GEMM1 (see the loop).
+  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). The first item's before the barrier, a later item's at its
+  // start, beside its table's loads (one round trip per item; measured against loading it in the previous item's
+  // last step, whose code in the step loop cost the loop its ldmatrix depth: session 17 call 5).
   auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
   uint32_t qa[C::kKSteps][4];
-  int q_item = -1;
   auto load_q = [&](int item) {
     const CtaPlace pl = place_of<HC>(a, item);
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
         a.q + (static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g) * kMlaQkDim);
 #pragma unroll
     for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, kdim(j), tq);
-    q_item = item;
   };
   load_q(blockIdx.x);
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
   // pair pay the same, so neither waits for the other.) Session 17: the fill's indices come by cp.async one fill earlier
-  // (4 steps ahead: their latency hidden; wsp_seek_index), not from indices staged by the prologue.
+  // (4 steps ahead: their latency hidden; wsp_prefetch_index), not from indices staged by the prologue.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
-  int next_fill = hb;  // this pair's next global fill step; filled: every hb + 4 k below it
-  bool fill_ok = wsp_seek_index<C, HC>(a, cur_s, pref, next_fill, n_items, kh, lane);
+  // This pair's next global fill step (-1: none left); FP8: filled_end = 1 + the last step it filled.
+  int next_fill = wsp_prefetch_index<C>(a, tab, pend, pref, hb, kh, lane) ? hb : -1;
+  int filled_end = 0;
   auto fill = [&]() {
     mma::cp_async_wait_all();  // this lane's index (long landed but for the first fill)
     const int raw = lane < C::kRowsPerWarp ? pref[lane] : -1;
-    const int idx = raw >= 0 && raw < cur_s->num_slots ? raw : -1;
-    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, cur_s->base, hb, C::kRowsPerWarp * kh, lane,
+    const int idx = raw >= 0 && raw < pend->num_slots ? raw : -1;
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, pend->base, hb, C::kRowsPerWarp * kh, lane,
                                              bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
-    next_fill += NST;
-    fill_ok = wsp_seek_index<C, HC>(a, cur_s, pref, next_fill, n_items, kh, lane);
+    filled_end = next_fill + 1;
+    next_fill = wsp_prefetch_index<C>(a, tab, pend, pref, next_fill + NST, kh, lane) ? next_fill + NST : -1;
   };
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
@@ -296,8 +330,8 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     }
   };
   __syncthreads();  // barriers initialised
-  if (fill_ok) fill();  // into the empty ring
-  if (FP8 && hb < lead && conv_next < next_fill) convert();
+  if (next_fill >= 0) fill();  // into the empty ring
+  if (FP8 && hb < lead && conv_next < filled_end) convert();
 
   // ldmatrix row addresses. K (B of GEMM1, non-transposed): (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0),
   // (tok 8-15, k0 + 8) = both n tiles of one k step. V (B of GEMM2, transposed): (tok 0-7, d), (tok 8-15, d),
@@ -308,15 +342,25 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   const int partner = warp ^ 1;
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
   int gs = 0;                  // global step
-  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
-    const CtaPlace pl = place_of<HC>(a, item);
-    const int nsteps = split_span<C::kBT>(a, pl.t, pl.split).nsteps;
-    if (nsteps > 0 && q_item != item) load_q(item);  // (not loaded ahead: the previous item had no steps)
+  // (The item and its place are read back from shared memory after its steps instead of held in registers across
+  // them: every register the step loop keeps costs it ldmatrix prefetch depth.)
+  int* item_s = scratch + 8;
+  for (int item = blockIdx.x; item < n_items;) {
+    int nsteps;
+    {
+      const CtaPlace pl = place_of<HC>(a, item);
+      nsteps = split_span<C::kBT>(a, pl.t, pl.split).nsteps;
+      if (item != static_cast<int>(blockIdx.x)) {
+        if (nsteps > 0) load_q(item);
+        wsp_build_table<C, HC>(a, tab, item, gs, n_items, lane);
+      }
+      if (lane == 0) *item_s = item;
+    }
 #pragma unroll
     for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
     float m0 = kNegInf, m1 = kNegInf;  // running max (base 2) of rows g / g + 8; the same on the row's 4 lanes
     float l0 = 0.f, l1 = 0.f;          // this lane's share of the rows' running sums
-    for (int step = 0; step < nsteps; ++step, ++gs) {
+    for (const int gs_end = gs + nsteps; gs < gs_end; ++gs) {
       const int slot = gs % NST;
       const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
       mbar_wait_parity(bar_full + slot * 8, (gs / NST) & 1);
@@ -333,9 +377,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
         mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
         mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
       }
-      // The next item's Q into the registers this item no longer reads (its latency under this step's softmax,
-      // GEMM2 and the stores).
-      if (step == nsteps - 1 && item + static_cast<int>(gridDim.x) < n_items) load_q(item + gridDim.x);
       float4 mine[2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -384,12 +425,12 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       // call 4: here, after GEMM2, instead of right after the exchange: 1.07x at T=128 H=64, 1.11x at prefill 4096 x
       // 64 on the H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one
       // step less of lead did not show.) Only the filling pair waits for the slot.
-      if (fill_ok && next_fill == gs + NST - 1) {
+      if (next_fill == gs + NST - 1) {
         mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
         fill();
       }
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
-      if (FP8 && conv_next == gs + lead && conv_next < next_fill) convert();
+      if (FP8 && conv_next == gs + lead && conv_next < filled_end) convert();
     }
     // The item's outputs from registers: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same
     // LSEs (kh 0 writes them).
@@ -397,9 +438,13 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    __syncwarp();
+    item = *item_s;
+    const CtaPlace pl = place_of<HC>(a, item);
     const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g;
     store_mtile_direct(a, acc, row0, pl.split, 256 * kh, tq, l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
     if (kh == 0 && tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
+    item += gridDim.x;
   }
   if constexpr (!kBulk) cp_async_wait_all();
 }
