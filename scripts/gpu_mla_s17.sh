@@ -3,8 +3,9 @@
 #   NEW=.carry/s17new/prebuilt OLD=.carry/s17old/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s17.sh
 # (carry both folders; bundles from scripts/prebuild_mla_sm90.sh). Parts (PARTS, default "tests topk bench"):
 #   tests  the new bundle's sparse MLA and multi-pool GPU tests (TEST_TIMEOUT, default 300 s); on failure nothing is timed
-#   topk   scripts/gpu_mla_topk.sh (T=128 x H=64,8, prefill 4096 x 64, both formats) for the old bundle, the new one with
-#          GLM5RT_MLA_PERSIST=0 and the new one as it is, alternating, RUNS times (TOPKS, default "512 2048")
+#   topk   scripts/gpu_mla_topk.sh (T=128 x H=64,8, prefill 4096 x 64, both formats) for each configuration of CFGS
+#          (default: the old bundle, the new one with GLM5RT_MLA_PERSIST=0, the new one), alternating, RUNS times
+#          (TOPKS, default "512 2048")
 #   bench  the decode benchmark (T = BENCH_TS x H = BENCH_HS, automatic plans) for the old and the new bundle
 # Everything is packed into $OUT/s17.tgz.
 set -uo pipefail
@@ -21,13 +22,14 @@ parts=" ${PARTS:-tests topk bench} "
   fi
   for n in $(seq 1 "${RUNS:-2}"); do
     if [[ $parts == *" topk "* ]]; then
-      for cfg in old new0 new; do
+      # CFGS: "old", or "new" with environment settings after a colon, comma-separated (e.g. new:GLM5RT_MLA_PERSIST=0).
+      for cfg in ${CFGS:-old new:GLM5RT_MLA_PERSIST=0 new}; do
         echo "=== topk $cfg run $n"
-        case $cfg in
-          old) P=$OLD OUT=$OUT/topk-old-$n TOPKS="${TOPKS:-512 2048}" bash scripts/gpu_mla_topk.sh ;;
-          new0) GLM5RT_MLA_PERSIST=0 P=$NEW OUT=$OUT/topk-new0-$n TOPKS="${TOPKS:-512 2048}" bash scripts/gpu_mla_topk.sh ;;
-          new) P=$NEW OUT=$OUT/topk-new-$n TOPKS="${TOPKS:-512 2048}" bash scripts/gpu_mla_topk.sh ;;
-        esac | grep -vE "^(NVIDIA|\[)"
+        tag=$(echo "$cfg" | tr ':=,' '___')
+        if [ "${cfg%%:*}" = old ]; then pp=$OLD; else pp=$NEW; fi
+        envs=""; [[ $cfg == *:* ]] && envs=$(echo "${cfg#*:}" | tr ',' ' ')
+        # shellcheck disable=SC2086  # the VAR=value words
+        env $envs P=$pp OUT=$OUT/topk-$tag-$n TOPKS="${TOPKS:-512 2048}" bash scripts/gpu_mla_topk.sh | grep -vE "^(NVIDIA|\[)"
       done
     fi
     if [[ $parts == *" bench "* ]]; then

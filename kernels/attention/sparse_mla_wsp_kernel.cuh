@@ -244,7 +244,7 @@ __device__ __forceinline__ bool wsp_prefetch_index(const KernelArgs& a, const Ws
   return f >= 0;
 }
 
-template <int HC, bool FP8>
+template <int HC, bool FP8, int VPRE = 4>
 __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
@@ -377,6 +377,12 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
         mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
         mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
       }
+      // GEMM2's first kVPre V fragments now, before the exchange and the softmax (they do not depend on P): their
+      // ldmatrix latency hides under that chain's.
+      constexpr int kVPre = VPRE;
+      uint32_t vb[kVPre > 0 ? kVPre : 1][4];
+#pragma unroll
+      for (int i = 0; i < kVPre; ++i) ldmatrix_x4_trans(vb[i], tile + v_off + i * 32);
       float4 mine[2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -415,7 +421,12 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 #pragma unroll
       for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+        if (n2 < kVPre) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) b[i] = vb[n2][i];
+        } else {
+          ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
+        }
         mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
         mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
       }
