@@ -66,9 +66,9 @@ struct WspCfg {
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
   // Session 17: no staged indices; per warp its fill cursor (WspCursor), per slot its rows' validity bits.
   static constexpr int kOffCur = kOffX + kXBytes;
-  // Per warp: its item table (kWspTab WspCursors), the pending fill's cursor, the next fill's 8 raw indices, the sm_80
-  // path's 8 row indices (wsp_build_table, wsp_prefetch_index), the current item.
-  static constexpr int kCurStride = 448;
+  // Per warp: its item table (kWspTab WspCursors), the next fill's 8 raw indices, the sm_80 path's 8 row indices
+  // (wsp_build_table, wsp_prefetch_index), the current item.
+  static constexpr int kCurStride = 400;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   static constexpr int kOffBar = kOffValid + 16;                   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
@@ -155,15 +155,17 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 // prefetch depth; 254 registers).
 inline constexpr int kWspTab = 8;  // >= 1 + 7: a fill's index is fetched up to 7 steps past the consumer's step
 struct WspCursor {
+  const int32_t* idx;   // the item's split entries of its row (indices + t * topk + first)
   const uint8_t* base;  // the item's records (row_cache)
   long long num_slots;
-  int item;
   int g0;               // the global step of the item's first step
-  int nsteps, first, cnt, t;  // nsteps 0: an unused entry
+  int nsteps;           // 0: an unused entry (g0, nsteps adjacent: one 8-byte load tests a step)
+  int cnt;              // the item's entries
+  int item;
 };
-static_assert(sizeof(WspCursor) == 40 && (kWspTab + 1) * 40 + 68 <= WspCfg<false>::kCurStride &&
-                  WspCfg<false>::kCurStride % 16 == 0,
-              "WspCfg::kCurStride holds a warp's table, pending cursor and indices");
+static_assert(sizeof(WspCursor) == 40 && offsetof(WspCursor, nsteps) == offsetof(WspCursor, g0) + 4 &&
+                  kWspTab * 40 + 64 + 4 <= WspCfg<false>::kCurStride && WspCfg<false>::kCurStride % 16 == 0,
+              "WspCfg::kCurStride holds a warp's table, indices and item");
 
 // The cursor of `item` (nsteps 0 past the launch's items).
 template <class C, int HC>
@@ -174,19 +176,19 @@ __device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item
     const CtaPlace pl = place_of<HC>(a, item);
     const SplitSpan sp = split_span<C::kBT>(a, pl.t, pl.split);
     const RowCache rc = row_cache(a, pl.t);
+    c.idx = a.indices + static_cast<int64_t>(pl.t) * a.topk + sp.first;
     c.base = rc.base;
     c.num_slots = rc.num_slots;
     c.nsteps = sp.nsteps;
-    c.first = sp.first;
     c.cnt = sp.cnt;
-    c.t = pl.t;
   }
   return c;
 }
 
 // The warp's table from `item` on (its first step is global step g0): the items item, + gridDim.x, ... with steps, up
-// to kWspTab of them, the rest of the table unused. Lane i takes the i-th item of each window of 32 (one round trip of
-// loads per window; a window is enough unless most rows have no entries). All lanes, converged.
+// to kWspTab of them (entry 0 the current one, or the next with steps), the rest of the table unused. Lane i takes the
+// i-th item of each window of 32 (one round trip of loads per window; a window is enough unless most rows have no
+// entries). All lanes, converged.
 template <class C, int HC>
 __device__ __forceinline__ void wsp_build_table(const KernelArgs& a, WspCursor* tab, int item, int g0, int n_items,
                                                 int lane) {
@@ -212,39 +214,39 @@ __device__ __forceinline__ void wsp_build_table(const KernelArgs& a, WspCursor* 
   __syncwarp();
 }
 
-// Finds global step G in the warp's table and starts the copy of row 8 kh + lane's raw index of that step into
-// pref[lane] (lanes < 8; -1 past the item's entries) by cp.async, and (lane 0) notes the item's records for that fill
-// in pend. cp.async, not a register: a register loaded here would hold a global load's scoreboard across the loop,
-// which ptxas waits for at the next join (session 17 call 3: 1.11x slower at T=128 H=64). Returns false when G lies
-// past the CTA's last step.
-template <class C>
-__device__ __forceinline__ bool wsp_prefetch_index(const KernelArgs& a, const WspCursor* tab, WspCursor* pend,
-                                                   int* pref, int G, int kh, int lane) {
-  int f = -1;
-#pragma unroll
-  for (int e = kWspTab - 1; e >= 0; --e)
-    if (G >= tab[e].g0 && G < tab[e].g0 + tab[e].nsteps) f = e;
-  if (f >= 0) {
-    const WspCursor& c = tab[f];
-    const int e = (G - c.g0) * C::kBT + C::kRowsPerWarp * kh + lane;
-    if (lane < C::kRowsPerWarp) {
-      if (e < c.cnt)
-        mma::cp_async_4(mma::smem_addr(pref + lane), a.indices + static_cast<int64_t>(c.t) * a.topk + c.first + e);
-      else
-        pref[lane] = -1;
-    }
-    mma::cp_async_commit();
-    __syncwarp();  // the lanes' reads of the previous fill's pend before lane 0 overwrites it
-    if (lane == 0) {
-      pend->base = c.base;
-      pend->num_slots = c.num_slots;
-    }
-    __syncwarp();
+// The table entry holding global step G, or -1 (past the CTA's last step). Entry 0 first: all but an item's last
+// few steps find theirs there, with one 8-byte load.
+__device__ __forceinline__ int wsp_find(const WspCursor* tab, int G) {
+  const int2 h0 = *reinterpret_cast<const int2*>(&tab[0].g0);
+  if (G >= h0.x && G < h0.x + h0.y) return 0;
+#pragma unroll 1
+  for (int e = 1; e < kWspTab; ++e) {
+    const int2 h = *reinterpret_cast<const int2*>(&tab[e].g0);
+    if (G >= h.x && G < h.x + h.y) return e;
   }
-  return f >= 0;
+  return -1;
 }
 
-template <int HC, bool FP8, int VPRE = 4>
+// Starts the copy of row 8 kh + lane's raw index of global step G into pref[lane] (lanes < 8; -1 past the item's
+// entries) by cp.async; false when G lies past the CTA's last step. cp.async, not a register: a register loaded here
+// would hold a global load's scoreboard across the loop, which ptxas waits for at the next join (session 17 call 3:
+// 1.11x slower at T=128 H=64).
+template <class C>
+__device__ __forceinline__ bool wsp_prefetch_index(const WspCursor* tab, int* pref, int G, int kh, int lane) {
+  const int f = wsp_find(tab, G);
+  if (f < 0) return false;
+  if (lane < C::kRowsPerWarp) {
+    const int e = (G - tab[f].g0) * C::kBT + C::kRowsPerWarp * kh + lane;
+    if (e < tab[f].cnt)
+      mma::cp_async_4(mma::smem_addr(pref + lane), tab[f].idx + e);
+    else
+      pref[lane] = -1;
+  }
+  mma::cp_async_commit();
+  return true;
+}
+
+template <int HC, bool FP8>
 __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
@@ -264,8 +266,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 
   uint8_t* wsm = smem + C::kOffCur + warp * C::kCurStride;  // this warp's table, pending fill and indices
   WspCursor* tab = reinterpret_cast<WspCursor*>(wsm);
-  WspCursor* pend = tab + kWspTab;
-  int* pref = reinterpret_cast<int*>(pend + 1);
+  int* pref = reinterpret_cast<int*>(tab + kWspTab);
   int* scratch = pref + 8;
   uint8_t* valid = smem + C::kOffValid;
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
@@ -305,16 +306,17 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // (4 steps ahead: their latency hidden; wsp_prefetch_index), not from indices staged by the prologue.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
   // This pair's next global fill step (-1: none left); FP8: filled_end = 1 + the last step it filled.
-  int next_fill = wsp_prefetch_index<C>(a, tab, pend, pref, hb, kh, lane) ? hb : -1;
+  int next_fill = wsp_prefetch_index<C>(tab, pref, hb, kh, lane) ? hb : -1;
   int filled_end = 0;
   auto fill = [&]() {
     mma::cp_async_wait_all();  // this lane's index (long landed but for the first fill)
     const int raw = lane < C::kRowsPerWarp ? pref[lane] : -1;
-    const int idx = raw >= 0 && raw < pend->num_slots ? raw : -1;
-    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, pend->base, hb, C::kRowsPerWarp * kh, lane,
-                                             bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
+    const WspCursor& c = tab[wsp_find(tab, next_fill)];  // found: the table still covers this step
+    const int idx = raw >= 0 && raw < c.num_slots ? raw : -1;
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, c.base, hb, C::kRowsPerWarp * kh, lane, bar_copied + hb * 8,
+                                             valid + 2 * hb + kh, scratch);
     filled_end = next_fill + 1;
-    next_fill = wsp_prefetch_index<C>(a, tab, pend, pref, next_fill + NST, kh, lane) ? next_fill + NST : -1;
+    next_fill = wsp_prefetch_index<C>(tab, pref, next_fill + NST, kh, lane) ? next_fill + NST : -1;
   };
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
@@ -377,12 +379,6 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
         mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
         mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
       }
-      // GEMM2's first kVPre V fragments now, before the exchange and the softmax (they do not depend on P): their
-      // ldmatrix latency hides under that chain's.
-      constexpr int kVPre = VPRE;
-      uint32_t vb[kVPre > 0 ? kVPre : 1][4];
-#pragma unroll
-      for (int i = 0; i < kVPre; ++i) ldmatrix_x4_trans(vb[i], tile + v_off + i * 32);
       float4 mine[2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -421,12 +417,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
 #pragma unroll
       for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
         uint32_t b[4];
-        if (n2 < kVPre) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) b[i] = vb[n2][i];
-        } else {
-          ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
-        }
+        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
         mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
         mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
       }
