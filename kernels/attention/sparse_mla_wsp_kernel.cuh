@@ -66,9 +66,9 @@ struct WspCfg {
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
   // Session 17: no staged indices; per warp its fill cursor (WspCursor), per slot its rows' validity bits.
   static constexpr int kOffCur = kOffX + kXBytes;
-  // Per warp: its item table (kWspTab WspCursors), the next fill's 8 raw indices, the sm_80 path's 8 row indices
-  // (wsp_build_table, wsp_prefetch_index), the current item.
-  static constexpr int kCurStride = 400;
+  // Per warp: its item table (kWspTab WspCursors), the raw indices of its next 4 fills (8 each), the sm_80 path's 8
+  // row indices (wsp_build_table, wsp_prefetch_4), the current item.
+  static constexpr int kCurStride = 976;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   static constexpr int kOffBar = kOffValid + 16;                   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
@@ -153,7 +153,9 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 // next ones with steps (kWspTab in all), rebuilt at each item's start, so that a fill finds its item without global
 // loads or divisions inside the step loop (session 17 call 4: every instruction there costs the loop its ldmatrix
 // prefetch depth; 254 registers).
-inline constexpr int kWspTab = 8;  // >= 1 + 7: a fill's index is fetched up to 7 steps past the consumer's step
+// >= 1 + 19: a fill's indices are fetched up to 19 steps past the consumer's step (4 fills ahead), and an item has at
+// least one step.
+inline constexpr int kWspTab = 20;
 struct WspCursor {
   const int32_t* idx;   // the item's split entries of its row (indices + t * topk + first)
   const uint8_t* base;  // the item's records (row_cache)
@@ -164,7 +166,7 @@ struct WspCursor {
   int item;
 };
 static_assert(sizeof(WspCursor) == 40 && offsetof(WspCursor, nsteps) == offsetof(WspCursor, g0) + 4 &&
-                  kWspTab * 40 + 64 + 4 <= WspCfg<false>::kCurStride && WspCfg<false>::kCurStride % 16 == 0,
+                  kWspTab * 40 + 128 + 32 + 4 <= WspCfg<false>::kCurStride && WspCfg<false>::kCurStride % 16 == 0,
               "WspCfg::kCurStride holds a warp's table, indices and item");
 
 // The cursor of `item` (nsteps 0 past the launch's items).
@@ -227,23 +229,23 @@ __device__ __forceinline__ int wsp_find(const WspCursor* tab, int G) {
   return -1;
 }
 
-// Starts the copy of row 8 kh + lane's raw index of global step G into pref[lane] (lanes < 8; -1 past the item's
-// entries) by cp.async; false when G lies past the CTA's last step. cp.async, not a register: a register loaded here
-// would hold a global load's scoreboard across the loop, which ptxas waits for at the next join (session 17 call 3:
-// 1.11x slower at T=128 H=64).
+// Starts the copies of the raw indices of this warp's rows (8 kh .. 8 kh + 7) for its four fills G, G + 4, G + 8,
+// G + 12 into pref[8 j + r] (j = lane / 8: that fill's ring of 4, ((G >> 2) + j) & 3, r = lane % 8; -1 past an
+// item's entries or the CTA's last step), by cp.async: a register loaded here would hold a global load's scoreboard
+// across the loop, which ptxas waits for at the next join (session 17 call 3: 1.11x slower at T=128 H=64). Once per
+// four fills (session 17 call 8: a lookup per fill made the fill 3x longer than the old kernel's).
 template <class C>
-__device__ __forceinline__ bool wsp_prefetch_index(const WspCursor* tab, int* pref, int G, int kh, int lane) {
-  const int f = wsp_find(tab, G);
-  if (f < 0) return false;
-  if (lane < C::kRowsPerWarp) {
-    const int e = (G - tab[f].g0) * C::kBT + C::kRowsPerWarp * kh + lane;
-    if (e < tab[f].cnt)
-      mma::cp_async_4(mma::smem_addr(pref + lane), tab[f].idx + e);
-    else
-      pref[lane] = -1;
-  }
+__device__ __forceinline__ void wsp_prefetch_4(const WspCursor* tab, int* pref, int G, int kh, int lane) {
+  const int j = lane >> 3, r = lane & 7;
+  const int Gj = G + 4 * j;
+  const int f = wsp_find(tab, Gj);
+  int* dst = pref + 8 * (((G >> 2) + j) & 3) + r;
+  const int e = f >= 0 ? (Gj - tab[f].g0) * C::kBT + C::kRowsPerWarp * kh + r : 0;
+  if (f >= 0 && e < tab[f].cnt)
+    mma::cp_async_4(mma::smem_addr(dst), tab[f].idx + e);
+  else
+    *dst = -1;
   mma::cp_async_commit();
-  return true;
 }
 
 template <int HC, bool FP8>
@@ -267,7 +269,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   uint8_t* wsm = smem + C::kOffCur + warp * C::kCurStride;  // this warp's table, pending fill and indices
   WspCursor* tab = reinterpret_cast<WspCursor*>(wsm);
   int* pref = reinterpret_cast<int*>(tab + kWspTab);
-  int* scratch = pref + 8;
+  int* scratch = pref + 32;
   uint8_t* valid = smem + C::kOffValid;
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
@@ -303,20 +305,27 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
   // pair pay the same, so neither waits for the other.) Session 17: the fill's indices come by cp.async one fill earlier
-  // (4 steps ahead: their latency hidden; wsp_prefetch_index), not from indices staged by the prologue.
+  // (4-16 steps ahead, four fills at a time: their latency hidden; wsp_prefetch_4), not from indices staged by the
+  // prologue.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
-  // This pair's next global fill step (-1: none left); FP8: filled_end = 1 + the last step it filled.
-  int next_fill = wsp_prefetch_index<C>(tab, pref, hb, kh, lane) ? hb : -1;
+  // This pair's next global fill step (hb + 4 k; filled if the table holds it when it is due); FP8: filled_end = 1 +
+  // the last step it filled. The indices of fills hb, hb + 4, hb + 8, hb + 12 now, then of the next four at every fill
+  // of a step G with (G >> 2) & 3 == 3 (after reading its own, whose ring slot the batch reuses).
+  int next_fill = hb;
   int filled_end = 0;
-  auto fill = [&]() {
-    mma::cp_async_wait_all();  // this lane's index (long landed but for the first fill)
-    const int raw = lane < C::kRowsPerWarp ? pref[lane] : -1;
-    const WspCursor& c = tab[wsp_find(tab, next_fill)];  // found: the table still covers this step
-    const int idx = raw >= 0 && raw < c.num_slots ? raw : -1;
-    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, c.base, hb, C::kRowsPerWarp * kh, lane, bar_copied + hb * 8,
-                                             valid + 2 * hb + kh, scratch);
+  wsp_prefetch_4<C>(tab, pref, hb, kh, lane);
+  auto fill = [&](int f) {
+    mma::cp_async_wait_all();  // this lane's indices (long landed but for the first fills)
+    const int raw = lane < C::kRowsPerWarp ? pref[8 * ((next_fill >> 2) & 3) + lane] : -1;
+    const int idx = raw >= 0 && raw < tab[f].num_slots ? raw : -1;
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, tab[f].base, hb, C::kRowsPerWarp * kh, lane,
+                                             bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
     filled_end = next_fill + 1;
-    next_fill = wsp_prefetch_index<C>(tab, pref, next_fill + NST, kh, lane) ? next_fill + NST : -1;
+    if (((next_fill >> 2) & 3) == 3) {
+      __syncwarp();  // every lane's read of this fill's indices before the batch overwrites their slot
+      wsp_prefetch_4<C>(tab, pref, next_fill + NST, kh, lane);
+    }
+    next_fill += NST;
   };
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
@@ -332,7 +341,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
     }
   };
   __syncthreads();  // barriers initialised
-  if (next_fill >= 0) fill();  // into the empty ring
+  if (const int f = wsp_find(tab, next_fill); f >= 0) fill(f);  // into the empty ring
   if (FP8 && hb < lead && conv_next < filled_end) convert();
 
   // ldmatrix row addresses. K (B of GEMM1, non-transposed): (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0),
@@ -428,8 +437,10 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       // 64 on the H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one
       // step less of lead did not show.) Only the filling pair waits for the slot.
       if (next_fill == gs + NST - 1) {
-        mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
-        fill();
+        if (const int f = wsp_find(tab, next_fill); f >= 0) {
+          mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
+          fill(f);
+        }
       }
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
       if (FP8 && conv_next == gs + lead && conv_next < filled_end) convert();
