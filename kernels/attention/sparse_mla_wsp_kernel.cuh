@@ -159,7 +159,8 @@ inline constexpr int kWspTab = 20;
 struct WspCursor {
   const int32_t* idx;   // the item's split entries of its row (indices + t * topk + first)
   const uint8_t* base;  // the item's records (row_cache)
-  long long num_slots;
+  int max_idx;          // the pool's last slot (-1: none; the launcher keeps num_slots <= 2^31)
+  int pad;
   int g0;               // the global step of the item's first step
   int nsteps;           // 0: an unused entry (g0, nsteps adjacent: one 8-byte load tests a step)
   int cnt;              // the item's entries
@@ -180,7 +181,7 @@ __device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item
     const RowCache rc = row_cache(a, pl.t);
     c.idx = a.indices + static_cast<int64_t>(pl.t) * a.topk + sp.first;
     c.base = rc.base;
-    c.num_slots = rc.num_slots;
+    c.max_idx = static_cast<int>(min(rc.num_slots - 1, static_cast<int64_t>(0x7fffffff)));
     c.nsteps = sp.nsteps;
     c.cnt = sp.cnt;
   }
@@ -317,7 +318,7 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   auto fill = [&](int f) {
     mma::cp_async_wait_all();  // this lane's indices (long landed but for the first fills)
     const int raw = lane < C::kRowsPerWarp ? pref[8 * ((next_fill >> 2) & 3) + lane] : -1;
-    const int idx = raw >= 0 && raw < tab[f].num_slots ? raw : -1;
+    const int idx = raw >= 0 && raw <= tab[f].max_idx ? raw : -1;
     wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, tab[f].base, hb, C::kRowsPerWarp * kh, lane,
                                              bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
     filled_end = next_fill + 1;
@@ -437,7 +438,8 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       // 64 on the H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one
       // step less of lead did not show.) Only the filling pair waits for the slot.
       if (next_fill == gs + NST - 1) {
-        if (const int f = wsp_find(tab, next_fill); f >= 0) {
+        // (Within this item: entry 0, no lookup.)
+        if (const int f = next_fill < gs_end ? 0 : wsp_find(tab, next_fill); f >= 0) {
           mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
           fill(f);
         }
