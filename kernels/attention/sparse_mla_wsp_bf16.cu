@@ -6,7 +6,9 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   if (heads_per_cta != 64) return cudaErrorInvalidValue;
-  return launch_grid<WspCfg<false>, 64>(sparse_mla_wsp_kernel<64, false>, true, a, stream);
+  // Session 17: the persistent form where the launcher caps the grid (KernelArgs::grid_ctas).
+  return a.grid_ctas > 0 ? launch_grid<WspCfg<false, true>, 64>(sparse_mla_wsp_kernel<64, false, true>, true, a, stream)
+                         : launch_grid<WspCfg<false, false>, 64>(sparse_mla_wsp_kernel<64, false, false>, true, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -40,9 +40,12 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-template <bool FP8>
+// PERSIST (session 17): the persistent form (work items in turn, KernelArgs::grid_ctas), whose shared memory holds
+// per-warp item tables instead of the staged indices.
+template <bool FP8, bool PERSIST = false>
 struct WspCfg {
   static constexpr bool kFP8 = FP8;
+  static constexpr bool kPersist = PERSIST;
   static constexpr int kHC = 64;
   static constexpr int kConsumerWarps = 8;  // 4 pairs; pair s % 4 also copies step s
   static constexpr int kThreads = kConsumerWarps * 32;
@@ -61,16 +64,22 @@ struct WspCfg {
   static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRing = 4;
   static constexpr int kStageAreaBytes = kRing * kTileBytes;  // 74752
+  // Epilogue (one CTA per item): 32 heads at a time (two passes) staged in the ring.
+  static_assert(32 * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the ring");
   // Exchange: [step parity][warp][half][lane] float4 = the warp's two n tiles of C fragments, conflict-free.
   static constexpr int kOffX = kStageAreaBytes;
   static constexpr int kXBytes = 2 * kConsumerWarps * 2 * 32 * 16;  // 16384
-  // Session 17: no staged indices; per warp its fill cursor (WspCursor), per slot its rows' validity bits.
+  // One CTA per item: the split's cleaned indices, then [64] log2 LSEs.
+  static constexpr int kOffIdx = kOffX + kXBytes;
+  static constexpr int kOffLse = kOffIdx + kMaxSplitEntries * 4;
+  // Persistent (session 17): no staged indices; per warp its item table etc., per slot its rows' validity bits.
   static constexpr int kOffCur = kOffX + kXBytes;
   // Per warp: its item table (kWspTab WspCursors), the raw indices of its next 4 fills (8 each), the sm_80 path's 8
   // row indices (wsp_build_table, wsp_prefetch_4), the current item.
   static constexpr int kCurStride = 976;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
-  static constexpr int kOffBar = kOffValid + 16;                   // full[kRing], empty[kRing] (FP8: land[kRing])
+  // full[kRing], empty[kRing] (FP8: land[kRing])
+  static constexpr int kOffBar = PERSIST ? kOffValid + 16 : kOffLse + kHC * 4;
   static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffX % 16 == 0 && kOffCur % 16 == 0 && kOffBar % 8 == 0 && 2 * kRing <= 16, "alignment");
@@ -79,7 +88,8 @@ struct WspCfg {
 
 // Rows row0 .. row0 + kRows - 1 of a step into ring slot `slot`, by one warp; lane r < kRows holds row r's cleaned
 // index (-1 = unused), each record lands at kLandOff of its row, and lane 0 writes the rows' validity bits (byte
-// `valid`, read by the softmax once the slot is full; `scratch`: 8 ints of this warp's, sm_80 only). sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record
+// `valid` (persistent form), read by the softmax once the slot is full; `scratch`: 8 ints of this warp's, sm_80
+// only). sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record
 // or, for an unused entry, zero-fill it (then fence it from a later bulk copy into the same row, which only they
 // issue; an FP8 zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered (one arrival
 // per filling warp; the phase completes when the bytes have landed, so the copies may follow the arrival). sm_80: the
@@ -92,7 +102,7 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, int idx, const uint
   uint8_t* tile = smem + slot * C::kTileBytes;
   const bool act = lane < kRows;
   const uint32_t used = __ballot_sync(0xffffffffu, act && idx >= 0);
-  if (lane == 0) *valid = static_cast<uint8_t>(used);
+  if (valid != nullptr && lane == 0) *valid = static_cast<uint8_t>(used);
   if constexpr (kBulk) {
     uint8_t* row = tile + (row0 + (act ? lane : 0)) * C::kRowBytes + C::kLandOff;
     if (act && idx < 0) {
@@ -249,11 +259,11 @@ __device__ __forceinline__ void wsp_prefetch_4(const WspCursor* tab, int* pref, 
   mma::cp_async_commit();
 }
 
-template <int HC, bool FP8>
-__global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks)
+template <int HC, bool FP8, bool PERSIST>
+__global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PERSIST>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
-  using C = WspCfg<FP8>;
+  using C = WspCfg<FP8, PERSIST>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -267,7 +277,10 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // Pair hb = warp >> 1 (the warps of a pair sit on different SM sub-partitions), k / dims half kh = warp & 1.
   const int hb = warp >> 1, kh = warp & 1;
 
-  uint8_t* wsm = smem + C::kOffCur + warp * C::kCurStride;  // this warp's table, pending fill and indices
+  // One CTA per item: its split's cleaned indices staged in shared memory (s_idx). Persistent: this warp's item table,
+  // the raw indices of its next fills, the slots' validity bits.
+  int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
+  uint8_t* wsm = smem + C::kOffCur + warp * C::kCurStride;
   WspCursor* tab = reinterpret_cast<WspCursor*>(wsm);
   int* pref = reinterpret_cast<int*>(tab + kWspTab);
   int* scratch = pref + 32;
@@ -286,12 +299,20 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
-  wsp_build_table<C, HC>(a, tab, blockIdx.x, 0, n_items, lane);
+  const RowCache rc0 = row_cache(a, place_of<HC>(a, blockIdx.x).t);  // (one CTA per item: its records)
+  if constexpr (PERSIST) {
+    wsp_build_table<C, HC>(a, tab, blockIdx.x, 0, n_items, lane);
+  } else {
+    const CtaPlace pl = place_of<HC>(a, blockIdx.x);
+    const SplitSpan sp = split_span<C::kBT>(a, pl.t, pl.split);
+    stage_split_indices<C::kThreads>(s_idx, a.indices + static_cast<int64_t>(pl.t) * a.topk, sp, sp.nsteps * C::kBT,
+                                     rc0.num_slots, tid);
+  }
 
   // Q of the pair's 16 heads of an item over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
-  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). The first item's before the barrier, a later item's at its
-  // start, beside its table's loads (one round trip per item; measured against loading it in the previous item's
-  // last step, whose code in the step loop cost the loop its ldmatrix depth: session 17 call 5).
+  // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). The first item's before the barrier (its latency overlaps the
+  // index staging's), a later item's at its start, beside its table's loads (one round trip per item; against loading
+  // it in the previous item's last step, whose code in the step loop cost the loop its ldmatrix depth: session 17).
   auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
   uint32_t qa[C::kKSteps][4];
   auto load_q = [&](int item) {
@@ -305,24 +326,31 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
-  // pair pay the same, so neither waits for the other.) Session 17: the fill's indices come by cp.async one fill earlier
-  // (4-16 steps ahead, four fills at a time: their latency hidden; wsp_prefetch_4), not from indices staged by the
-  // prologue.
+  // pair pay the same, so neither waits for the other.) Persistent: the fill's indices come by cp.async (4-16 steps
+  // ahead, four fills at a time: wsp_prefetch_4) instead of from the staged indices.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
-  // This pair's next global fill step (hb + 4 k; filled if the table holds it when it is due); FP8: filled_end = 1 +
-  // the last step it filled. The indices of fills hb, hb + 4, hb + 8, hb + 12 now, then of the next four at every fill
-  // of a step G with (G >> 2) & 3 == 3 (after reading its own, whose ring slot the batch reuses).
+  // This pair's next global fill step (hb + 4 k; filled if the item(s) hold it); FP8: filled_end = 1 + the last step
+  // it filled. Persistent: the indices of fills hb, hb + 4, hb + 8, hb + 12 now, then of the next four at every fill of
+  // a step G with (G >> 2) & 3 == 3 (after reading its own, whose ring slot the batch reuses).
   int next_fill = hb;
   int filled_end = 0;
-  wsp_prefetch_4<C>(tab, pref, hb, kh, lane);
+  if constexpr (PERSIST) wsp_prefetch_4<C>(tab, pref, hb, kh, lane);
   auto fill = [&](int f) {
-    mma::cp_async_wait_all();  // this lane's indices (long landed but for the first fills)
-    const int raw = lane < C::kRowsPerWarp ? pref[8 * ((next_fill >> 2) & 3) + lane] : -1;
-    const int idx = raw >= 0 && raw <= tab[f].max_idx ? raw : -1;
-    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, tab[f].base, hb, C::kRowsPerWarp * kh, lane,
-                                             bar_copied + hb * 8, valid + 2 * hb + kh, scratch);
+    int idx;
+    const uint8_t* base;
+    if constexpr (PERSIST) {
+      mma::cp_async_wait_all();  // this lane's indices (long landed but for the first fills)
+      const int raw = lane < C::kRowsPerWarp ? pref[8 * ((next_fill >> 2) & 3) + lane] : -1;
+      idx = raw >= 0 && raw <= tab[f].max_idx ? raw : -1;
+      base = tab[f].base;
+    } else {
+      idx = lane < C::kRowsPerWarp ? s_idx[next_fill * C::kBT + C::kRowsPerWarp * kh + lane] : -1;
+      base = rc0.base;
+    }
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, base, hb, C::kRowsPerWarp * kh, lane, bar_copied + hb * 8,
+                                             PERSIST ? valid + 2 * hb + kh : nullptr, scratch);
     filled_end = next_fill + 1;
-    if (((next_fill >> 2) & 3) == 3) {
+    if (PERSIST && ((next_fill >> 2) & 3) == 3) {
       __syncwarp();  // every lane's read of this fill's indices before the batch overwrites their slot
       wsp_prefetch_4<C>(tab, pref, next_fill + NST, kh, lane);
     }
@@ -341,8 +369,14 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       conv_next += NST;
     }
   };
-  __syncthreads();  // barriers initialised
-  if (const int f = wsp_find(tab, next_fill); f >= 0) fill(f);  // into the empty ring
+  // The first item's step count (one CTA per item: the CTA's).
+  const int nsteps0 = split_span<C::kBT>(a, place_of<HC>(a, blockIdx.x).t, place_of<HC>(a, blockIdx.x).split).nsteps;
+  __syncthreads();  // barriers initialised (one CTA per item: indices staged)
+  if constexpr (PERSIST) {
+    if (const int f = wsp_find(tab, next_fill); f >= 0) fill(f);  // into the empty ring
+  } else {
+    if (hb < nsteps0) fill(0);
+  }
   if (FP8 && hb < lead && conv_next < filled_end) convert();
 
   // ldmatrix row addresses. K (B of GEMM1, non-transposed): (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0),
@@ -354,12 +388,13 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
   const int partner = warp ^ 1;
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
   int gs = 0;                  // global step
-  // (The item and its place are read back from shared memory after its steps instead of held in registers across
-  // them: every register the step loop keeps costs it ldmatrix prefetch depth.)
+  // (Persistent: the item and its place are read back from shared memory after its steps instead of held in registers
+  // across them: every register the step loop keeps costs it ldmatrix prefetch depth.)
   int* item_s = scratch + 8;
-  for (int item = blockIdx.x; item < n_items;) {
-    int nsteps;
-    {
+  int item = blockIdx.x;
+  do {
+    int nsteps = nsteps0;
+    if constexpr (PERSIST) {
       const CtaPlace pl = place_of<HC>(a, item);
       nsteps = split_span<C::kBT>(a, pl.t, pl.split).nsteps;
       if (item != static_cast<int>(blockIdx.x)) {
@@ -405,8 +440,11 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
                        {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
       float mu0, mu1, al0, al1;
-      softmax_rows_max_bits(x, *reinterpret_cast<const uint16_t*>(valid + 2 * slot), tq, a.scale_log2, m0, m1, mu0,
-                            mu1, al0, al1);
+      if constexpr (PERSIST)
+        softmax_rows_max_bits(x, *reinterpret_cast<const uint16_t*>(valid + 2 * slot), tq, a.scale_log2, m0, m1, mu0,
+                              mu1, al0, al1);
+      else
+        softmax_rows_max(x, s_idx + gs * C::kBT, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
       uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
       float ps0 = 0.f, ps1 = 0.f;
 #pragma unroll
@@ -438,8 +476,9 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       // 64 on the H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one
       // step less of lead did not show.) Only the filling pair waits for the slot.
       if (next_fill == gs + NST - 1) {
-        // (Within this item: entry 0, no lookup.)
-        if (const int f = next_fill < gs_end ? 0 : wsp_find(tab, next_fill); f >= 0) {
+        // (Persistent, within this item: entry 0, no lookup.)
+        const int f = !PERSIST ? (next_fill < gs_end ? 0 : -1) : next_fill < gs_end ? 0 : wsp_find(tab, next_fill);
+        if (f >= 0) {
           mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
           fill(f);
         }
@@ -447,21 +486,44 @@ __global__ void __launch_bounds__(WspCfg<FP8>::kThreads, WspCfg<FP8>::kMinBlocks
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
       if (FP8 && conv_next == gs + lead && conv_next < filled_end) convert();
     }
-    // The item's outputs from registers: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same
-    // LSEs (kh 0 writes them).
+    // The item's outputs: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same LSEs (kh 0
+    // writes them).
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    __syncwarp();
-    item = *item_s;
-    const CtaPlace pl = place_of<HC>(a, item);
-    const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g;
-    store_mtile_direct(a, acc, row0, pl.split, 256 * kh, tq, l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
-    if (kh == 0 && tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
-    item += gridDim.x;
-  }
-  if constexpr (!kBulk) cp_async_wait_all();
+    if constexpr (PERSIST) {
+      // From registers (variant 10's whole-sector stores): the ring runs on into the next item.
+      __syncwarp();
+      item = *item_s;
+      const CtaPlace pl = place_of<HC>(a, item);
+      const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g;
+      store_mtile_direct(a, acc, row0, pl.split, 256 * kh, tq, l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
+      if (kh == 0 && tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
+      item += gridDim.x;
+    } else {
+      // Staged through the ring, 32 heads at a time (two passes, pairs 0-1 then 2-3), each a 32-head group.
+      if constexpr (!kBulk) cp_async_wait_all();
+      float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
+      if (kh == 0 && tq == 0) {
+        lse_s[16 * hb + g] = l0 > 0.f ? m0 + log2f(l0) : kNegInf;
+        lse_s[16 * hb + g + 8] = l1 > 0.f ? m1 + log2f(l1) : kNegInf;
+      }
+      __syncthreads();  // every warp is past its last GEMM2 and every copy has landed: the ring is free
+      float* stg = reinterpret_cast<float*>(smem);
+      const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+      const CtaPlace pl = place_of<HC>(a, blockIdx.x);
+#pragma unroll 1
+      for (int pass = 0; pass < 2; ++pass) {
+        if ((hb >> 1) == pass) stage_mtile(stg + (16 * (hb & 1) + g) * kStgStride + 256 * kh + 2 * tq, acc, i0, i1);
+        __syncthreads();
+        write_outputs<32, C::kThreads>(a, stg, lse_s + 32 * pass, pl.t, 2 * pl.hg + pass, pl.split, tid);
+        __syncthreads();
+      }
+      break;  // one item
+    }
+  } while (item < n_items);
+  if constexpr (PERSIST && !kBulk) cp_async_wait_all();
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail
