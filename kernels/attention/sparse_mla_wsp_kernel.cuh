@@ -461,14 +461,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       l0 = l0 * al0 + ps0;
       l1 = l1 * al1 + ps1;
       if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
-      // GEMM2
-#pragma unroll
-      for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
-        mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
-        mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
-      }
+      pv_mtile(acc, pa, tile + v_off);  // GEMM2
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,

@@ -123,6 +123,19 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
   }
 }
 
+// GEMM2 of one 16-token step for a warp's m16 tile (variants 10 and 14): O[rows g / g + 8, NT n8 tiles] += P V, P as
+// A fragments (pa), V's n-tile pairs by ldmatrix.trans from v_addr + 32 n2.
+template <int NT>
+__device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr) {
+#pragma unroll
+  for (int n2 = 0; n2 < NT / 2; ++n2) {
+    uint32_t b[4];
+    mma::ldmatrix_x4_trans(b, v_addr + n2 * 32);
+    mma::mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+    mma::mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+  }
+}
+
 // Session 15 (variant 10), shared with variant 14 since session 17: a warp's rows g / g + 8 of one m16 tile of O (C
 // fragments of NT n8 tiles, columns col0 + 8 n + 2t, + 1) stored from registers, scaled by the rows' 1 / l, straight
 // to the output (one split: bf16) or the split's partial (bf16 or fp32), without the staging's block barriers. row0 =
@@ -484,13 +497,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
         mma_bf16_16816(lsum, pa, kOnes, kOnes);
       }
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
-#pragma unroll
-      for (int n2 = 0; n2 < C::kDimTiles / 2; ++n2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, tile + v_off + n2 * 32);
-        mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
-        mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
-      }
+      pv_mtile(acc, pa, tile + v_off);
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
     };
