@@ -34,6 +34,15 @@
 // 0.94x), spread over every warp at the end of a step (0.96x) or before GEMM1 (0.95x), four rows at a time (0.99x,
 // spills), the copies by cp.async (0.94x), deferred when its copy has not landed (0.99-1.00x). 99,680 bytes; sm_90 255
 // registers (12 / 24 bytes of spill in the prologue / epilogue), sm_80 254, sm_120 255 with 24 / 16 bytes.
+// Session 17, the persistent form (PERSIST, prefill: KernelArgs::grid_ctas caps the grid): a CTA takes work items
+// (token, split, head group) in turn with its steps numbered across them, so the ring, the fills and the exchange
+// run on at an item's end (the next item's first records land under this item's last steps, its Q loads at its
+// start). No staged indices: each warp keeps a table of its next items (wsp_build_table) and fetches its next four
+// fills' raw indices by cp.async (wsp_prefetch_4); the softmax masks by the slots' validity bits; outputs are stored
+// from registers. H200 (docs/PERFORMANCE.md "Session 17"): parity at prefill 4096 x 64 with 2048 entries per row,
+// 1.12x (bf16) / 1.08x (FP8) at 512: a CTA's ~12 us of start and end falls to ~6 us per item, but the fill (its item
+// lookup and index fetch on the filling pair's chain) keeps the step 3-5% slower than the staged form's. Shared memory
+// ~99 KB (tables instead of the staged indices); bf16 255 registers (sm_120 8 / 12 bytes spilled), FP8 sm_90 12 / 8.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
