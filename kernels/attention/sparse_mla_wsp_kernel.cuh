@@ -83,9 +83,12 @@ struct WspCfg {
   static constexpr int kOffLse = kOffIdx + kMaxSplitEntries * 4;
   // Persistent (session 17): no staged indices; per warp its item table etc., per slot its rows' validity bits.
   static constexpr int kOffCur = kOffX + kXBytes;
-  // Per warp: its item table (kWspTab WspCursors), the raw indices of its next 4 fills (8 each), the sm_80 path's 8
-  // row indices (wsp_build_table, wsp_prefetch_4), the current item.
-  static constexpr int kCurStride = 976;
+  // Per warp: the cleaned indices of its fills (kWspFills ring entries of 8: wsp_stage_load / _store), its item
+  // table (kWspTab WspCursors: wsp_build_table), the sm_80 path's 8 row indices, the current item.
+  static constexpr int kCurBuf = 0;
+  static constexpr int kCurTab = kCurBuf + 32 * 8 * 4;
+  static constexpr int kCurScratch = kCurTab + 5 * 40;
+  static constexpr int kCurStride = 1264;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kOffBar = PERSIST ? kOffValid + 16 : kOffLse + kHC * 4;
@@ -168,26 +171,28 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 
 // Session 17: a CTA takes work items (token, split, 64-head group; blockIdx.x order) in turn, blockIdx.x, + gridDim.x,
 // ..., its steps numbered across them ("global" steps: the ring's slots, phases and fills run on without a break at an
-// item's end). Each warp keeps, in shared memory, a table of the items its fills may reach: the current item and the
-// next ones with steps (kWspTab in all), rebuilt at each item's start, so that a fill finds its item without global
-// loads or divisions inside the step loop (session 17 call 4: every instruction there costs the loop its ldmatrix
-// prefetch depth; 254 registers).
-// >= 1 + 19: a fill's indices are fetched up to 19 steps past the consumer's step (4 fills ahead), and an item has at
-// least one step.
-inline constexpr int kWspTab = 20;
+// item's end). Each warp keeps, in shared memory, a table of the items with steps from the current one on (kWspTab in
+// all), rebuilt at such an item's start, so that neither the item switch nor a fill needs a global load to find an
+// item (session 17 call 4: every instruction in the step loop costs it ldmatrix prefetch depth; 254 registers).
+// Session 18: the table holds the current item and the next four with steps: an item's fills reach at most three
+// steps past its end, and at its start the previous table (entry 0 the previous item with steps, entry 1 this one)
+// names every item they reach before the rebuild.
+inline constexpr int kWspTab = 5;
 struct WspCursor {
   const int32_t* idx;   // the item's split entries of its row (indices + t * topk + first)
   const uint8_t* base;  // the item's records (row_cache)
   int max_idx;          // the pool's last slot (-1: none; the launcher keeps num_slots <= 2^31)
-  int pad;
+  int qrow;             // the item's first Q row (t * num_heads + head group * 64)
   int g0;               // the global step of the item's first step
   int nsteps;           // 0: an unused entry (g0, nsteps adjacent: one 8-byte load tests a step)
   int cnt;              // the item's entries
   int item;
 };
 static_assert(sizeof(WspCursor) == 40 && offsetof(WspCursor, nsteps) == offsetof(WspCursor, g0) + 4 &&
-                  kWspTab * 40 + 128 + 32 + 4 <= WspCfg<false>::kCurStride && WspCfg<false>::kCurStride % 16 == 0,
-              "WspCfg::kCurStride holds a warp's table, indices and item");
+                  WspCfg<false>::kCurScratch == WspCfg<false>::kCurTab + kWspTab * 40 &&
+                  WspCfg<false>::kCurScratch + 32 + 4 <= WspCfg<false>::kCurStride &&
+                  WspCfg<false>::kCurStride % 16 == 0 && WspCfg<false>::kCurTab % 8 == 0,
+              "WspCfg::kCurStride holds a warp's fill indices, table, scratch and item");
 
 // The cursor of `item` (nsteps 0 past the launch's items).
 template <class C, int HC>
@@ -200,6 +205,7 @@ __device__ __forceinline__ WspCursor wsp_cursor_at(const KernelArgs& a, int item
     const RowCache rc = row_cache(a, pl.t);
     c.idx = a.indices + static_cast<int64_t>(pl.t) * a.topk + sp.first;
     c.base = rc.base;
+    c.qrow = pl.t * a.num_heads + pl.hg * HC;
     c.max_idx = static_cast<int>(min(rc.num_slots - 1, static_cast<int64_t>(0x7fffffff)));
     c.nsteps = sp.nsteps;
     c.cnt = sp.cnt;
@@ -249,23 +255,61 @@ __device__ __forceinline__ int wsp_find(const WspCursor* tab, int G) {
   return -1;
 }
 
-// Starts the copies of the raw indices of this warp's rows (8 kh .. 8 kh + 7) for its four fills G, G + 4, G + 8,
-// G + 12 into pref[8 j + r] (j = lane / 8: that fill's ring of 4, ((G >> 2) + j) & 3, r = lane % 8; -1 past an
-// item's entries or the CTA's last step), by cp.async: a register loaded here would hold a global load's scoreboard
-// across the loop, which ptxas waits for at the next join (session 17 call 3: 1.11x slower at T=128 H=64). Once per
-// four fills (session 17 call 8: a lookup per fill made the fill 3x longer than the old kernel's).
+// Session 18: a warp's fills read their indices from shared memory as the one-CTA-per-item form's do, staged at each
+// item's start for all of the item's fills (session 17's form fetched four fills' indices at a time inside the step
+// loop, and its fill, on the filling pair's chain, stayed twice the old one: calls 7 / 10). The fills of this warp at
+// steps s_from, s_from + 4, ... < s_to: at an item's start, every fill from the warp's next one (>= the item's first
+// step + 3: the earlier ones were made during the previous item) up to the item's last step + 3 (the fills made
+// during the item), i.e. at most kWspFills (an item has at most kMaxSplitEntries / 16 = 128 steps), so entry
+// (S >> 2) % kWspFills of fill step S is free when staged. Lane l stages row l % 8 of fills 4 p + l / 8. The loads are
+// plain (issued here, beside Q's and the table's: one round trip per item) and branch-free (ptxas waits for a global
+// load's scoreboard at the next join), into registers; wsp_stage_store cleans and stores them.
+inline constexpr int kWspFills = 32;
+static_assert(kWspFills * 4 * 16 >= kMaxSplitEntries && (kWspFills & (kWspFills - 1)) == 0 && WspCfg<false>::kCurTab == kWspFills * 8 * 4,
+              "an item's fills fit in the staging ring");
+struct WspStage {
+  int v[kWspFills / 4];  // raw index (-1: none)
+  int m[kWspFills / 4];  // its item's last slot
+};
 template <class C>
-__device__ __forceinline__ void wsp_prefetch_4(const WspCursor* tab, int* pref, int G, int kh, int lane) {
-  const int j = lane >> 3, r = lane & 7;
-  const int Gj = G + 4 * j;
-  const int f = wsp_find(tab, Gj);
-  int* dst = pref + 8 * (((G >> 2) + j) & 3) + r;
-  const int e = f >= 0 ? (Gj - tab[f].g0) * C::kBT + C::kRowsPerWarp * kh + r : 0;
-  if (f >= 0 && e < tab[f].cnt)
-    mma::cp_async_4(mma::smem_addr(dst), tab[f].idx + e);
-  else
-    *dst = -1;
-  mma::cp_async_commit();
+__device__ __forceinline__ void wsp_stage_load(const KernelArgs& a, const WspCursor* tab, WspStage& st, int s_from,
+                                               int s_to, int kh, int lane) {
+  const int32_t* src[kWspFills / 4];
+#pragma unroll
+  for (int p = 0; p < kWspFills / 4; ++p) {
+    const int S = s_from + 4 * (4 * p + (lane >> 3));
+    const int f = S < s_to ? wsp_find(tab, S) : -1;
+    const int e = f >= 0 ? (S - tab[f].g0) * C::kBT + C::kRowsPerWarp * kh + (lane & 7) : 0;
+    const bool ok = f >= 0 && e < tab[f].cnt;
+    src[p] = ok ? tab[f].idx + e : a.indices;
+    st.m[p] = ok ? tab[f].max_idx : -1;
+  }
+#pragma unroll
+  for (int p = 0; p < kWspFills / 4; ++p) st.v[p] = __ldg(src[p]);
+}
+template <class C>
+__device__ __forceinline__ void wsp_stage_store(int* buf, const WspStage& st, int s_from, int s_to, int lane) {
+#pragma unroll
+  for (int p = 0; p < kWspFills / 4; ++p) {
+    const int S = s_from + 4 * (4 * p + (lane >> 3));
+    if (S < s_to) buf[((S >> 2) & (kWspFills - 1)) * 8 + (lane & 7)] = st.v[p] >= 0 && st.v[p] <= st.m[p] ? st.v[p] : -1;
+  }
+}
+
+// Session 18: L2 prefetches of the Q rows (all 64 heads) and the index row of the item `c`, issued a few steps before
+// its start (by the pair whose fill reaches its first step), so that its start, where every warp waits for its Q
+// fragments and the staging loads, waits on L2 rather than DRAM (earlier would be evicted: the gathers stream ~300 MB
+// through L2 during a 2048-entry item). Everything from the table entry: no division in the step loop, whose registers
+// it would take (FP8: spills there).
+template <int HC>
+__device__ __forceinline__ void wsp_prefetch_item(const KernelArgs& a, const WspCursor& c, int kh, int lane) {
+  const char* q = reinterpret_cast<const char*>(a.q + static_cast<int64_t>(c.qrow) * kMlaQkDim);
+  constexpr int kQLines = HC * kMlaQkDim * 2 / 128;  // 576
+#pragma unroll 1
+  for (int l = 64 * kh + lane; l < kQLines; l += 64) mma::prefetch_l2(q + l * 128);
+  const uintptr_t i0 = reinterpret_cast<uintptr_t>(c.idx) & ~uintptr_t{127};
+  const uintptr_t i1 = reinterpret_cast<uintptr_t>(c.idx + c.cnt);
+  for (uintptr_t l = i0 + (32 * kh + lane) * 128; l < i1; l += 64 * 128) mma::prefetch_l2(reinterpret_cast<const void*>(l));
 }
 
 template <int HC, bool FP8, bool PERSIST>
@@ -286,13 +330,13 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // Pair hb = warp >> 1 (the warps of a pair sit on different SM sub-partitions), k / dims half kh = warp & 1.
   const int hb = warp >> 1, kh = warp & 1;
 
-  // One CTA per item: its split's cleaned indices staged in shared memory (s_idx). Persistent: this warp's item table,
-  // the raw indices of its next fills, the slots' validity bits.
+  // One CTA per item: its split's cleaned indices staged in shared memory (s_idx). Persistent: this warp's fills'
+  // cleaned indices, its item table, the slots' validity bits.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
   uint8_t* wsm = smem + C::kOffCur + warp * C::kCurStride;
-  WspCursor* tab = reinterpret_cast<WspCursor*>(wsm);
-  int* pref = reinterpret_cast<int*>(tab + kWspTab);
-  int* scratch = pref + 32;
+  int* fbuf = reinterpret_cast<int*>(wsm + C::kCurBuf);
+  WspCursor* tab = reinterpret_cast<WspCursor*>(wsm + C::kCurTab);
+  int* scratch = reinterpret_cast<int*>(wsm + C::kCurScratch);
   uint8_t* valid = smem + C::kOffValid;
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
@@ -335,36 +379,37 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
-  // pair pay the same, so neither waits for the other.) Persistent: the fill's indices come by cp.async (4-16 steps
-  // ahead, four fills at a time: wsp_prefetch_4) instead of from the staged indices.
+  // pair pay the same, so neither waits for the other.) Persistent: the fill's indices are this warp's, staged at
+  // its item's start (wsp_stage_load), the first fill's here.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
   // This pair's next global fill step (hb + 4 k; filled if the item(s) hold it); FP8: filled_end = 1 + the last step
-  // it filled. Persistent: the indices of fills hb, hb + 4, hb + 8, hb + 12 now, then of the next four at every fill of
-  // a step G with (G >> 2) & 3 == 3 (after reading its own, whose ring slot the batch reuses).
+  // it filled.
   int next_fill = hb;
   int filled_end = 0;
-  if constexpr (PERSIST) wsp_prefetch_4<C>(tab, pref, hb, kh, lane);
-  auto fill = [&](int f) {
-    int idx;
-    const uint8_t* base;
-    if constexpr (PERSIST) {
-      mma::cp_async_wait_all();  // this lane's indices (long landed but for the first fills)
-      const int raw = lane < C::kRowsPerWarp ? pref[8 * ((next_fill >> 2) & 3) + lane] : -1;
-      idx = raw >= 0 && raw <= tab[f].max_idx ? raw : -1;
-      base = tab[f].base;
-    } else {
-      idx = lane < C::kRowsPerWarp ? s_idx[next_fill * C::kBT + C::kRowsPerWarp * kh + lane] : -1;
-      base = rc0.base;
-    }
-    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, base, hb, C::kRowsPerWarp * kh, lane, bar_copied + hb * 8,
-                                             PERSIST ? valid + 2 * hb + kh : nullptr, scratch);
+  // The fill of step next_fill from table entry f (persistent) with this lane's cleaned index (lanes < 8: row lane of
+  // the warp's 8 rows).
+  auto fill = [&](int f, int idx) {
+    wsp_fill_rows<C, kBulk, C::kRowsPerWarp>(smem, idx, PERSIST ? tab[f].base : rc0.base, hb, C::kRowsPerWarp * kh,
+                                             lane, bar_copied + hb * 8, PERSIST ? valid + 2 * hb + kh : nullptr,
+                                             scratch);
     filled_end = next_fill + 1;
-    if (PERSIST && ((next_fill >> 2) & 3) == 3) {
-      __syncwarp();  // every lane's read of this fill's indices before the batch overwrites their slot
-      wsp_prefetch_4<C>(tab, pref, next_fill + NST, kh, lane);
-    }
     next_fill += NST;
   };
+  // The index of the fill of step next_fill (lanes < 8; -1 for the others).
+  auto fill_index = [&]() {
+    if constexpr (PERSIST)
+      return lane < C::kRowsPerWarp ? fbuf[((next_fill >> 2) & (kWspFills - 1)) * 8 + lane] : -1;
+    else
+      return lane < C::kRowsPerWarp ? s_idx[next_fill * C::kBT + C::kRowsPerWarp * kh + lane] : -1;
+  };
+  // Persistent: the prologue's fill (step hb) from its own loads, the item's other fills staged at its start.
+  int f_first = -1, idx_first = -1;
+  if constexpr (PERSIST) {
+    f_first = wsp_find(tab, hb);
+    WspStage st;
+    wsp_stage_load<C>(a, tab, st, hb, f_first >= 0 ? hb + 1 : hb, kh, lane);
+    idx_first = lane < C::kRowsPerWarp && st.v[0] >= 0 && st.v[0] <= st.m[0] ? st.v[0] : -1;
+  }
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
   const int lead = a.wsp_lead;
@@ -378,13 +423,14 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       conv_next += NST;
     }
   };
-  // The first item's step count (one CTA per item: the CTA's).
-  const int nsteps0 = split_span<C::kBT>(a, place_of<HC>(a, blockIdx.x).t, place_of<HC>(a, blockIdx.x).split).nsteps;
+  // One CTA per item: its step count.
+  const int nsteps0 =
+      PERSIST ? 0 : split_span<C::kBT>(a, place_of<HC>(a, blockIdx.x).t, place_of<HC>(a, blockIdx.x).split).nsteps;
   __syncthreads();  // barriers initialised (one CTA per item: indices staged)
   if constexpr (PERSIST) {
-    if (const int f = wsp_find(tab, next_fill); f >= 0) fill(f);  // into the empty ring
+    if (f_first >= 0) fill(f_first, idx_first);  // into the empty ring
   } else {
-    if (hb < nsteps0) fill(0);
+    if (hb < nsteps0) fill(0, fill_index());
   }
   if (FP8 && hb < lead && conv_next < filled_end) convert();
 
@@ -404,11 +450,19 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   do {
     int nsteps = nsteps0;
     if constexpr (PERSIST) {
-      const CtaPlace pl = place_of<HC>(a, item);
-      nsteps = split_span<C::kBT>(a, pl.t, pl.split).nsteps;
-      if (item != static_cast<int>(blockIdx.x)) {
-        if (nsteps > 0) load_q(item);
-        wsp_build_table<C, HC>(a, tab, item, gs, n_items, lane);
+      // The item's entry in the table (entry 0: the first item with steps; entry 1: the one after the item the table
+      // was last built at), none if it has no steps: no global load for its step count.
+      const int e = tab[0].nsteps > 0 && tab[0].item == item ? 0 : tab[1].nsteps > 0 && tab[1].item == item ? 1 : -1;
+      if (e >= 0) {
+        nsteps = tab[e].nsteps;
+        if (item != static_cast<int>(blockIdx.x)) load_q(item);
+        // This item's fills (steps next_fill .. its last step + 3), found in the table before its rebuild; their
+        // loads, Q's and the table's in one round trip.
+        WspStage st;
+        const int s_end = gs + nsteps + NST - 1;
+        wsp_stage_load<C>(a, tab, st, next_fill, s_end, kh, lane);
+        if (e > 0) wsp_build_table<C, HC>(a, tab, item, gs, n_items, lane);
+        wsp_stage_store<C>(fbuf, st, next_fill, s_end, lane);
       }
       if (lane == 0) *item_s = item;
     }
@@ -478,11 +532,16 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       // 64 on the H200; the earlier wait for the slot blocked while the slowest pair was still in step - 1, and one
       // step less of lead did not show.) Only the filling pair waits for the slot.
       if (next_fill == gs + NST - 1) {
-        // (Persistent, within this item: entry 0, no lookup.)
-        const int f = !PERSIST ? (next_fill < gs_end ? 0 : -1) : next_fill < gs_end ? 0 : wsp_find(tab, next_fill);
+        // (Persistent, within this item: entry 0, no lookup. Past it: the next item's, whose Q and indices the pair
+        // that fills its first step prefetches into L2.)
+        int f = next_fill < gs_end ? 0 : -1;
+        if (PERSIST && f < 0) {
+          f = wsp_find(tab, next_fill);
+          if (f >= 0 && next_fill == gs_end) wsp_prefetch_item<HC>(a, tab[f], kh, lane);
+        }
         if (f >= 0) {
           mbar_wait_parity(bar_empty + hb * 8, ((gs - 1) / NST) & 1);
-          fill(f);
+          fill(f, fill_index());
         }
       }
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).

@@ -666,6 +666,24 @@ TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in t
   }
 }
 
+// Session 18: the persistent form stages each item's fills at its start (up to 32 per warp: 2048-entry rows fill its
+// ring of 32 exactly, and their last fills reach into the next item) and prefetches the next item a few steps before
+// it: rows of 2048 entries, full, short, padded and empty, both formats, on 3 forced "SMs" (10 items: three or four
+// per CTA), persistence automatic (on) and off.
+TEST_CASE("sparse MLA: variant 14's persistent grid at 2048-entry rows") {
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
+    Problem pb = shape(10, 64, 2048, fmt, 40000);
+    pb.num_sms = 3;
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad, RowKind::kEmpty};
+    pb.plans = {{1, 0, 0}};
+    for (int persistent : {0, 1}) {
+      pb.persistent = persistent;
+      run_and_check(pb);
+    }
+  }
+}
+
 // Session 13 (small_t_v14_splits): at T <= 8 the planner runs variant 14's 64-head CTAs where T * H / 64 head groups
 // x a power-of-two split count fill >= 0.6 of the SMs with splits of >= 4 (FP8) / 8 (bf16) 32-token tiles. The plans
 // on a forced 132-SM count (the H200 sweeps' card), then an odd token count end to end with the device's own plan.
