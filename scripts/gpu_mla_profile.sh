@@ -10,7 +10,7 @@
 # T=128 H=8 (the 1.6x target), bf16 T=1 H=128 (the 10 us target). SET=v7: variant 7 at T=128 H=8 with four and
 # with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=s9: variant 7 at FP8 T=128 H=8 and variant 10 at bf16 T=1
 # H=128 (session 9). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
-# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12).
+# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18).
 # Per kernel: the details page, the per-instruction SASS page
 # (CSV) and its stall summary (bench/sparse_mla/sass_stalls.py), packed into $OUT/profile.tgz; a short summary is
 # printed.
@@ -46,6 +46,11 @@ profile() {
       ;;
     v14)
       profile v14-t128-h64 "sparse_mla_wsp_kernel" - --T 128 --H 64 --variants 14 --formats bf16
+      ;;
+    v14p)
+      # Session 18: the persistent form's step loop against the one-CTA form's on the same grid (one item per CTA).
+      profile v14-t128-h64 "sparse_mla_wsp_kernel" - --T 128 --H 64 --variants 14 --formats bf16
+      profile v14p-t128-h64 "sparse_mla_wsp_kernel" GLM5RT_MLA_PERSIST=2 --T 128 --H 64 --variants 14 --formats bf16
       ;;
     v14fp8)
       profile v14-fp8-t128-h64 "sparse_mla_wsp_kernel" - --T 128 --H 64 --variants 14 --formats fp8

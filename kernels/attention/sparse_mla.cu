@@ -248,10 +248,15 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
 
 int num_tiles(const SparseMlaParams& p) { return (p.topk + kTileTokens - 1) / kTileTokens; }
 
-// Session 17: GLM5RT_MLA_PERSIST=0 (read once) turns variant 14's automatic persistent grid off.
-bool persist_enabled() {
-  static const bool on = env_not_off("GLM5RT_MLA_PERSIST");
-  return on;
+// Session 17: GLM5RT_MLA_PERSIST=0 (read once) turns variant 14's automatic persistent grid off. Session 18: =2 runs
+// the persistent form wherever variant 14 runs one split, even with one item per CTA (an A / B of its step loop
+// against the one-CTA form's on the same grid).
+int persist_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("GLM5RT_MLA_PERSIST");
+    return e == nullptr ? 1 : std::atoi(e);
+  }();
+  return mode;
 }
 
 // Variant 14's grid (KernelArgs::grid_ctas): 0 = one CTA per work item, else the CTAs that fit on the SMs at once,
@@ -260,9 +265,10 @@ bool persist_enabled() {
 // prologue (indices, Q, the first landings) and epilogue with the SM otherwise idle; a persistent CTA gathers the
 // next item's first records and loads its Q under this item's last steps.
 int persistent_ctas(const SparseMlaParams& p, int nsplit) {
-  if (p.persistent == 1 || (p.persistent == 0 && (!persist_enabled() || nsplit != 1))) return 0;
+  if (p.persistent == 1 || (p.persistent == 0 && (persist_mode() == 0 || nsplit != 1))) return 0;
   const int64_t items = static_cast<int64_t>(p.num_tokens) * nsplit * (p.num_heads / 64);
   const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, 64);
+  if (p.persistent == 0 && persist_mode() == 2) return static_cast<int>(items < slots ? items : slots);
   return items > slots ? static_cast<int>(slots) : 0;
 }
 
