@@ -312,6 +312,42 @@ __device__ __forceinline__ void wsp_prefetch_item(const KernelArgs& a, const Wsp
   for (uintptr_t l = i0 + (32 * kh + lane) * 128; l < i1; l += 64 * 128) mma::prefetch_l2(reinterpret_cast<const void*>(l));
 }
 
+// Session 18: the persistent form's item start and end read the thread's and CTA's coordinates afresh (asm volatile),
+// so that ptxas neither merges them with the kernel's first reads nor keeps what it derived from those (the warp, the
+// row g, a table entry's address, the head-group count's reciprocal, ...) live across the step loop, which uses none of
+// them: there every register costs the loop ldmatrix prefetch depth (call 2: 22 registers beside O and Q live at the
+// loop's head against the one-CTA form's 12; depth 4 / 4 against 5 / 5, the step 2.5% slower on the same grid).
+struct WspPos {
+  int warp, lane, hb, kh, g, tq;
+};
+__device__ __forceinline__ WspPos wsp_pos_fresh() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  const int w = t >> 5, l = t & 31;
+  return WspPos{w, l, w >> 1, w & 1, l >> 2, l & 3};
+}
+__device__ __forceinline__ int wsp_fresh(int v) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+  return v;
+}
+__device__ __forceinline__ int wsp_ctaid_fresh() {
+  int b;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+  return b;
+}
+// place_of with the launch's head-group and split counts read afresh (the divisions' set-up not kept across the loop).
+template <int HC>
+__device__ __forceinline__ CtaPlace wsp_place_fresh(const KernelArgs& a, int item) {
+  const int groups = wsp_fresh(a.num_heads) / HC, nsplit = wsp_fresh(a.nsplit);
+  const int hg = item % groups;
+  item /= groups;
+  return CtaPlace{hg, item % nsplit, item / nsplit};
+}
+template <class C>
+__device__ __forceinline__ uint8_t* wsp_warp_area(uint8_t* smem, int warp) {
+  return smem + C::kOffCur + warp * C::kCurStride;
+}
+
 template <int HC, bool FP8, bool PERSIST>
 __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PERSIST>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
@@ -368,14 +404,17 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // it in the previous item's last step, whose code in the step loop cost the loop its ldmatrix depth: session 17).
   auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
   uint32_t qa[C::kKSteps][4];
-  auto load_q = [&](int item) {
-    const CtaPlace pl = place_of<HC>(a, item);
+  // (The coordinates as arguments: the persistent form's item start passes fresh ones.)
+  auto load_q = [&](const CtaPlace& pl, const WspPos& ps) {
     const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-        a.q + (static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g) * kMlaQkDim);
+        a.q + (static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g) * kMlaQkDim);
 #pragma unroll
-    for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, kdim(j), tq);
+    for (int j = 0; j < C::kKSteps; ++j) {
+      const int kd = j < 16 ? 256 * ps.kh + 16 * j : kMlaLatentDim + 32 * ps.kh + 16 * (j - 16);
+      load_q_a_fragment(qa[j], q0, kd, ps.tq);
+    }
   };
-  load_q(blockIdx.x);
+  load_q(place_of<HC>(a, blockIdx.x), WspPos{warp, lane, hb, kh, g, tq});
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
@@ -443,28 +482,30 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   const int partner = warp ^ 1;
   float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
   int gs = 0;                  // global step
-  // (Persistent: the item and its place are read back from shared memory after its steps instead of held in registers
-  // across them: every register the step loop keeps costs it ldmatrix prefetch depth.)
-  int* item_s = scratch + 8;
   int item = blockIdx.x;
   do {
     int nsteps = nsteps0;
     if constexpr (PERSIST) {
+      const WspPos ps = wsp_pos_fresh();
+      uint8_t* ws = wsp_warp_area<C>(smem, ps.warp);
+      WspCursor* ftab = reinterpret_cast<WspCursor*>(ws + C::kCurTab);
       // The item's entry in the table (entry 0: the first item with steps; entry 1: the one after the item the table
       // was last built at), none if it has no steps: no global load for its step count.
-      const int e = tab[0].nsteps > 0 && tab[0].item == item ? 0 : tab[1].nsteps > 0 && tab[1].item == item ? 1 : -1;
+      const int e =
+          ftab[0].nsteps > 0 && ftab[0].item == item ? 0 : ftab[1].nsteps > 0 && ftab[1].item == item ? 1 : -1;
       if (e >= 0) {
-        nsteps = tab[e].nsteps;
-        if (item != static_cast<int>(blockIdx.x)) load_q(item);
+        nsteps = ftab[e].nsteps;
+        if (item != wsp_ctaid_fresh()) load_q(wsp_place_fresh<HC>(a, item), ps);
         // This item's fills (steps next_fill .. its last step + 3), found in the table before its rebuild; their
         // loads, Q's and the table's in one round trip.
         WspStage st;
         const int s_end = gs + nsteps + NST - 1;
-        wsp_stage_load<C>(a, tab, st, next_fill, s_end, kh, lane);
-        if (e > 0) wsp_build_table<C, HC>(a, tab, item, gs, n_items, lane);
-        wsp_stage_store<C>(fbuf, st, next_fill, s_end, lane);
+        wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
+        if (e > 0)
+          wsp_build_table<C, HC>(a, ftab, item, gs, wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC), ps.lane);
+        wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
       }
-      if (lane == 0) *item_s = item;
+      if (ps.lane == 0) *reinterpret_cast<int*>(ws + C::kCurScratch + 32) = item;
     }
 #pragma unroll
     for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -554,13 +595,16 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     if constexpr (PERSIST) {
-      // From registers (variant 10's whole-sector stores): the ring runs on into the next item.
+      // From registers (variant 10's whole-sector stores): the ring runs on into the next item. (The item and its
+      // place are read back from shared memory after its steps instead of held in registers across them.)
+      const WspPos ps = wsp_pos_fresh();
       __syncwarp();
-      item = *item_s;
-      const CtaPlace pl = place_of<HC>(a, item);
-      const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * hb + g;
-      store_mtile_direct(a, acc, row0, pl.split, 256 * kh, tq, l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f);
-      if (kh == 0 && tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
+      item = *reinterpret_cast<const int*>(wsp_warp_area<C>(smem, ps.warp) + C::kCurScratch + 32);
+      const CtaPlace pl = wsp_place_fresh<HC>(a, item);
+      const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g;
+      store_mtile_direct(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 1.f / l0 : 0.f,
+                         l1 > 0.f ? 1.f / l1 : 0.f);
+      if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
       item += gridDim.x;
     } else {
       // Staged through the ring, 32 heads at a time (two passes, pairs 0-1 then 2-3), each a 32-head group.
@@ -583,7 +627,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       }
       break;  // one item
     }
-  } while (item < n_items);
+  } while (item < (PERSIST ? wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC) : 0));
   if constexpr (PERSIST && !kBulk) cp_async_wait_all();
 }
 
