@@ -400,21 +400,27 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
 
   // Q of the pair's 16 heads of an item over this warp's k half as GEMM1 A fragments: rows g / g + 8, k step j = dims
   // 256 kh + 16 j (j < 16) or 512 + 32 kh + 16 (j - 16). The first item's before the barrier (its latency overlaps the
-  // index staging's), a later item's at its start, beside its table's loads (one round trip per item; against loading
-  // it in the previous item's last step, whose code in the step loop cost the loop its ldmatrix depth: session 17).
+  // index staging's); persistent: a later item's at the end of the item with steps before it, once its last GEMM1 has
+  // freed the fragments (against loading it in the step loop, whose code there cost the loop its ldmatrix depth:
+  // session 17). qrow: the item's first Q row (t * num_heads + head group * 64); the coordinates as arguments (the
+  // persistent form passes fresh ones).
   auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
   uint32_t qa[C::kKSteps][4];
-  // (The coordinates as arguments: the persistent form's item start passes fresh ones.)
-  auto load_q = [&](const CtaPlace& pl, const WspPos& ps) {
-    const uint32_t* q0 = reinterpret_cast<const uint32_t*>(
-        a.q + (static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g) * kMlaQkDim);
+  auto load_q = [&](int qrow, const WspPos& ps) {
+    const uint32_t* q0 =
+        reinterpret_cast<const uint32_t*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
 #pragma unroll
     for (int j = 0; j < C::kKSteps; ++j) {
       const int kd = j < 16 ? 256 * ps.kh + 16 * j : kMlaLatentDim + 32 * ps.kh + 16 * (j - 16);
       load_q_a_fragment(qa[j], q0, kd, ps.tq);
     }
   };
-  load_q(place_of<HC>(a, blockIdx.x), WspPos{warp, lane, hb, kh, g, tq});
+  if constexpr (PERSIST) {
+    if (tab[0].nsteps > 0) load_q(tab[0].qrow, WspPos{warp, lane, hb, kh, g, tq});  // the first item with steps
+  } else {
+    const CtaPlace pl = place_of<HC>(a, blockIdx.x);
+    load_q(pl.t * a.num_heads + pl.hg * HC, WspPos{warp, lane, hb, kh, g, tq});
+  }
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
@@ -441,13 +447,17 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     else
       return lane < C::kRowsPerWarp ? s_idx[next_fill * C::kBT + C::kRowsPerWarp * kh + lane] : -1;
   };
-  // Persistent: the prologue's fill (step hb) from its own loads, the item's other fills staged at its start.
+  // Persistent: the prologue's fill (step hb) from its own loads; the first item's other fills staged below, a later
+  // item's at the end of the item with steps before it.
   int f_first = -1, idx_first = -1;
   if constexpr (PERSIST) {
     f_first = wsp_find(tab, hb);
     WspStage st;
     wsp_stage_load<C>(a, tab, st, hb, f_first >= 0 ? hb + 1 : hb, kh, lane);
     idx_first = lane < C::kRowsPerWarp && st.v[0] >= 0 && st.v[0] <= st.m[0] ? st.v[0] : -1;
+    const int s_end = tab[0].nsteps > 0 ? tab[0].nsteps + NST - 1 : 0;  // (the first item with steps starts at step 0)
+    wsp_stage_load<C>(a, tab, st, hb + NST, s_end, kh, lane);
+    wsp_stage_store<C>(fbuf, st, hb + NST, s_end, lane);
   }
   // FP8 (session 12): the pair that copied step st also converts it, `lead` steps before it is read (at the end of
   // step st - lead; steps below lead in the prologue), its warp kh the rows it copied.
@@ -486,25 +496,12 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   do {
     int nsteps = nsteps0;
     if constexpr (PERSIST) {
+      // The table's entry 0 is the next item with steps (built by the prologue or at the end of the item with steps
+      // before it, which also loaded its Q and staged its fills' indices): this item if it has steps.
       const WspPos ps = wsp_pos_fresh();
       uint8_t* ws = wsp_warp_area<C>(smem, ps.warp);
-      WspCursor* ftab = reinterpret_cast<WspCursor*>(ws + C::kCurTab);
-      // The item's entry in the table (entry 0: the first item with steps; entry 1: the one after the item the table
-      // was last built at), none if it has no steps: no global load for its step count.
-      const int e =
-          ftab[0].nsteps > 0 && ftab[0].item == item ? 0 : ftab[1].nsteps > 0 && ftab[1].item == item ? 1 : -1;
-      if (e >= 0) {
-        nsteps = ftab[e].nsteps;
-        if (item != wsp_ctaid_fresh()) load_q(wsp_place_fresh<HC>(a, item), ps);
-        // This item's fills (steps next_fill .. its last step + 3), found in the table before its rebuild; their
-        // loads, Q's and the table's in one round trip.
-        WspStage st;
-        const int s_end = gs + nsteps + NST - 1;
-        wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
-        if (e > 0)
-          wsp_build_table<C, HC>(a, ftab, item, gs, wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC), ps.lane);
-        wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
-      }
+      const WspCursor* ftab = reinterpret_cast<const WspCursor*>(ws + C::kCurTab);
+      nsteps = ftab[0].nsteps > 0 && ftab[0].item == item ? ftab[0].nsteps : 0;
       if (ps.lane == 0) *reinterpret_cast<int*>(ws + C::kCurScratch + 32) = item;
     }
 #pragma unroll
@@ -595,16 +592,39 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     if constexpr (PERSIST) {
-      // From registers (variant 10's whole-sector stores): the ring runs on into the next item. (The item and its
-      // place are read back from shared memory after its steps instead of held in registers across them.)
+      // Outputs from registers (variant 10's whole-sector stores): the ring runs on into the next item. (The item and
+      // its place are read back from shared memory after its steps instead of held in registers across them.) After
+      // an item with steps, the next item with steps (table entry 1) is prepared here, its loads issued before this
+      // item's stores so that their round trip overlaps them: its Q (the fragments are free since the last GEMM1),
+      // its fills' indices (steps next_fill .. its last step + 3, found in the table before its rebuild), then the
+      // table from it on.
       const WspPos ps = wsp_pos_fresh();
+      uint8_t* ws = wsp_warp_area<C>(smem, ps.warp);
+      WspCursor* ftab = reinterpret_cast<WspCursor*>(ws + C::kCurTab);
       __syncwarp();
-      item = *reinterpret_cast<const int*>(wsp_warp_area<C>(smem, ps.warp) + C::kCurScratch + 32);
-      const CtaPlace pl = wsp_place_fresh<HC>(a, item);
-      const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g;
-      store_mtile_direct(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 1.f / l0 : 0.f,
-                         l1 > 0.f ? 1.f / l1 : 0.f);
-      if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
+      item = *reinterpret_cast<const int*>(ws + C::kCurScratch + 32);
+      auto store_outputs = [&]() {
+        const CtaPlace pl = wsp_place_fresh<HC>(a, item);
+        const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g;
+        store_mtile_direct(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 1.f / l0 : 0.f,
+                           l1 > 0.f ? 1.f / l1 : 0.f);
+        if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
+      };
+      if (ftab[0].nsteps > 0 && ftab[0].item == item && ftab[1].nsteps > 0) {
+        // (FP8: the stores first; its step loop carries more registers, and O, Q and the staged indices live at once
+        // made ptxas spill inside that loop.)
+        if constexpr (FP8) store_outputs();
+        const int nx_item = ftab[1].item, nx_g0 = ftab[1].g0, s_end = nx_g0 + ftab[1].nsteps + NST - 1;
+        load_q(ftab[1].qrow, ps);
+        WspStage st;
+        wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
+        if constexpr (!FP8) store_outputs();
+        wsp_build_table<C, HC>(a, ftab, nx_item, nx_g0,
+                               wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC), ps.lane);
+        wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
+      } else {
+        store_outputs();
+      }
       item += gridDim.x;
     } else {
       // Staged through the ring, 32 heads at a time (two passes, pairs 0-1 then 2-3), each a 32-head group.
