@@ -611,14 +611,11 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
       };
       if (ftab[0].nsteps > 0 && ftab[0].item == item && ftab[1].nsteps > 0) {
-        // (FP8: the stores first; its step loop carries more registers, and O, Q and the staged indices live at once
-        // made ptxas spill inside that loop.)
-        if constexpr (FP8) store_outputs();
+        store_outputs();
         const int nx_item = ftab[1].item, nx_g0 = ftab[1].g0, s_end = nx_g0 + ftab[1].nsteps + NST - 1;
         load_q(ftab[1].qrow, ps);
         WspStage st;
         wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
-        if constexpr (!FP8) store_outputs();
         wsp_build_table<C, HC>(a, ftab, nx_item, nx_g0,
                                wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC), ps.lane);
         wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
