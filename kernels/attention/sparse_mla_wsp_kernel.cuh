@@ -43,6 +43,15 @@
 // 1.12x (bf16) / 1.08x (FP8) at 512: a CTA's ~12 us of start and end falls to ~6 us per item, but the fill (its item
 // lookup and index fetch on the filling pair's chain) keeps the step 3-5% slower than the staged form's. Shared memory
 // ~99 KB (tables instead of the staged indices); bf16 255 registers (sm_120 8 / 12 bytes spilled), FP8 sm_90 12 / 8.
+// Session 18: each warp stages the cleaned indices of all its fills during an item at the end of the item with steps
+// before it (wsp_stage_load / wsp_stage_store, a per-warp ring of 32 fills), so a fill reads one shared-memory word as
+// the one-CTA form's does; the same transition loads that item's Q and rebuilds the warp's table from it (5 entries:
+// the item and the next four with steps); the pair whose fill reaches the next item's first step prefetches its Q and
+// index row into L2 (wsp_prefetch_item); the item's start and end read the thread's coordinates afresh (wsp_pos_fresh)
+// so that ptxas keeps nothing derived from them across the step loop, whose ldmatrix depth follows its free registers
+// (H200, docs/PERFORMANCE.md "Session 18": the persistent step loop level with the one-CTA loop on the same grid, where
+// session 17's was 2.5-4.8% slower; prefill 4096 x 64 with 2048 entries 1.02-1.03x over session 17, FP8 1.01x).
+// bf16 sm_90 254 registers, no spill; FP8 sm_90 12 / 8 bytes spilled (the fill path); sm_120 bf16 4 / 4.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
@@ -312,7 +321,7 @@ __device__ __forceinline__ void wsp_prefetch_item(const KernelArgs& a, const Wsp
   for (uintptr_t l = i0 + (32 * kh + lane) * 128; l < i1; l += 64 * 128) mma::prefetch_l2(reinterpret_cast<const void*>(l));
 }
 
-// Session 18: the persistent form's item start and end read the thread's and CTA's coordinates afresh (asm volatile),
+// Session 18: the persistent form's item start and end read the thread's coordinates afresh (asm volatile),
 // so that ptxas neither merges them with the kernel's first reads nor keeps what it derived from those (the warp, the
 // row g, a table entry's address, the head-group count's reciprocal, ...) live across the step loop, which uses none of
 // them: there every register costs the loop ldmatrix prefetch depth (call 2: 22 registers beside O and Q live at the
@@ -330,10 +339,10 @@ __device__ __forceinline__ int wsp_fresh(int v) {
   asm volatile("mov.b32 %0, %0;" : "+r"(v));
   return v;
 }
-__device__ __forceinline__ int wsp_ctaid_fresh() {
-  int b;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
-  return b;
+// The launch's work items (token x split x head group), its counts read afresh.
+template <int HC>
+__device__ __forceinline__ int wsp_items_fresh(const KernelArgs& a) {
+  return wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC);
 }
 // place_of with the launch's head-group and split counts read afresh (the divisions' set-up not kept across the loop).
 template <int HC>
@@ -616,8 +625,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         load_q(ftab[1].qrow, ps);
         WspStage st;
         wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
-        wsp_build_table<C, HC>(a, ftab, nx_item, nx_g0,
-                               wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC), ps.lane);
+        wsp_build_table<C, HC>(a, ftab, nx_item, nx_g0, wsp_items_fresh<HC>(a), ps.lane);
         wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
       } else {
         store_outputs();
@@ -644,7 +652,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       }
       break;  // one item
     }
-  } while (item < (PERSIST ? wsp_fresh(a.num_tokens) * wsp_fresh(a.nsplit) * (wsp_fresh(a.num_heads) / HC) : 0));
+  } while (PERSIST && item < wsp_items_fresh<HC>(a));
   if constexpr (PERSIST && !kBulk) cp_async_wait_all();
 }
 
