@@ -181,11 +181,11 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 // Session 17: a CTA takes work items (token, split, 64-head group; blockIdx.x order) in turn, blockIdx.x, + gridDim.x,
 // ..., its steps numbered across them ("global" steps: the ring's slots, phases and fills run on without a break at an
 // item's end). Each warp keeps, in shared memory, a table of the items with steps from the current one on (kWspTab in
-// all), rebuilt at such an item's start, so that neither the item switch nor a fill needs a global load to find an
-// item (session 17 call 4: every instruction in the step loop costs it ldmatrix prefetch depth; 254 registers).
-// Session 18: the table holds the current item and the next four with steps: an item's fills reach at most three
-// steps past its end, and at its start the previous table (entry 0 the previous item with steps, entry 1 this one)
-// names every item they reach before the rebuild.
+// all), so that neither the item switch nor a fill needs a global load to find an item (session 17 call 4: every
+// instruction in the step loop costs it ldmatrix prefetch depth; 254 registers). Session 18: built by the prologue and
+// then at the end of each item with steps from the next one (entry 0 the item being run), it holds five entries: an
+// item's fills reach at most three steps past its end, so before the rebuild the table (entry 0 the item just run,
+// entry 1 the next one) names every item whose indices the next item's staging needs.
 inline constexpr int kWspTab = 5;
 struct WspCursor {
   const int32_t* idx;   // the item's split entries of its row (indices + t * topk + first)
@@ -264,15 +264,16 @@ __device__ __forceinline__ int wsp_find(const WspCursor* tab, int G) {
   return -1;
 }
 
-// Session 18: a warp's fills read their indices from shared memory as the one-CTA-per-item form's do, staged at each
-// item's start for all of the item's fills (session 17's form fetched four fills' indices at a time inside the step
-// loop, and its fill, on the filling pair's chain, stayed twice the old one: calls 7 / 10). The fills of this warp at
-// steps s_from, s_from + 4, ... < s_to: at an item's start, every fill from the warp's next one (>= the item's first
-// step + 3: the earlier ones were made during the previous item) up to the item's last step + 3 (the fills made
-// during the item), i.e. at most kWspFills (an item has at most kMaxSplitEntries / 16 = 128 steps), so entry
-// (S >> 2) % kWspFills of fill step S is free when staged. Lane l stages row l % 8 of fills 4 p + l / 8. The loads are
-// plain (issued here, beside Q's and the table's: one round trip per item) and branch-free (ptxas waits for a global
-// load's scoreboard at the next join), into registers; wsp_stage_store cleans and stores them.
+// Session 18: a warp's fills read their indices from shared memory as the one-CTA-per-item form's do, staged for all
+// of an item's fills before it starts (by the prologue for the first item, else at the end of the item with steps
+// before it; session 17's form fetched four fills' indices at a time inside the step loop, and its fill, on the
+// filling pair's chain, stayed twice the old one: calls 7 / 10). The fills of this warp at steps s_from, s_from + 4,
+// ... < s_to: every fill from the warp's next one (>= the item's first step + 3: the earlier ones were made during the
+// previous item) up to the item's last step + 3 (the fills made during the item), i.e. at most kWspFills (an item has
+// at most kMaxSplitEntries / 16 = 128 steps), so entry (S >> 2) % kWspFills of fill step S is free when staged. Lane
+// l stages row l % 8 of fills 4 p + l / 8. The loads are plain (issued here, beside Q's: one round trip per item) and
+// branch-free (ptxas waits for a global load's scoreboard at the next join), into registers; wsp_stage_store cleans
+// and stores them.
 inline constexpr int kWspFills = 32;
 static_assert(kWspFills * 4 * 16 >= kMaxSplitEntries && (kWspFills & (kWspFills - 1)) == 0 && WspCfg<false>::kCurTab == kWspFills * 8 * 4,
               "an item's fills fit in the staging ring");
@@ -306,7 +307,7 @@ __device__ __forceinline__ void wsp_stage_store(int* buf, const WspStage& st, in
 }
 
 // Session 18: L2 prefetches of the Q rows (all 64 heads) and the index row of the item `c`, issued a few steps before
-// its start (by the pair whose fill reaches its first step), so that its start, where every warp waits for its Q
+// its start (by the pair whose fill reaches its first step), so that its preparation, where every warp waits for its Q
 // fragments and the staging loads, waits on L2 rather than DRAM (earlier would be evicted: the gathers stream ~300 MB
 // through L2 during a 2048-entry item). Everything from the table entry: no division in the step loop, whose registers
 // it would take (FP8: spills there).
@@ -433,8 +434,8 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
   // of its step G - 3 (steps 0 .. 3: here). (Session 11, call 7: against two rows by every warp, 1.04x at T=128 H=64
   // and prefill 4096 x 64: the per-fill overhead once per pair instead of once per warp; both warps of the filling
-  // pair pay the same, so neither waits for the other.) Persistent: the fill's indices are this warp's, staged at
-  // its item's start (wsp_stage_load), the first fill's here.
+  // pair pay the same, so neither waits for the other.) Persistent: the fill's indices are this warp's, staged before
+  // its item starts (wsp_stage_load), the first fill's here.
   static_assert(NST == C::kConsumerWarps / 2, "pair fills: one pair per ring slot");
   // This pair's next global fill step (hb + 4 k; filled if the item(s) hold it); FP8: filled_end = 1 + the last step
   // it filled.
