@@ -249,8 +249,8 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
 int num_tiles(const SparseMlaParams& p) { return (p.topk + kTileTokens - 1) / kTileTokens; }
 
 // Session 17: GLM5RT_MLA_PERSIST=0 (read once) turns variant 14's automatic persistent grid off. Session 18: =2 runs
-// the persistent form wherever variant 14 runs one split, even with one item per CTA (an A / B of its step loop
-// against the one-CTA form's on the same grid).
+// the persistent form wherever variant 14 runs one split, FP8 records included, even with one item per CTA (an A / B
+// of its step loop against the one-CTA form's on the same grid).
 int persist_mode() {
   static const int mode = [] {
     const char* e = std::getenv("GLM5RT_MLA_PERSIST");
@@ -259,17 +259,22 @@ int persist_mode() {
   return mode;
 }
 
-// Variant 14's grid (KernelArgs::grid_ctas): 0 = one CTA per work item, else the CTAs that fit on the SMs at once,
-// each taking items in turn (SparseMlaParams::persistent). Why: a 64-head CTA of 2048 entries spends ~10 us of its
-// ~138 outside its steady steps (H200, session 17 call 2: a fit over top-k 256-2048 at prefill 4096 x 64), its
-// prologue (indices, Q, the first landings) and epilogue with the SM otherwise idle; a persistent CTA gathers the
-// next item's first records and loads its Q under this item's last steps.
+// Variant 14's grid (KernelArgs::grid_ctas): 0 = one CTA per work item, else the CTAs that fit on the SMs at once
+// (or the items, if fewer), each taking items in turn (SparseMlaParams::persistent). Why: a 64-head CTA of 2048
+// entries spends ~10 us of its ~138 outside its steady steps (H200, session 17 call 2: a fit over top-k 256-2048 at
+// prefill 4096 x 64), its prologue (indices, Q, the first landings) and epilogue with the SM otherwise idle; a
+// persistent CTA gathers the next item's first records and loads its Q under this item's last steps. Session 18: with
+// bf16 records also where every item has a CTA of its own (T=128 H=64: its direct stores and per-warp staging beat the
+// one-CTA form's staged epilogue and CTA-wide index staging, 1.03-1.035x at 512-entry rows, level at 2048; FP8 records
+// 0.99-1.005x there, so they keep the one-CTA form).
 int persistent_ctas(const SparseMlaParams& p, int nsplit) {
-  if (p.persistent == 1 || (p.persistent == 0 && (persist_mode() == 0 || nsplit != 1))) return 0;
+  if (p.persistent == 1 || (p.persistent == 0 && persist_mode() == 0)) return 0;
   const int64_t items = static_cast<int64_t>(p.num_tokens) * nsplit * (p.num_heads / 64);
   const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, 64);
-  if (p.persistent == 0 && persist_mode() == 2) return static_cast<int>(items < slots ? items : slots);
-  return items > slots ? static_cast<int>(slots) : 0;
+  const int grid = static_cast<int>(items < slots ? items : slots);
+  if (p.persistent == 2) return grid;  // always (also with splits, and one item per CTA)
+  if (nsplit != 1) return 0;
+  return items > slots || p.format == MlaCacheFormat::kBf16 || persist_mode() == 2 ? grid : 0;
 }
 
 // The split count actually run when `want` is asked for: at most one split per 32-token tile and

@@ -153,8 +153,9 @@ struct SparseMlaParams {
   // Appended in session 17: variant 14's persistent grid. 0 = automatic: where variant 14 runs one split and its
   // work items (token x 64-head group) outnumber the CTAs that fit on the SMs at once, the grid is that many CTAs and
   // each takes items in turn (blockIdx.x, + grid, ...), the next item's first records gathered and its Q loaded while
-  // this item's last steps run, its outputs stored from registers (GLM5RT_MLA_PERSIST=0 in the environment: off);
-  // 1 = never; 2 = always where variant 14 runs (also with splits; tests). Same results whichever runs.
+  // this item's last steps run, its outputs stored from registers; since session 18 also with bf16 records where each
+  // item has a CTA of its own (GLM5RT_MLA_PERSIST=0 in the environment: off); 1 = never; 2 = always where variant 14
+  // runs (also with splits, and one item per CTA; tests). Same results whichever runs.
   int persistent = 0;
 };
 

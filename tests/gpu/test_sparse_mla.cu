@@ -666,10 +666,11 @@ TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in t
   }
 }
 
-// Session 18: the persistent form stages each item's fills at its start (up to 32 per warp: 2048-entry rows fill its
-// ring of 32 exactly, and their last fills reach into the next item) and prefetches the next item a few steps before
-// it: rows of 2048 entries, full, short, padded and empty, both formats, on 3 forced "SMs" (10 items: three or four
-// per CTA), persistence automatic (on) and off.
+// Session 18: the persistent form stages each item's fills before it starts (up to 32 per warp: 2048-entry rows fill
+// its ring of 32 exactly, and their last fills reach into the next item) and prefetches the next item a few steps
+// before it: rows of 2048 entries, full, short, padded and empty, both formats, on 3 forced "SMs" (10 items: three or
+// four per CTA), persistence automatic (on) and off; then one item per CTA (20 items on 132 forced SMs: the automatic
+// choice for bf16 records since session 18, forced for FP8).
 TEST_CASE("sparse MLA: variant 14's persistent grid at 2048-entry rows") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
     Problem pb = shape(10, 64, 2048, fmt, 40000);
@@ -680,6 +681,15 @@ TEST_CASE("sparse MLA: variant 14's persistent grid at 2048-entry rows") {
     for (int persistent : {0, 1}) {
       pb.persistent = persistent;
       run_and_check(pb);
+    }
+    Problem one = shape(20, 64, 2048, fmt, 40000);
+    one.num_sms = 132;
+    one.use_lengths = true;
+    one.kinds = pb.kinds;
+    one.plans = {{1, 0, 0}};
+    for (int persistent : {0, 2, 1}) {
+      one.persistent = persistent;
+      run_and_check(one);
     }
   }
 }
