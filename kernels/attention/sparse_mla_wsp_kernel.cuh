@@ -604,10 +604,11 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     if constexpr (PERSIST) {
       // Outputs from registers (variant 10's whole-sector stores): the ring runs on into the next item. (The item and
       // its place are read back from shared memory after its steps instead of held in registers across them.) After
-      // an item with steps, the next item with steps (table entry 1) is prepared here, its loads issued before this
-      // item's stores so that their round trip overlaps them: its Q (the fragments are free since the last GEMM1),
-      // its fills' indices (steps next_fill .. its last step + 3, found in the table before its rebuild), then the
-      // table from it on.
+      // an item with steps, the next item with steps (table entry 1) is prepared here, after this item's stores: its Q
+      // (the fragments are free since the last GEMM1), its fills' indices (steps next_fill .. its last step + 3,
+      // found in the table before its rebuild), then the table from it on. (Session 18 call 4: its loads issued
+      // before the stores, to overlap them, made ptxas rematerialise addresses inside the bf16 step loop, 2.6%
+      // slower per step.)
       const WspPos ps = wsp_pos_fresh();
       uint8_t* ws = wsp_warp_area<C>(smem, ps.warp);
       WspCursor* ftab = reinterpret_cast<WspCursor*>(ws + C::kCurTab);
@@ -620,6 +621,8 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
                            l1 > 0.f ? 1.f / l1 : 0.f);
         if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
       };
+      // (store_outputs in both branches: one call before the branch changes ptxas's choices for the whole kernel,
+      // 4,264 against 5,512 instructions, unmeasured.)
       if (ftab[0].nsteps > 0 && ftab[0].item == item && ftab[1].nsteps > 0) {
         store_outputs();
         const int nx_item = ftab[1].item, nx_g0 = ftab[1].g0, s_end = nx_g0 + ftab[1].nsteps + NST - 1;
