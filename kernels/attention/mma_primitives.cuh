@@ -26,11 +26,6 @@ __device__ __forceinline__ void cp_async_16_l2_128(uint32_t dst, const void* src
 __device__ __forceinline__ void cp_async_16_nohint(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-// One 4-byte word (session 17: variant 14's next fill index, which lands in shared memory without tying a register's
-// scoreboard to a global load across the loop).
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
-}
 // A 128-byte line into L2 (no register, no wait).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

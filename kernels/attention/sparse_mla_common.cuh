@@ -99,13 +99,16 @@ inline constexpr float kLn2 = 0.69314718055994531f;
 struct CtaPlace {
   int hg, split, t;
 };
-// (Session 17: variant 14's CTAs may take several such places in turn, "work items": place_of(item).)
-template <int HC>
-__device__ __forceinline__ CtaPlace place_of(const KernelArgs& a, int bid) {
-  const int groups = a.num_heads / HC;
+// (Session 17: variant 14's CTAs may take several such places in turn, "work items": place_of(item).) groups: the
+// head groups per token (num_heads / HC).
+__device__ __forceinline__ CtaPlace place_in(int bid, int groups, int nsplit) {
   const int hg = bid % groups;
   bid /= groups;
-  return CtaPlace{hg, bid % a.nsplit, bid / a.nsplit};
+  return CtaPlace{hg, bid % nsplit, bid / nsplit};
+}
+template <int HC>
+__device__ __forceinline__ CtaPlace place_of(const KernelArgs& a, int bid) {
+  return place_in(bid, a.num_heads / HC, a.nsplit);
 }
 template <int HC>
 __device__ __forceinline__ CtaPlace cta_place(const KernelArgs& a) {

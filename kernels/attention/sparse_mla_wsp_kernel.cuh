@@ -59,7 +59,7 @@
 namespace glm5rt::kernels::sparse_mla_detail {
 
 // PERSIST (session 17): the persistent form (work items in turn, KernelArgs::grid_ctas), whose shared memory holds
-// per-warp item tables instead of the staged indices.
+// per-warp item tables and fill indices instead of the CTA's staged indices.
 template <bool FP8, bool PERSIST = false>
 struct WspCfg {
   static constexpr bool kFP8 = FP8;
@@ -97,6 +97,7 @@ struct WspCfg {
   static constexpr int kCurBuf = 0;
   static constexpr int kCurTab = kCurBuf + 32 * 8 * 4;
   static constexpr int kCurScratch = kCurTab + 5 * 40;
+  static constexpr int kCurItem = kCurScratch + 32;
   static constexpr int kCurStride = 1264;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   // full[kRing], empty[kRing] (FP8: land[kRing])
@@ -199,7 +200,7 @@ struct WspCursor {
 };
 static_assert(sizeof(WspCursor) == 40 && offsetof(WspCursor, nsteps) == offsetof(WspCursor, g0) + 4 &&
                   WspCfg<false>::kCurScratch == WspCfg<false>::kCurTab + kWspTab * 40 &&
-                  WspCfg<false>::kCurScratch + 32 + 4 <= WspCfg<false>::kCurStride &&
+                  WspCfg<false>::kCurItem + 4 <= WspCfg<false>::kCurStride &&
                   WspCfg<false>::kCurStride % 16 == 0 && WspCfg<false>::kCurTab % 8 == 0,
               "WspCfg::kCurStride holds a warp's fill indices, table, scratch and item");
 
@@ -348,10 +349,7 @@ __device__ __forceinline__ int wsp_items_fresh(const KernelArgs& a) {
 // place_of with the launch's head-group and split counts read afresh (the divisions' set-up not kept across the loop).
 template <int HC>
 __device__ __forceinline__ CtaPlace wsp_place_fresh(const KernelArgs& a, int item) {
-  const int groups = wsp_fresh(a.num_heads) / HC, nsplit = wsp_fresh(a.nsplit);
-  const int hg = item % groups;
-  item /= groups;
-  return CtaPlace{hg, item % nsplit, item / nsplit};
+  return place_in(item, wsp_fresh(a.num_heads) / HC, wsp_fresh(a.nsplit));
 }
 template <class C>
 __device__ __forceinline__ uint8_t* wsp_warp_area(uint8_t* smem, int warp) {
@@ -512,7 +510,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       uint8_t* ws = wsp_warp_area<C>(smem, ps.warp);
       const WspCursor* ftab = reinterpret_cast<const WspCursor*>(ws + C::kCurTab);
       nsteps = ftab[0].nsteps > 0 && ftab[0].item == item ? ftab[0].nsteps : 0;
-      if (ps.lane == 0) *reinterpret_cast<int*>(ws + C::kCurScratch + 32) = item;
+      if (ps.lane == 0) *reinterpret_cast<int*>(ws + C::kCurItem) = item;
     }
 #pragma unroll
     for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -613,7 +611,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       uint8_t* ws = wsp_warp_area<C>(smem, ps.warp);
       WspCursor* ftab = reinterpret_cast<WspCursor*>(ws + C::kCurTab);
       __syncwarp();
-      item = *reinterpret_cast<const int*>(ws + C::kCurScratch + 32);
+      item = *reinterpret_cast<const int*>(ws + C::kCurItem);
       auto store_outputs = [&]() {
         const CtaPlace pl = wsp_place_fresh<HC>(a, item);
         const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g;
