@@ -37,8 +37,8 @@
 // Session 17, the persistent form (PERSIST, prefill: KernelArgs::grid_ctas caps the grid): a CTA takes work items
 // (token, split, head group) in turn with its steps numbered across them, so the ring, the fills and the exchange
 // run on at an item's end (the next item's first records land under this item's last steps, its Q loads at its
-// start). No staged indices: each warp keeps a table of its next items (wsp_build_table) and fetches its next four
-// fills' raw indices by cp.async (wsp_prefetch_4); the softmax masks by the slots' validity bits; outputs are stored
+// start). No CTA-wide staged indices: each warp kept a table of its next items (wsp_build_table) and fetched its next
+// four fills' raw indices by cp.async (replaced in session 18, below); the softmax masks by the slots' validity bits; outputs are stored
 // from registers. H200 (docs/PERFORMANCE.md "Session 17"): parity at prefill 4096 x 64 with 2048 entries per row,
 // 1.12x (bf16) / 1.08x (FP8) at 512: a CTA's ~12 us of start and end falls to ~6 us per item, but the fill (its item
 // lookup and index fetch on the filling pair's chain) keeps the step 3-5% slower than the staged form's. Shared memory
