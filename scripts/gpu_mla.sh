@@ -103,7 +103,7 @@ set +x
         "$(echo "$sass" | grep -o 'arch = sm_[0-9a-z]*' | sort -u | tr '\n' ' ')" \
         "$(echo "$sass" | grep -c ' HMMA')" "$(echo "$sass" | grep -c ' QMMA')" "$(echo "$sass" | grep -c ' LDSM')" \
         "$(echo "$sass" | grep -c ' LDGSTS')" "$(echo "$sass" | grep -c 'UBLKCP')" "$(echo "$sass" | grep -c 'HGMMA')" "$(echo "$sass" | grep -cE 'WGMMA|UTCMMA|UTCHMMA')"
-      if echo "$sass" | grep -qE 'HGMMA|WGMMA|UTCHMMA'; then echo "FAIL: Hopper/Blackwell-DC-only MMA in $f"; status=1; fi
+      if grep -qE 'HGMMA|WGMMA|UTCHMMA' <<<"$sass"; then echo "FAIL: Hopper/Blackwell-DC-only MMA in $f"; status=1; fi
     done
   else
     echo "cuobjdump not found"

@@ -24,7 +24,7 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
 done
 if [ -n "${GLM5RT_PREBUILT:-}" ] && "${GLM5RT_PREBUILT}/tests/glm5rt_gpu_tests" --list-test-cases >/dev/null 2>&1 &&
    [ -x "${GLM5RT_PREBUILT}/bench/moe/glm5rt_bench_moe" ] &&
-   ! ldd "${GLM5RT_PREBUILT}/bench/moe/glm5rt_bench_moe" | grep -q "not found"; then
+   ! grep -q "not found" <<<"$(ldd "${GLM5RT_PREBUILT}/bench/moe/glm5rt_bench_moe")"; then
   bin=$GLM5RT_PREBUILT
   echo "== using prebuilt binaries in $bin"
 else

@@ -15,7 +15,7 @@ packages=(
 if ! command -v cargo >/dev/null && [ ! -x "${HOME:-/root}/.cargo/bin/cargo" ]; then packages+=(cargo); fi
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all dependencies present"

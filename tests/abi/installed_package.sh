@@ -29,13 +29,17 @@ echo "== pkg-config, shared"
 pkg-config --exists glm5rt
 "$cc" -std=c99 -pedantic -Wall -Werror "$work/hello.c" -o "$work/hello_shared" $(pkg-config --cflags --libs glm5rt)
 LD_LIBRARY_PATH=$libdir "$work/hello_shared"
-if LD_LIBRARY_PATH=$libdir ldd "$work/hello_shared" | grep -q "libglm5rt.so.0 => $libdir"; then echo "links the installed libglm5rt.so.0"; else
-  echo "hello_shared does not use the installed library"; ldd "$work/hello_shared"; exit 1; fi
+# Tool output is captured before grep reads it: under pipefail, `tool | grep -q` fails at random when grep exits at its
+# first match and the tool dies writing the rest (SIGPIPE) -- this check failed CI that way once.
+deps=$(LD_LIBRARY_PATH=$libdir ldd "$work/hello_shared")
+if grep -qF "libglm5rt.so.0 => $libdir/" <<<"$deps"; then echo "links the installed libglm5rt.so.0"; else
+  echo "hello_shared does not use the installed library ($libdir):"; echo "$deps"; exit 1; fi
 
 echo "== pkg-config --static"
 static_libs=$(pkg-config --static --libs glm5rt | sed 's/-lglm5rt\b/-l:libglm5rt.a/')
 "$cc" -std=c99 "$work/hello.c" -o "$work/hello_static" $(pkg-config --cflags glm5rt) $static_libs
-if ldd "$work/hello_static" | grep -q libglm5rt; then echo "static binary still needs libglm5rt.so"; exit 1; fi
+deps=$(ldd "$work/hello_static" || true)
+if grep -q libglm5rt <<<"$deps"; then echo "static binary still needs libglm5rt.so"; exit 1; fi
 "$work/hello_static"
 
 echo "== find_package(glm5rt)"
@@ -64,5 +68,6 @@ if [ -n "$others" ]; then echo "symbols other than glm5rt_* exported:"; echo "$o
 [ "$count" -gt 10 ]
 
 echo "== soname"
-readelf -d "$so" | grep -q 'SONAME.*libglm5rt.so.0' && echo "SONAME libglm5rt.so.0"
+dyn=$(readelf -d "$so")
+grep -q 'SONAME.*libglm5rt\.so\.0' <<<"$dyn" && echo "SONAME libglm5rt.so.0"
 echo "installed package checks passed"
