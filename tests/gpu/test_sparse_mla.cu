@@ -649,21 +649,33 @@ TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count fo
 // exchange and fills running on across them; rows of every kind (items of no steps among them: empty rows), both
 // record formats, 64 and 128 heads (two head groups per token), one split (the automatic rule) and forced splits
 // (persistent = 2: split items in turn, then the merge), and persistence off on the same inputs.
-TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in turn)") {
-  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-    for (int H : {64, 128}) {
-      Problem pb = shape(61, H, 200, fmt, 20000);
-      pb.num_sms = 3;
-      pb.use_lengths = true;
-      pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kEmpty, RowKind::kScatteredPad, RowKind::kFull,
-                  RowKind::kOutOfRange};
-      pb.plans = {{1, 0, 0}, {3, 0, 0}};
-      for (int persistent : {0, 2, 1}) {
-        pb.persistent = persistent;
-        run_and_check(pb);
-      }
-    }
+// The persistent-grid cases' problem: T tokens of H heads (pool slots) on `sms` forced "SMs", rows with lengths of the given kinds,
+// variant 14 at the given split counts; run once per persistence mode (SparseMlaParams::persistent: 0 automatic,
+// 2 always, 1 never) on the same inputs.
+Problem persistent_problem(int T, int H, int topk, MlaCacheFormat fmt, int pool, int sms, std::vector<RowKind> kinds,
+                           std::vector<Problem::Plan> plans) {
+  Problem pb = shape(T, H, topk, fmt, pool);
+  pb.num_sms = sms;
+  pb.use_lengths = true;
+  pb.kinds = std::move(kinds);
+  pb.plans = std::move(plans);
+  return pb;
+}
+void run_persistence_modes(Problem pb, std::initializer_list<int> modes) {
+  for (int persistent : modes) {
+    pb.persistent = persistent;
+    run_and_check(pb);
   }
+}
+
+TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in turn)") {
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8})
+    for (int H : {64, 128})
+      run_persistence_modes(persistent_problem(61, H, 200, fmt, 20000, 3,
+                                               {RowKind::kFull, RowKind::kShortLength, RowKind::kEmpty,
+                                                RowKind::kScatteredPad, RowKind::kFull, RowKind::kOutOfRange},
+                                               {{1, 0, 0}, {3, 0, 0}}),
+                            {0, 2, 1});
 }
 
 // Session 18: the persistent form stages each item's fills before it starts (up to 32 per warp: 2048-entry rows fill
@@ -672,25 +684,11 @@ TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in t
 // four per CTA), persistence automatic (on) and off; then one item per CTA (20 items on 132 forced SMs: the automatic
 // choice for bf16 records since session 18, forced for FP8).
 TEST_CASE("sparse MLA: variant 14's persistent grid at 2048-entry rows") {
+  const std::vector<RowKind> kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad,
+                                     RowKind::kEmpty};
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
-    Problem pb = shape(10, 64, 2048, fmt, 40000);
-    pb.num_sms = 3;
-    pb.use_lengths = true;
-    pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kFull, RowKind::kScatteredPad, RowKind::kEmpty};
-    pb.plans = {{1, 0, 0}};
-    for (int persistent : {0, 1}) {
-      pb.persistent = persistent;
-      run_and_check(pb);
-    }
-    Problem one = shape(20, 64, 2048, fmt, 40000);
-    one.num_sms = 132;
-    one.use_lengths = true;
-    one.kinds = pb.kinds;
-    one.plans = {{1, 0, 0}};
-    for (int persistent : {0, 2, 1}) {
-      one.persistent = persistent;
-      run_and_check(one);
-    }
+    run_persistence_modes(persistent_problem(10, 64, 2048, fmt, 40000, 3, kinds, {{1, 0, 0}}), {0, 1});
+    run_persistence_modes(persistent_problem(20, 64, 2048, fmt, 40000, 132, kinds, {{1, 0, 0}}), {0, 2, 1});
   }
 }
 
