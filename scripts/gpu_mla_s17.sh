@@ -7,6 +7,8 @@
 #          (default: the old bundle, the new one with GLM5RT_MLA_PERSIST=0, the new one), alternating, RUNS times
 #          (TOPKS, default "512 2048")
 #   bench  the decode benchmark (T = BENCH_TS x H = BENCH_HS, automatic plans) for the old and the new bundle
+#   item   (session 19) the new bundle's persistent-item probe (glm5rt_bench_mla_item_timeline: prefill 31 x SMs tokens,
+#          H=64, top-k 512 and 2048, both formats; ITEM_FLAGS adds options), once, after the tests
 # Everything is packed into $OUT/s17.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -19,6 +21,13 @@ parts=" ${PARTS:-tests topk bench} "
       timeout "${TEST_TIMEOUT:-300}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/mla-tests.txt" 2>&1;
       rc=$?; echo "rc $rc"; tail -4 "$OUT/mla-tests.txt"; grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20; exit $rc' ||
       { echo "=== tests failed: nothing timed"; parts=" "; }
+  fi
+  if [[ $parts == *" item "* ]]; then
+    echo "=== item probe"
+    # shellcheck disable=SC2086  # ITEM_FLAGS: options
+    P=$NEW OUT=$OUT/item bash -c 'source scripts/lib/device_prebuilt.sh;
+      timeout 120 "$B/glm5rt_bench_mla_item_timeline" '"${ITEM_FLAGS:-}"' --json "$OUT/item.json" > "$OUT/item.txt" 2>&1;
+      echo "rc $?"; cat "$OUT/item.txt"'
   fi
   for n in $(seq 1 "${RUNS:-2}"); do
     if [[ $parts == *" topk "* ]]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on the development machine, the sparse MLA GPU tests (test_sparse_mla.cu + test_multi_pool.cu)
-# and the sparse MLA benchmarks (sparse_mla_bench, mla_timeline) for sm_90 with nvcc directly (no CMake, no other kernel families), so that a
+# and the sparse MLA benchmarks (sparse_mla_bench, mla_timeline, mla_item_timeline) for sm_90 with nvcc directly (no CMake, no other kernel families), so that a
 # device call spends no time building: scripts/gpu_mla_plan.sh runs them from $P/bin.
 #   scripts/prebuild_mla_sm90.sh [OUTDIR]     (default prebuilt-mla; JOBS=2)
 set -euo pipefail
@@ -18,4 +18,14 @@ nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_gpu_tests" $K "$P/obj/tests_gpu_test_sparse
   "$P/obj/tests_support_doctest_main_gpu.cpp.o"
 nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_sparse_mla" $K "$P/obj/bench_sparse_mla_sparse_mla_bench.cu.o"
 nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_mla_timeline" $K "$P/obj/bench_sparse_mla_mla_timeline.cu.o"
+# Session 19: the persistent-item probe, with its own build of variant 14's units (the stamps compiled in).
+pids=()
+for u in bf16 fp8; do
+  nvcc "${FLAGS[@]}" -DGLM5RT_MLA_ITEM_PROBE -c kernels/attention/sparse_mla_wsp_$u.cu -o "$P/obj/probe_wsp_$u.o" &
+  pids+=($!)
+done
+nvcc "${FLAGS[@]}" -c bench/sparse_mla/mla_item_timeline.cu -o "$P/obj/bench_mla_item_timeline.o"
+for pid in "${pids[@]}"; do wait "$pid"; done
+nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_mla_item_timeline" $(echo "$K" | grep -v _sparse_mla_wsp_) "$P"/obj/probe_wsp_*.o \
+  "$P/obj/bench_mla_item_timeline.o"
 ls -la "$P/bin"

@@ -25,6 +25,7 @@
 
 #include "bench/common/bench_cuda.cuh"
 #include "bench/sparse_mla/gather_ceiling.cuh"
+#include "bench/sparse_mla/mla_bench_data.cuh"
 #include "kernels/attention/sparse_mla.h"
 
 using glm5rt::kernels::MlaCacheFormat;
@@ -34,37 +35,8 @@ using glm5rt::kernels::SparseMlaParams;
 
 namespace {
 
-using glm5rt_bench::hash32;
-__device__ uint16_t rand_bf16(uint64_t key) {  // uniform in (-1, 1), as bf16 bits
-  const float v = (hash32(key) >> 8) * (2.f / 16777216.f) - 1.f;
-  uint32_t u = __float_as_uint(v);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-__global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    p[i] = rand_bf16(seed * 0x9e3779b97f4a7c15ULL + i);
-}
-// FP8 records: random e4m3 bytes (NaN encodings avoided), scales in [1e-3, 1e-2], bf16 rope.
-__global__ void fill_fp8(uint8_t* p, size_t num_slots, uint64_t seed) {
-  const size_t n = num_slots * 656;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t off = i % 656;
-    const uint32_t h = hash32(seed * 0x9e3779b97f4a7c15ULL + i);
-    if (off < 512) {
-      uint8_t b = static_cast<uint8_t>(h);
-      if ((b & 0x7f) == 0x7f) b ^= 1;
-      p[i] = b;
-    } else if (off < 528) {
-      if ((off & 3) == 0) {
-        const float s = 1e-3f + (h >> 8) * (9e-3f / 16777216.f);
-        *reinterpret_cast<float*>(p + i) = s;
-      }
-    } else if ((off & 1) == 0) {
-      *reinterpret_cast<uint16_t*>(p + i) = rand_bf16(seed + i);
-    }
-  }
-}
+using glm5rt_bench::fill_mla_bf16;
+using glm5rt_bench::fill_mla_fp8_records;
 
 struct Case {
   const char* phase;
@@ -216,8 +188,8 @@ int main(int argc, char** argv) {
   uint8_t *cache_bf16, *cache_fp8;
   CK(cudaMalloc(&cache_bf16, num_slots * 1152));
   CK(cudaMalloc(&cache_fp8, num_slots * 656));
-  fill_bf16<<<4096, 256>>>(reinterpret_cast<uint16_t*>(cache_bf16), num_slots * 576, 1);
-  fill_fp8<<<4096, 256>>>(cache_fp8, num_slots, 2);
+  fill_mla_bf16<<<4096, 256>>>(reinterpret_cast<uint16_t*>(cache_bf16), num_slots * 576, 1);
+  fill_mla_fp8_records<<<4096, 256>>>(cache_fp8, num_slots, 2);
   CK(cudaGetLastError());
 
   std::vector<MlaCacheFormat> formats;
@@ -329,7 +301,7 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&d_out, static_cast<size_t>(c.T) * c.H * 512 * 2));
     CK(cudaMalloc(&d_lse, static_cast<size_t>(c.T) * c.H * 4));
     CK(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
-    fill_bf16<<<1024, 256>>>(d_q, qn, 77 + c.T);
+    fill_mla_bf16<<<1024, 256>>>(d_q, qn, 77 + c.T);
     CK(cudaGetLastError());
 
     SparseMlaParams p;

@@ -149,6 +149,8 @@ struct SparseMlaParams {
   // stamps, ns): 16 per main-kernel CTA (blockIdx order; written by variant 10's kernel only), then 4 per block of
   // the chunked combine (entry, past its PDL wait, stored): T * splits * H / heads_per_cta * 16 + T * H * 4 entries
   // (sparse_mla_num_splits, sparse_mla_heads_per_cta). The stamps cost a few instructions per step when it is set.
+  // Session 19: variant 14's persistent form stamps 16 per work item (token x 64-head group, the same count) instead,
+  // in kernels built with GLM5RT_MLA_ITEM_PROBE only (bench/sparse_mla/mla_item_timeline.cu).
   unsigned long long* debug_timeline = nullptr;
   // Appended in session 17: variant 14's persistent grid. 0 = automatic: where variant 14 runs one split and its
   // work items (token x 64-head group) outnumber the CTAs that fit on the SMs at once, the grid is that many CTAs and

@@ -134,11 +134,15 @@ __device__ __forceinline__ void wait_for_predecessor() {
 // records landed as the first producer thread sees them.
 // (The chunked combine stamps its blocks with the same helper, `slots` per block.)
 inline constexpr int kTimelineSlots = 16;
-__device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot, int slots = kTimelineSlots) {
-  if (tl == nullptr) return;
+__device__ __forceinline__ unsigned long long globaltimer_now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  tl[static_cast<int64_t>(blockIdx.x) * slots + slot] = t;
+  return t;
+}
+// (The CTA's index is read after the null test: read before it, variant 10's sm_90 code changes.)
+__device__ __forceinline__ void timeline_stamp(unsigned long long* tl, int slot, int slots = kTimelineSlots) {
+  if (tl == nullptr) return;
+  tl[static_cast<int64_t>(blockIdx.x) * slots + slot] = globaltimer_now();
 }
 
 // Lets the combine kernel (a programmatic dependent launch, when there are splits) be launched once every

@@ -351,6 +351,23 @@ template <int HC>
 __device__ __forceinline__ CtaPlace wsp_place_fresh(const KernelArgs& a, int item) {
   return place_in(item, wsp_fresh(a.num_heads) / HC, wsp_fresh(a.nsplit));
 }
+// Session 19: the persistent form's timeline probe (SparseMlaParams::debug_timeline; benchmarks only, a null pointer
+// otherwise): per work item its kTimelineSlots entries, 4 per pair, stamped by lane 0 of the pair's warp kh = 0:
+// 0 the item's step loop entered, 1 its last step done, 2 its outputs stored (issued), 3 the next item with steps
+// prepared (its Q loads issued, its fills' indices staged, the table rebuilt; after an item with steps followed by one).
+// Compiled in only with GLM5RT_MLA_ITEM_PROBE defined (bench/sparse_mla/mla_item_timeline.cu's build): even outside
+// the step loop, the stamps move ptxas's choices inside it (a few reordered instructions per step on sm_90), so the
+// library's kernels carry none.
+inline constexpr int kWspStampLoop = 0, kWspStampDone = 1, kWspStampStored = 2, kWspStampPrepared = 3;
+__device__ __forceinline__ void wsp_item_stamp(const KernelArgs& a, int item, const WspPos& ps, int which) {
+#if defined(GLM5RT_MLA_ITEM_PROBE)
+  if (a.timeline != nullptr && ps.kh == 0 && ps.lane == 0)
+    a.timeline[static_cast<int64_t>(item) * kTimelineSlots + 4 * ps.hb + which] = globaltimer_now();
+#else
+  (void)a, (void)item, (void)ps, (void)which;
+#endif
+}
+
 template <class C>
 __device__ __forceinline__ uint8_t* wsp_warp_area(uint8_t* smem, int warp) {
   return smem + C::kOffCur + warp * C::kCurStride;
@@ -511,6 +528,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       const WspCursor* ftab = reinterpret_cast<const WspCursor*>(ws + C::kCurTab);
       nsteps = ftab[0].nsteps > 0 && ftab[0].item == item ? ftab[0].nsteps : 0;
       if (ps.lane == 0) *reinterpret_cast<int*>(ws + C::kCurItem) = item;
+      wsp_item_stamp(a, item, ps, kWspStampLoop);
     }
 #pragma unroll
     for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -612,12 +630,14 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       WspCursor* ftab = reinterpret_cast<WspCursor*>(ws + C::kCurTab);
       __syncwarp();
       item = *reinterpret_cast<const int*>(ws + C::kCurItem);
+      wsp_item_stamp(a, item, ps, kWspStampDone);
       auto store_outputs = [&]() {
         const CtaPlace pl = wsp_place_fresh<HC>(a, item);
         const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g;
         store_mtile_direct(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 1.f / l0 : 0.f,
                            l1 > 0.f ? 1.f / l1 : 0.f);
         if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
+        wsp_item_stamp(a, item, ps, kWspStampStored);
       };
       // (store_outputs in both branches: one call before the branch changes ptxas's choices for the whole kernel,
       // 4,264 against 5,512 instructions, unmeasured.)
@@ -629,6 +649,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
         wsp_build_table<C, HC>(a, ftab, nx_item, nx_g0, wsp_items_fresh<HC>(a), ps.lane);
         wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
+        wsp_item_stamp(a, item, ps, kWspStampPrepared);
       } else {
         store_outputs();
       }
