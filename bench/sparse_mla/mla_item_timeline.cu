@@ -173,8 +173,14 @@ int main(int argc, char** argv) {
       CK(cudaStreamSynchronize(s));
       std::vector<unsigned long long> h(tl_entries);
       CK(cudaMemcpy(h.data(), tl, tl_entries * 8, cudaMemcpyDeviceToHost));
+      // Stamps relative to the call's first (%globaltimer counts ns since an epoch: ~1e18, beyond a double's exact
+      // integers), + 1 so that a written stamp never reads 0; 0 = not written.
+      unsigned long long t0 = ~0ull;
+      for (const unsigned long long v : h)
+        if (v != 0) t0 = std::min(t0, v);
       auto at = [&](int item, int pair, Stamp st) {
-        return static_cast<double>(h[static_cast<size_t>(item) * kSlots + 4 * pair + st]);
+        const unsigned long long v = h[static_cast<size_t>(item) * kSlots + 4 * pair + st];
+        return v == 0 ? 0.0 : static_cast<double>(v - t0 + 1);
       };
 
       const int nsteps = (topk + 15) / 16;
