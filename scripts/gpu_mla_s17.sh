@@ -26,7 +26,7 @@ parts=" ${PARTS:-tests topk bench} "
     echo "=== item probe"
     # shellcheck disable=SC2086  # ITEM_FLAGS: options
     P=$NEW OUT=$OUT/item bash -c 'source scripts/lib/device_prebuilt.sh;
-      timeout 120 "$B/glm5rt_bench_mla_item_timeline" '"${ITEM_FLAGS:-}"' --json "$OUT/item.json" > "$OUT/item.txt" 2>&1;
+      timeout 120 "$B/glm5rt_bench_mla_item_timeline" '"${ITEM_FLAGS:-}"' --commit "$COMMIT" --json "$OUT/item.json" > "$OUT/item.txt" 2>&1;
       echo "rc $?"; cat "$OUT/item.txt"'
   fi
   for n in $(seq 1 "${RUNS:-2}"); do

@@ -1,8 +1,8 @@
 // Shared by the CUDA benchmarks in bench/: a check that stops a benchmark on the first CUDA error (a
 // benchmark has nothing to recover; the library itself never exits), the hash that seeds their
 // device-side random fills (splitmix64's finaliser: cheap, stateless, good enough to decorrelate inputs),
-// the event timer most of them report (median of repeated runs after warm-ups), and the parser of their
-// comma-separated integer options ("--T 1,8,128").
+// the event timer most of them report (median of repeated runs after warm-ups), the parser of their
+// comma-separated integer options ("--T 1,8,128") and the writer of a JSON text.
 #pragma once
 
 #include <algorithm>
@@ -77,6 +77,17 @@ __global__ inline void fill_f32(float* p, size_t n, uint64_t seed, float lo, flo
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     p[i] = lo + (hi - lo) * (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
+}
+
+// Writes `text` (a benchmark's JSON) to `path`; false, with a message, when the file cannot be written.
+inline bool write_text(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return false;
+  }
+  const bool ok = std::fputs(text.c_str(), f) >= 0;
+  return std::fclose(f) == 0 && ok;
 }
 
 // "1,8,128" -> {1, 8, 128}; empty entries ("1,,8", a trailing comma) are skipped.

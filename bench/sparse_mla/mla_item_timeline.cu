@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <random>
 #include <string>
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   int T = 0, H = 64, pool = 65536, reps = 5;
   std::vector<int> topks = {512, 2048};
   bool bf16 = true, fp8 = true;
-  std::string json_path;
+  std::string json_path, commit = "unknown";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--T") && i + 1 < argc) T = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--H") && i + 1 < argc) H = std::atoi(argv[++i]);
@@ -74,10 +75,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--bf16-only")) fp8 = false;
     else if (!std::strcmp(argv[i], "--fp8-only")) bf16 = false;
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else {
       std::fprintf(stderr,
                    "usage: %s [--T tokens] [--H 64] [--topk 512,2048] [--pool TOKENS] [--reps N] [--bf16-only | --fp8-only] "
-                   "[--json PATH]\n",
+                   "[--json PATH] [--commit SHA]\n",
                    argv[0]);
       return 2;
     }
@@ -121,7 +123,11 @@ int main(int argc, char** argv) {
 
   std::string json = "{\n  \"command\": \"";
   for (int i = 0; i < argc; ++i) json += (i ? " " : "") + std::string(argv[i]);
-  json += "\",\n  \"device\": \"" + std::string(prop.name) + "\",\n  \"T\": " + std::to_string(T) +
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  json += "\",\n  \"date\": \"" + std::string(date) + "\",\n  \"commit\": \"" + commit + "\",\n  \"device\": \"" +
+          std::string(prop.name) + "\",\n  \"T\": " + std::to_string(T) +
           ",\n  \"H\": " + std::to_string(H) + ",\n  \"runs\": [";
   bool first_run = true;
   std::mt19937_64 rng(1234);
@@ -264,15 +270,7 @@ int main(int argc, char** argv) {
     }
   }
   json += "\n  ]\n}\n";
-  if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-      return 1;
-    }
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!json_path.empty() && !glm5rt_bench::write_text(json_path, json)) return 1;
   CK(cudaFree(q));
   CK(cudaFree(cache_bf16));
   CK(cudaFree(cache_fp8));

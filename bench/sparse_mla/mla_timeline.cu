@@ -263,14 +263,6 @@ int main(int argc, char** argv) {
     CK(cudaFree(tl));
   }
   json += "\n  ]\n}\n";
-  if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-      return 1;
-    }
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!json_path.empty() && !glm5rt_bench::write_text(json_path, json)) return 1;
   return 0;
 }
