@@ -26,6 +26,7 @@ for u in bf16 fp8; do
 done
 nvcc "${FLAGS[@]}" -c bench/sparse_mla/mla_item_timeline.cu -o "$P/obj/bench_mla_item_timeline.o"
 for pid in "${pids[@]}"; do wait "$pid"; done
+# shellcheck disable=SC2046  # the object list: words
 nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_mla_item_timeline" $(echo "$K" | grep -v _sparse_mla_wsp_) "$P"/obj/probe_wsp_*.o \
   "$P/obj/bench_mla_item_timeline.o"
 ls -la "$P/bin"
