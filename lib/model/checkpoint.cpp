@@ -19,12 +19,6 @@ namespace glm5rt {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::fp8_e4m3; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

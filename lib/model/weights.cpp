@@ -12,6 +12,18 @@
 
 namespace glm5rt {
 
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
+void require_shape(const TensorView& t, const std::vector<int64_t>& shape) {
+  require(!t.empty(), Status::format, "tensor ", t.name.empty() ? std::string("(missing)") : t.name, " is missing");
+  require(t.shape == shape, Status::format, "tensor ", t.name, " has shape ", shape_str(t.shape), ", expected ",
+          shape_str(shape));
+}
+
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: return 4;

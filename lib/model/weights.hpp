@@ -30,6 +30,12 @@ struct TensorView {
   int64_t cols() const { return shape.size() < 2 ? 1 : shape[1]; }
 };
 
+// "[a, b]": a shape as error messages print it.
+std::string shape_str(const std::vector<int64_t>& shape);
+// Status::format ("tensor X is missing" / "tensor X has shape [..], expected [..]") unless t is present with exactly
+// this shape: the backends' check of each tensor they take (the loader checked the checkpoint against config.json).
+void require_shape(const TensorView& t, const std::vector<int64_t>& shape);
+
 // Exact float32 decode of rows [row_begin, row_end) of a 1-D or 2-D tensor (bf16/f16/f32/FP8 with its
 // scales) into out (row-major, (row_end - row_begin) * cols floats).
 void decode_rows_f32(const TensorView& t, int64_t row_begin, int64_t row_end, float* out);

@@ -276,6 +276,23 @@ TEST_CASE("checkpoint validation: missing tensors, wrong shapes, wrong dtypes, b
   }
 }
 
+TEST_CASE("require_shape: the backends' check of each tensor they take") {
+  CHECK(shape_str({}) == "[]");
+  CHECK(shape_str({154880, 6144}) == "[154880, 6144]");
+  const float data[6] = {};
+  TensorView t;
+  t.name = "model.norm.weight";
+  t.shape = {2, 3};
+  t.data = data;
+  CHECK_NOTHROW(require_shape(t, {2, 3}));
+  expect_status([&] { require_shape(t, {3, 2}); }, Status::format,
+                "tensor model.norm.weight has shape [2, 3], expected [3, 2]");
+  expect_status([&] { require_shape(t, {6}); }, Status::format, "has shape [2, 3], expected [6]");
+  expect_status([&] { require_shape(TensorView{}, {6}); }, Status::format, "tensor (missing) is missing");
+  t.data = nullptr;
+  expect_status([&] { require_shape(t, {2, 3}); }, Status::format, "tensor model.norm.weight is missing");
+}
+
 TEST_CASE("accepted variants: odd offsets, the MTP layer and other extras, tied embeddings") {
   const auto base = fixture_tensors("tiny-fp8");
   auto ref = Checkpoint::open(fixture("tiny-fp8"));

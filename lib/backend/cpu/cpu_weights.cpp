@@ -8,17 +8,8 @@ namespace glm5rt::cpu {
 
 namespace {
 
-Tensor take(const TensorView& t, std::vector<int64_t> shape) {
-  require(!t.empty(), Status::format, "tensor ", t.name.empty() ? std::string("(missing)") : t.name,
-          " is missing");
-  bool ok = t.shape.size() == shape.size();
-  for (size_t i = 0; ok && i < shape.size(); ++i) ok = t.shape[i] == shape[i];
-  if (!ok) {
-    std::string want, got;
-    for (auto d : shape) want += std::to_string(d) + ",";
-    for (auto d : t.shape) got += std::to_string(d) + ",";
-    fail(Status::format, "tensor ", t.name, " has shape [", got, "], expected [", want, "]");
-  }
+Tensor take(const TensorView& t, const std::vector<int64_t>& shape) {
+  require_shape(t, shape);
   Tensor out(static_cast<size_t>(t.numel()));
   decode_rows_f32(t, 0, t.rows(), out.data());  // straight into aligned memory, no temporary copy
   return out;

@@ -45,27 +45,15 @@ class Uploader {
   DevWeights& out_;
 };
 
-void check_shape(const TensorView& t, std::vector<int64_t> shape) {
-  require(!t.empty(), Status::format, "tensor ", t.name.empty() ? std::string("(missing)") : t.name, " is missing");
-  bool ok = t.shape.size() == shape.size();
-  for (size_t i = 0; ok && i < shape.size(); ++i) ok = t.shape[i] == shape[i];
-  if (!ok) {
-    std::string want, got;
-    for (auto d : shape) want += std::to_string(d) + ",";
-    for (auto d : t.shape) got += std::to_string(d) + ",";
-    fail(Status::format, "tensor ", t.name, " has shape [", got, "], expected [", want, "]");
-  }
-}
-
 const float* vec_f32(Uploader& up, const TensorView& t, int64_t n) {
-  check_shape(t, {n});
+  require_shape(t, {n});
   return up.f32(decode_f32(t), t.name);
 }
 
 // Several same-shaped weights (experts) into one grouped DevLinear; one weight is a group of one.
 DevLinear linear_group(Uploader& up, const std::vector<const TensorView*>& ts, int64_t n, int64_t k,
                        DevWeights& out, bool grouped) {
-  for (const auto* t : ts) check_shape(*t, {n, k});
+  for (const auto* t : ts) require_shape(*t, {n, k});
   DevLinear L;
   L.n = n;
   L.k = k;
@@ -132,7 +120,7 @@ DevWeights upload_weights(const ModelConfig& c, const ModelWeights& w, const std
           w.layers.size(), " decoder layers, config.json says ", c.num_hidden_layers);
   DevWeights out;
   Uploader up(out);
-  check_shape(w.embed_tokens, {c.vocab_size, D});
+  require_shape(w.embed_tokens, {c.vocab_size, D});
   out.embed = up.bf16(decode_f32(w.embed_tokens), w.embed_tokens.name);
   out.final_norm = vec_f32(up, w.final_norm, D);
   if (w.lm_head.empty()) {
@@ -140,7 +128,7 @@ DevWeights upload_weights(const ModelConfig& c, const ModelWeights& w, const std
     out.lm_head.n = c.vocab_size;
     out.lm_head.k = D;
   } else {
-    check_shape(w.lm_head, {c.vocab_size, D});
+    require_shape(w.lm_head, {c.vocab_size, D});
     out.lm_head.w = up.bf16(decode_f32(w.lm_head), w.lm_head.name);
     out.lm_head.n = c.vocab_size;
     out.lm_head.k = D;
@@ -155,7 +143,7 @@ DevWeights upload_weights(const ModelConfig& c, const ModelWeights& w, const std
     l.q_b = linear(up, L.q_b_proj, H * (nope + rope), qlr, out);
     l.kv_a = linear(up, L.kv_a_proj_with_mqa, kvr + rope, D, out);
     l.kv_a_norm = vec_f32(up, L.kv_a_layernorm, kvr);
-    check_shape(L.kv_b_proj, {H * (nope + vh), kvr});
+    require_shape(L.kv_b_proj, {H * (nope + vh), kvr});
     const std::vector<float> kv_b = decode_f32(L.kv_b_proj);
     std::vector<float> uk(H * kvr * nope), uv(H * vh * kvr);
     for (int64_t h = 0; h < H; ++h) {
@@ -182,7 +170,7 @@ DevWeights upload_weights(const ModelConfig& c, const ModelWeights& w, const std
       l.dense = mlp(up, L.dense, D, c.intermediate_size, out);
     } else {
       const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
-      check_shape(L.router_weight, {E, D});
+      require_shape(L.router_weight, {E, D});
       l.router.w = up.f32(decode_f32(L.router_weight), L.router_weight.name);
       l.router.dtype = glm5k::kWF32;
       l.router.n = E;
