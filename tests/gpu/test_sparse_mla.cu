@@ -645,13 +645,11 @@ TEST_CASE("sparse MLA: the last partial wave as a launch of its own (SM count fo
   }
 }
 
-// Session 17: variant 14's persistent grid on 3 forced "SMs": each CTA takes tens of work items in turn, its ring,
-// exchange and fills running on across them; rows of every kind (items of no steps among them: empty rows), both
-// record formats, 64 and 128 heads (two head groups per token), one split (the automatic rule) and forced splits
-// (persistent = 2: split items in turn, then the merge), and persistence off on the same inputs.
-// The persistent-grid cases' problem: T tokens of H heads (pool slots) on `sms` forced "SMs", rows with lengths of the given kinds,
-// variant 14 at the given split counts; run once per persistence mode (SparseMlaParams::persistent: 0 automatic,
-// 2 always, 1 never) on the same inputs.
+namespace {
+
+// The persistent-grid cases' problem: T tokens of H heads over `pool` slots on `sms` forced "SMs", rows with lengths
+// of the given kinds, variant 14 at the given split counts; run once per persistence mode (SparseMlaParams::persistent:
+// 0 automatic, 2 always, 1 never) on the same inputs.
 Problem persistent_problem(int T, int H, int topk, MlaCacheFormat fmt, int pool, int sms, std::vector<RowKind> kinds,
                            std::vector<Problem::Plan> plans) {
   Problem pb = shape(T, H, topk, fmt, pool);
@@ -668,6 +666,12 @@ void run_persistence_modes(Problem pb, std::initializer_list<int> modes) {
   }
 }
 
+}  // namespace
+
+// Session 17: variant 14's persistent grid on 3 forced "SMs": each CTA takes tens of work items in turn, its ring,
+// exchange and fills running on across them; rows of every kind (items of no steps among them: empty rows), both
+// record formats, 64 and 128 heads (two head groups per token), one split (the automatic rule) and forced splits
+// (persistent = 2: split items in turn, then the merge), and persistence off on the same inputs.
 TEST_CASE("sparse MLA: variant 14's persistent grid (CTAs taking work items in turn)") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8})
     for (int H : {64, 128})
