@@ -30,7 +30,7 @@ pkg-config --exists glm5rt
 "$cc" -std=c99 -pedantic -Wall -Werror "$work/hello.c" -o "$work/hello_shared" $(pkg-config --cflags --libs glm5rt)
 LD_LIBRARY_PATH=$libdir "$work/hello_shared"
 # Tool output is captured before grep reads it: under pipefail, `tool | grep -q` fails at random when grep exits at its
-# first match and the tool dies writing the rest (SIGPIPE) -- this check failed CI that way once.
+# first match and the tool's later writes find the pipe closed (ldd then exits 1) -- this check failed CI that way once.
 deps=$(LD_LIBRARY_PATH=$libdir ldd "$work/hello_shared")
 if grep -qF "libglm5rt.so.0 => $libdir/" <<<"$deps"; then echo "links the installed libglm5rt.so.0"; else
   echo "hello_shared does not use the installed library ($libdir):"; echo "$deps"; exit 1; fi
