@@ -58,6 +58,17 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
+// The persistent form's per-warp table of items (wsp_build_table) and ring of fill indices (wsp_stage_load): their
+// sizes, explained where they are used.
+inline constexpr int kWspTab = 5;
+inline constexpr int kWspFills = 32;
+inline constexpr int kWspCursorBytes = 40;  // sizeof(WspCursor)
+
+// GEMM1's k step j of warp kh (k half): latent dims 256 kh + 16 j (j < 16), rope dims 512 + 32 kh + 16 (j - 16).
+__device__ __forceinline__ int wsp_kdim(int kh, int j) {
+  return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16);
+}
+
 // PERSIST (session 17): the persistent form (work items in turn, KernelArgs::grid_ctas), whose shared memory holds
 // per-warp item tables and fill indices instead of the CTA's staged indices.
 template <bool FP8, bool PERSIST = false>
@@ -95,8 +106,8 @@ struct WspCfg {
   // Per warp: the cleaned indices of its fills (kWspFills ring entries of 8: wsp_stage_load / _store), its item
   // table (kWspTab WspCursors: wsp_build_table), the sm_80 path's 8 row indices, the current item.
   static constexpr int kCurBuf = 0;
-  static constexpr int kCurTab = kCurBuf + 32 * 8 * 4;
-  static constexpr int kCurScratch = kCurTab + 5 * 40;
+  static constexpr int kCurTab = kCurBuf + kWspFills * 8 * 4;
+  static constexpr int kCurScratch = kCurTab + kWspTab * kWspCursorBytes;
   static constexpr int kCurItem = kCurScratch + 32;
   static constexpr int kCurStride = 1264;
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
@@ -186,8 +197,7 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 // instruction in the step loop costs it ldmatrix prefetch depth; 254 registers). Session 18: built by the prologue and
 // then at the end of each item with steps from the next one (entry 0 the item being run), it holds five entries: an
 // item's fills reach at most three steps past its end, so before the rebuild the table (entry 0 the item just run,
-// entry 1 the next one) names every item whose indices the next item's staging needs.
-inline constexpr int kWspTab = 5;
+// entry 1 the next one) names every item whose indices the next item's staging needs (kWspTab = 5).
 struct WspCursor {
   const int32_t* idx;   // the item's split entries of its row (indices + t * topk + first)
   const uint8_t* base;  // the item's records (row_cache)
@@ -198,8 +208,7 @@ struct WspCursor {
   int cnt;              // the item's entries
   int item;
 };
-static_assert(sizeof(WspCursor) == 40 && offsetof(WspCursor, nsteps) == offsetof(WspCursor, g0) + 4 &&
-                  WspCfg<false>::kCurScratch == WspCfg<false>::kCurTab + kWspTab * 40 &&
+static_assert(sizeof(WspCursor) == kWspCursorBytes && offsetof(WspCursor, nsteps) == offsetof(WspCursor, g0) + 4 &&
                   WspCfg<false>::kCurItem + 4 <= WspCfg<false>::kCurStride &&
                   WspCfg<false>::kCurStride % 16 == 0 && WspCfg<false>::kCurTab % 8 == 0,
               "WspCfg::kCurStride holds a warp's fill indices, table, scratch and item");
@@ -274,9 +283,8 @@ __device__ __forceinline__ int wsp_find(const WspCursor* tab, int G) {
 // at most kMaxSplitEntries / 16 = 128 steps), so entry (S >> 2) % kWspFills of fill step S is free when staged. Lane
 // l stages row l % 8 of fills 4 p + l / 8. The loads are plain (issued here, beside Q's: one round trip per item) and
 // branch-free (ptxas waits for a global load's scoreboard at the next join), into registers; wsp_stage_store cleans
-// and stores them.
-inline constexpr int kWspFills = 32;
-static_assert(kWspFills * 4 * 16 >= kMaxSplitEntries && (kWspFills & (kWspFills - 1)) == 0 && WspCfg<false>::kCurTab == kWspFills * 8 * 4,
+// and stores them (kWspFills = 32).
+static_assert(kWspFills * 4 * 16 >= kMaxSplitEntries && (kWspFills & (kWspFills - 1)) == 0,
               "an item's fills fit in the staging ring");
 struct WspStage {
   int v[kWspFills / 4];  // raw index (-1: none)
@@ -429,16 +437,13 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // freed the fragments (against loading it in the step loop, whose code there cost the loop its ldmatrix depth:
   // session 17). qrow: the item's first Q row (t * num_heads + head group * 64); the coordinates as arguments (the
   // persistent form passes fresh ones).
-  auto kdim = [&](int j) { return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16); };
+  auto kdim = [&](int j) { return wsp_kdim(kh, j); };
   uint32_t qa[C::kKSteps][4];
   auto load_q = [&](int qrow, const WspPos& ps) {
     const uint32_t* q0 =
         reinterpret_cast<const uint32_t*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
 #pragma unroll
-    for (int j = 0; j < C::kKSteps; ++j) {
-      const int kd = j < 16 ? 256 * ps.kh + 16 * j : kMlaLatentDim + 32 * ps.kh + 16 * (j - 16);
-      load_q_a_fragment(qa[j], q0, kd, ps.tq);
-    }
+    for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
   };
   if constexpr (PERSIST) {
     if (tab[0].nsteps > 0) load_q(tab[0].qrow, WspPos{warp, lane, hb, kh, g, tq});  // the first item with steps
