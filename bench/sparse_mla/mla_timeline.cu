@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/common/bench_cuda.cuh"
+#include "bench/sparse_mla/mla_bench_data.cuh"
 #include "kernels/attention/sparse_mla.h"
 
 using glm5rt::kernels::MlaCacheFormat;
@@ -33,14 +34,6 @@ namespace {
 constexpr int kTopk = 2048;
 constexpr int kMainSlots = 16;  // sparse_mla_detail::kTimelineSlots
 constexpr int kCombineSlots = 4;
-
-__global__ void fill_bf16_bits(uint16_t* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float v = (glm5rt_bench::hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (2.f / 16777216.f) - 1.f;
-    p[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
-  }
-}
 
 struct Stat {
   double mn, med, mx;
@@ -103,8 +96,8 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&idx, static_cast<size_t>(calls) * kTopk * 4));
   CK(cudaMalloc(&out, static_cast<size_t>(max_h) * 512 * 2));
   CK(cudaMalloc(&lse, static_cast<size_t>(max_h) * 4));
-  fill_bf16_bits<<<1024, 256>>>(cache, static_cast<size_t>(pool) * 576, 1);
-  fill_bf16_bits<<<64, 256>>>(q, static_cast<size_t>(max_h) * 576, 2);
+  glm5rt_bench::fill_mla_bf16<<<1024, 256>>>(cache, static_cast<size_t>(pool) * 576, 1);
+  glm5rt_bench::fill_mla_bf16<<<64, 256>>>(q, static_cast<size_t>(max_h) * 576, 2);
   {
     std::mt19937_64 rng(7);
     std::vector<int32_t> h_idx(static_cast<size_t>(calls) * kTopk);
