@@ -7,8 +7,11 @@ namespace glm5rt::kernels::sparse_mla_detail {
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   if (heads_per_cta != 64) return cudaErrorInvalidValue;
   // Session 17: the persistent form where the launcher caps the grid (KernelArgs::grid_ctas).
-  return a.grid_ctas > 0 ? launch_grid<WspCfg<false, true>, 64>(sparse_mla_wsp_kernel<64, false, true>, true, a, stream)
-                         : launch_grid<WspCfg<false, false>, 64>(sparse_mla_wsp_kernel<64, false, false>, true, a, stream);
+  // One CTA per SM (its registers): the carveout leaves the rest of the SM's L1 (wsp_prefetch_item).
+  constexpr int kCarve = cudaSharedmemCarveoutMaxL1;
+  return a.grid_ctas > 0
+             ? launch_grid<WspCfg<false, true>, 64>(sparse_mla_wsp_kernel<64, false, true>, kCarve, a, stream)
+             : launch_grid<WspCfg<false, false>, 64>(sparse_mla_wsp_kernel<64, false, false>, kCarve, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

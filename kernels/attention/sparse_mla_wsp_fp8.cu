@@ -7,8 +7,11 @@ namespace glm5rt::kernels::sparse_mla_detail {
 cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream) {
   if (heads_per_cta != 64 || a.wsp_lead < 1 || a.wsp_lead > 3) return cudaErrorInvalidValue;
   // Session 17: the persistent form where the launcher caps the grid (KernelArgs::grid_ctas).
-  return a.grid_ctas > 0 ? launch_grid<WspCfg<true, true>, 64>(sparse_mla_wsp_kernel<64, true, true>, true, a, stream)
-                         : launch_grid<WspCfg<true, false>, 64>(sparse_mla_wsp_kernel<64, true, false>, true, a, stream);
+  // One CTA per SM (its registers): the carveout leaves the rest of the SM's L1 (wsp_prefetch_item).
+  constexpr int kCarve = cudaSharedmemCarveoutMaxL1;
+  return a.grid_ctas > 0
+             ? launch_grid<WspCfg<true, true>, 64>(sparse_mla_wsp_kernel<64, true, true>, kCarve, a, stream)
+             : launch_grid<WspCfg<true, false>, 64>(sparse_mla_wsp_kernel<64, true, false>, kCarve, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -315,20 +315,22 @@ __device__ __forceinline__ void wsp_stage_store(int* buf, const WspStage& st, in
   }
 }
 
-// Session 18: L2 prefetches of the Q rows (all 64 heads) and the index row of the item `c`, issued a few steps before
+// Session 18: prefetches of the Q rows (all 64 heads) and the index row of the item `c`, issued a few steps before
 // its start (by the pair whose fill reaches its first step), so that its preparation, where every warp waits for its Q
-// fragments and the staging loads, waits on L2 rather than DRAM (earlier would be evicted: the gathers stream ~300 MB
-// through L2 during a 2048-entry item). Everything from the table entry: no division in the step loop, whose registers
-// it would take (FP8: spills there).
+// fragments and the staging loads, does not wait on DRAM (earlier would be evicted: the gathers stream ~300 MB
+// through L2 during a 2048-entry item). Session 20: into L1 (which the gathers, bulk copies, never touch; the
+// launcher's carveout leaves the SM's L1 beside the block's 99 KB: 156 KB on an H100 / H200, 28 KB on SM120, where
+// the Q rows (72 KB) do not fit and the loads find them in L2 as before). Everything from the table entry: no
+// division in the step loop, whose registers it would take (FP8: spills there).
 template <int HC>
 __device__ __forceinline__ void wsp_prefetch_item(const KernelArgs& a, const WspCursor& c, int kh, int lane) {
   const char* q = reinterpret_cast<const char*>(a.q + static_cast<int64_t>(c.qrow) * kMlaQkDim);
   constexpr int kQLines = HC * kMlaQkDim * 2 / 128;  // 576
 #pragma unroll 1
-  for (int l = 64 * kh + lane; l < kQLines; l += 64) mma::prefetch_l2(q + l * 128);
+  for (int l = 64 * kh + lane; l < kQLines; l += 64) mma::prefetch_l1(q + l * 128);
   const uintptr_t i0 = reinterpret_cast<uintptr_t>(c.idx) & ~uintptr_t{127};
   const uintptr_t i1 = reinterpret_cast<uintptr_t>(c.idx + c.cnt);
-  for (uintptr_t l = i0 + (32 * kh + lane) * 128; l < i1; l += 64 * 128) mma::prefetch_l2(reinterpret_cast<const void*>(l));
+  for (uintptr_t l = i0 + (32 * kh + lane) * 128; l < i1; l += 64 * 128) mma::prefetch_l1(reinterpret_cast<const void*>(l));
 }
 
 // Session 18: the persistent form's item start and end read the thread's coordinates afresh (asm volatile),
