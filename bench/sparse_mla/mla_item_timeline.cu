@@ -5,7 +5,9 @@
 // indices staged, the table rebuilt). From them, per item after a CTA's first: the loop's time and its time per
 // 16-token step, the transition from one item's last step to the next item's first (stores, preparation, the rest),
 // and the spread of the four pairs' ends. With two top-k sizes the loop times give a per-step cost and a per-item
-// excess inside the loop (the first steps' waits: Q, the records of the item's first fills).
+// excess inside the loop (the first steps' waits: Q, the records of the item's first fills). Session 20: per CTA, its
+// span from its first loop to its last stores and when those were issued (the slowest CTA against the median: what
+// the static assignment of items to CTAs costs).
 //
 // Data: one sequence of --pool tokens (as the benchmark's prefill: every query token's rows from the same pool),
 // random distinct slots per row, full rows. T defaults to 31 x SMs (the benchmark's prefill 4096 on 132 SMs without
@@ -222,6 +224,25 @@ int main(int argc, char** argv) {
         }
         if (all) spread.push_back((hi - lo) * 1e-3);
       }
+      // Per CTA (session 20): its items it, it + grid, ...; from its first loop entry to its last outputs issued, and
+      // when that last store was issued after the call's first stamp. A spread of the ends (the slowest CTA against
+      // the median) is what static item assignment (item += gridDim.x) costs against balanced CTAs.
+      std::vector<double> cta_span, cta_end;
+      for (int c = 0; c < grid && c < items; ++c) {
+        const int last = c + (items - 1 - c) / grid * grid;
+        double st = 0, en = 0;
+        bool all = true;
+        for (int pr = 0; pr < kPairs; ++pr) {
+          const double a0 = at(c, pr, kLoop), e0 = at(last, pr, kStored);
+          if (a0 == 0 || e0 == 0) all = false;
+          st = pr == 0 ? a0 : std::min(st, a0);
+          en = pr == 0 ? e0 : std::max(en, e0);
+        }
+        if (!all) continue;
+        cta_span.push_back((en - st) * 1e-3);
+        cta_end.push_back(en * 1e-3);
+      }
+      const double end_max = cta_end.empty() ? 0.0 : *std::max_element(cta_end.begin(), cta_end.end());
       const std::vector<Figures> figs = {
           {"loop, a CTA's first item", dist_of(first_loop)},
           {"loop, later items", dist_of(loop)},
@@ -231,6 +252,8 @@ int main(int argc, char** argv) {
           {"  next item prepared", dist_of(prepare)},
           {"  prepared -> next loop", dist_of(rest)},
           {"pairs' last steps, spread", dist_of(spread)},
+          {"CTA: first loop -> last stores (CTAs)", dist_of(cta_span)},
+          {"CTA: last stores, from the first stamp", dist_of(cta_end)},
       };
       loop_means.push_back(dist_of(loop).med);
       const char* fname = fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8";
@@ -244,14 +267,17 @@ int main(int argc, char** argv) {
       std::printf("%-38s %9s %9s %9s %8s\n", "us (items x pairs)", "p10", "median", "p90", "count");
       for (const Figures& f : figs)
         std::printf("%-38s %9.2f %9.2f %9.2f %8zu\n", f.label.c_str(), f.d.p10, f.d.med, f.d.p90, f.d.n);
+      std::printf("slowest CTA's last stores at %.2f us: %.2f us after the median CTA's\n", end_max,
+                  end_max - dist_of(cta_end).med);
 
       char buf[512];
       json += first_run ? "\n" : ",\n";
       first_run = false;
       std::snprintf(buf, sizeof buf,
                     "    {\"format\": \"%s\", \"topk\": %d, \"steps\": %d, \"heads_per_cta\": %d, \"splits\": %d, "
-                    "\"plain_us\": %.2f, \"probed_us\": %.2f, \"stamped\": %zu, \"figures\": [",
-                    fname, topk, nsteps, hc, splits, plain_ms * 1e3, probed_ms * 1e3, stamped);
+                    "\"plain_us\": %.2f, \"probed_us\": %.2f, \"stamped\": %zu, \"slowest_cta_end_us\": %.3f, "
+                    "\"figures\": [",
+                    fname, topk, nsteps, hc, splits, plain_ms * 1e3, probed_ms * 1e3, stamped, end_max);
       json += buf;
       for (size_t i = 0; i < figs.size(); ++i) {
         std::snprintf(buf, sizeof buf, "%s\n      {\"what\": \"%s\", \"p10_us\": %.3f, \"median_us\": %.3f, \"p90_us\": %.3f, \"count\": %zu}",
