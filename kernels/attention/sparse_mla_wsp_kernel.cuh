@@ -52,6 +52,12 @@
 // (H200, docs/PERFORMANCE.md "Session 18": the persistent step loop level with the one-CTA loop on the same grid, where
 // session 17's was 2.5-4.8% slower; prefill 4096 x 64 with 2048 entries 1.02-1.03x over session 17, FP8 1.01x).
 // bf16 sm_90 254 registers, no spill; FP8 sm_90 12 / 8 bytes spilled (the fill path); sm_120 bf16 4 / 4.
+// Session 20 (docs/PERFORMANCE.md "Session 20"; the item probe put ~7 us of each item outside its steps): bf16 Q by
+// 16-byte loads through the warp's exchange slot (q_issue / q_finish), the transition's two round trips overlapped,
+// the next item's Q and index rows prefetched into L1 (the launches prefer the largest L1): the time between items
+// 7.2 -> 4.7 us, prefill 4096 x 64 289 TFLOP/s (1.02-1.07x over session 19 at 2048 / 512 entries). Measured and kept
+// on a branch: the two warps of a sub-partition issuing their GEMM1s in turn (level: the step is one warp's chain).
+// sm_120 bf16 persistent form 255 registers without spill.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
