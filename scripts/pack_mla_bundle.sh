@@ -22,7 +22,7 @@ if [ "${SM120:-0}" = 1 ]; then
   # shellcheck disable=SC2086  # the unit names: words
   printf '%s\n' $tus | xargs -P "$JOBS" -I{} sh -c 'nvcc -std=c++17 -O3 -I"$PWD" --expt-relaxed-constexpr \
     -gencode arch=compute_120,code=sm_120 -Xptxas -v -c kernels/attention/{}.cu -o "'"$out"'/bin/sm120_{}.o" \
-    > "'"$tmp"'/ptxas_{}.txt" 2>&1'
+    > "'"$tmp"'/ptxas_{}.txt" 2>&1' || { cat "$tmp"/ptxas_*.txt; exit 1; }
   cat "$tmp"/ptxas_*.txt >"$out/bin/ptxas_sm120.txt"
 fi
 (cd "$(dirname "$out")" && XZ_OPT=-9 tar -cJf "$(basename "$out").tar.xz" "$(basename "$out")")

@@ -71,12 +71,13 @@ inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
 
 // One launch of `kernel` (its config C: kThreads, kSmemBytes) over the grid T * nsplit * (H / HC).
 // carveout: the shared memory carveout preference in percent (a hint: the driver still gives a block what it
-// needs), or kCarveoutAny to leave it unset. cudaSharedmemCarveoutMaxShared for the ring kernels whose two CTAs
+// needs), or kCarveoutAny to leave it unset. kCarveoutShared (all of it shared) for the ring kernels whose two CTAs
 // (2 x <= 99 KB) share an SM where it has 227 KB (their gathers bypass L1 with cp.async.cg / bulk copies);
 // cudaSharedmemCarveoutMaxL1 for variant 14 (one CTA per SM: what its block does not need stays L1, where its
 // Q and index rows are prefetched). Both attributes are host-side, not stream operations, so this is allowed during
 // graph capture; above 48 KB a block needs the opt-in.
 inline constexpr int kCarveoutAny = -1;
+inline constexpr int kCarveoutShared = cudaSharedmemCarveoutMaxShared;
 template <class C, int HC>
 cudaError_t launch_grid(void (*kernel)(KernelArgs), int carveout, const KernelArgs& a, cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
@@ -101,21 +102,22 @@ cudaError_t launch_one(const KernelArgs& a, cudaStream_t stream) {
 }
 template <int HC, bool FP8, int MINB>
 cudaError_t launch_pipe_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<PipeCfg<HC, FP8>, HC>(sparse_mla_pipe_kernel<HC, FP8, MINB>, cudaSharedmemCarveoutMaxShared, a, stream);
+  return launch_grid<PipeCfg<HC, FP8>, HC>(sparse_mla_pipe_kernel<HC, FP8, MINB>, kCarveoutShared, a, stream);
 }
 template <int HC, bool FP8>
 cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, cudaSharedmemCarveoutMaxShared, a, stream);
+  return launch_grid<WsCfg<HC, FP8>, HC>(sparse_mla_ws_kernel<HC, FP8>, kCarveoutShared, a, stream);
 }
 template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
   // (Four chains only at 16 heads: the 32-head kernel, which variant 11 replaces by default, would spill.)
-  return a.wsr_chains4 && HC == 16 ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, cudaSharedmemCarveoutMaxShared, a, stream)
-                                   : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, cudaSharedmemCarveoutMaxShared, a, stream);
+  return a.wsr_chains4 && HC == 16
+             ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, kCarveoutShared, a, stream)
+             : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, kCarveoutShared, a, stream);
 }
 template <int HC, bool Q4 = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<RegCfg<HC, Q4>, HC>(sparse_mla_reg_kernel<HC, Q4>, cudaSharedmemCarveoutMaxShared, a, stream);
+  return launch_grid<RegCfg<HC, Q4>, HC>(sparse_mla_reg_kernel<HC, Q4>, kCarveoutShared, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -17,8 +17,8 @@ cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
     return e == nullptr ? -1 : std::atoi(e) == 1 ? 1 : 0;
   }();
   const bool k8 = forced >= 0 ? forced == 1 : a.num_tokens <= 32 || a.cc_major >= 12;
-  return k8 ? launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, true>, cudaSharedmemCarveoutMaxShared, a, stream)
-            : launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, false>, cudaSharedmemCarveoutMaxShared, a, stream);
+  return k8 ? launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, true>, kCarveoutShared, a, stream)
+            : launch_grid<WsgCfg, 32>(sparse_mla_wsg_kernel<32, false>, kCarveoutShared, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail
