@@ -55,9 +55,9 @@
 // Session 20 (docs/PERFORMANCE.md "Session 20"; the item probe put ~7 us of each item outside its steps): bf16 Q by
 // 16-byte loads through the warp's exchange slot (q_issue / q_finish), the transition's two round trips overlapped,
 // the next item's Q and index rows prefetched into L1 (the launches prefer the largest L1): the time between items
-// 7.2 -> 4.7 us, prefill 4096 x 64 289 TFLOP/s (1.02-1.07x over session 19 at 2048 / 512 entries). Measured and kept
-// on a branch: the two warps of a sub-partition issuing their GEMM1s in turn (level: the step is one warp's chain).
-// sm_120 bf16 persistent form 255 registers without spill.
+// 7.2 -> 4.7 us, prefill 4096 x 64 289 TFLOP/s (1.02-1.07x over session 19 at 2048 / 512 entries). Measured level
+// and kept on branches: the two warps of a sub-partition issuing their GEMM1s in turn (s20-pingpong), GEMM1 in three
+// accumulator chains of six per n tile (s20-chains3). sm_120 bf16 persistent form 255 registers without spill.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
