@@ -10,7 +10,7 @@
 # T=128 H=8 (the 1.6x target), bf16 T=1 H=128 (the 10 us target). SET=v7: variant 7 at T=128 H=8 with four and
 # with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=s9: variant 7 at FP8 T=128 H=8 and variant 10 at bf16 T=1
 # H=128 (session 9). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
-# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18).
+# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=v14pre: variant 14's persistent form at prefill 4096 x 64 (session 20). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18).
 # Per kernel: the details page, the per-instruction SASS page
 # (CSV) and its stall summary (bench/sparse_mla/sass_stalls.py), packed into $OUT/profile.tgz; a short summary is
 # printed.
@@ -28,7 +28,9 @@ profile() {
   [ "$3" != - ] && envs=("$3")
   shift 3
   stamp "profile $name (${envs[*]:-defaults})"
-  env ${envs[@]+"${envs[@]}"} timeout 200 "$NCU" --clock-control none --set full --import-source no -k "regex:$re" \
+  # shellcheck disable=SC2086  # NCU_SECTIONS: options
+  env ${envs[@]+"${envs[@]}"} timeout "${NCU_TIMEOUT:-200}" "$NCU" --clock-control none ${NCU_SECTIONS:---set full} \
+    --import-source no -k "regex:$re" \
     --launch-count 1 -f -o "$D/$name" "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --reps 1 "$@" \
     > "$D/$name-run.txt" 2>&1
   "$NCU" -i "$D/$name.ncu-rep" --page details > "$D/$name-details.txt" 2>&1
@@ -46,6 +48,11 @@ profile() {
       ;;
     v14)
       profile v14-t128-h64 "sparse_mla_wsp_kernel" - --T 128 --H 64 --variants 14 --formats bf16
+      ;;
+    v14pre)
+      # Session 20: the persistent step at prefill 4096 x 64 (2048 entries), as the launcher runs it (the first
+      # variant-14 launch: no decode shapes). NCU_SECTIONS may narrow the sections (fewer replays).
+      profile v14p-prefill "sparse_mla_wsp_kernel" - --T "" --prefill-T 4096 --prefill-H 64 --variants 0 --formats bf16
       ;;
     v14p)
       # Session 18: the persistent form's step loop against the one-CTA form's on the same grid (one item per CTA).
