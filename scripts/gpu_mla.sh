@@ -32,15 +32,15 @@ nvcc --version | tail -2
 
 TEST_BIN="$BUILD/tests/glm5rt_gpu_tests"
 BENCH_BIN="$BUILD/bench/sparse_mla/glm5rt_bench_sparse_mla"
-MLA_TUS="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8 sparse_mla_wsr_bf16 sparse_mla_wsg_bf16 sparse_mla_wsp_bf16 sparse_mla_wsp_fp8 sparse_mla_reg_fp8 sparse_mla"
+source scripts/lib/mla_units.sh  # MLA_TUS, MLA_SM120_FLAGS
 # sm_120 resource report and SASS of every attention translation unit, in the background (here, or taken from
 # PREBUILT when it has them).
 build_sm120() {
   mkdir -p "$BUILD"
   (
     for f in $MLA_TUS; do
-      nvcc -std=c++17 -O3 -I"$ROOT" --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v \
-        -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
+      # shellcheck disable=SC2086  # the flags: words
+      nvcc $MLA_SM120_FLAGS -I"$ROOT" -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
     done
     wait
   ) >"$OUT/ptxas_sm120.txt" 2>&1 &

@@ -16,13 +16,10 @@ rm -rf "$out" && mkdir -p "$out/lib"
 cp -r "$tmp/pb/bin" "$out/"
 pwd >"$out/SOURCE_DIR"
 if [ "${SM120:-0}" = 1 ]; then
-  # The units scripts/gpu_mla.sh reports (its MLA_TUS), with its flags.
-  tus="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8
-       sparse_mla_wsr_bf16 sparse_mla_wsg_bf16 sparse_mla_wsp_bf16 sparse_mla_wsp_fp8 sparse_mla_reg_fp8 sparse_mla"
-  # shellcheck disable=SC2086  # the unit names: words
-  printf '%s\n' $tus | xargs -P "$JOBS" -I{} sh -c 'nvcc -std=c++17 -O3 -I"$PWD" --expt-relaxed-constexpr \
-    -gencode arch=compute_120,code=sm_120 -Xptxas -v -c kernels/attention/{}.cu -o "'"$out"'/bin/sm120_{}.o" \
-    > "'"$tmp"'/ptxas_{}.txt" 2>&1' || { cat "$tmp"/ptxas_*.txt; exit 1; }
+  source scripts/lib/mla_units.sh  # the units scripts/gpu_mla.sh reports, with its flags
+  # shellcheck disable=SC2086,SC2016  # the unit names: words; $PWD expands in the inner shell
+  printf '%s\n' $MLA_TUS | xargs -P "$JOBS" -I{} sh -c 'nvcc '"$MLA_SM120_FLAGS"' -I"$PWD" -c kernels/attention/{}.cu \
+    -o "'"$out"'/bin/sm120_{}.o" > "'"$tmp"'/ptxas_{}.txt" 2>&1' || { cat "$tmp"/ptxas_*.txt; exit 1; }
   cat "$tmp"/ptxas_*.txt >"$out/bin/ptxas_sm120.txt"
 fi
 (cd "$(dirname "$out")" && XZ_OPT=-9 tar -cJf "$(basename "$out").tar.xz" "$(basename "$out")")

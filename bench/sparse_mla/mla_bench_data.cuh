@@ -1,5 +1,5 @@
-// Random inputs of the sparse MLA benchmarks (sparse_mla_bench, mla_timeline, mla_item_timeline): bf16 values uniform in (-1, 1)
-// (queries, bf16 records) and 656-byte FP8 records (random e4m3 latent bytes without the NaN codes, block scales in
+// Random inputs of the sparse MLA benchmarks (sparse_mla_bench, mla_timeline, mla_item_timeline): bf16 values uniform
+// in (-1, 1) (queries, bf16 records) and 656-byte FP8 records (random e4m3 latent bytes without the NaN codes, block scales in
 // [1e-3, 1e-2], bf16 rope), filled on the device from a seed. (static: the kernels are local to each benchmark; nvcc
 // ignores `inline` on a kernel.)
 #pragma once

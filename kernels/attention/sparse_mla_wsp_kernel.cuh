@@ -452,7 +452,8 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // the exchange area at the parity of the next step (its partner read it two steps ago and passed the pair barrier
   // since; the next step's exchange overwrites it after its GEMM1) and back by two ldmatrix.x4 into the A-fragment
   // layout: 18 global loads, 18 stores, 18 ldmatrix per thread instead of 72 four-byte loads touching 8 lines each
-  // (H200 prefill 4096 x 64: the transition 7.2 -> 6.1 us, 1.015-1.023x: docs/PERFORMANCE.md "Session 20"). Rows 64
+  // (H200 prefill 4096 x 64, with the transition's overlapped round trips: 1.024x at 2048 entries, 1.035x at 512;
+  // docs/PERFORMANCE.md "Session 20, call 2"). Rows 64
   // bytes apart, 16-byte chunk c of row r at c ^ ((r >> 1) & 3): conflict-free stores and ldmatrix. FP8 records keep
   // the four-byte loads straight into the fragments (q_finish: nothing): there the wide form spilled in the step loop's
   // fill path (0.97x).

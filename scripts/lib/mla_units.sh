@@ -1,0 +1,9 @@
+# shellcheck shell=bash
+# Sourced (not run) by scripts/gpu_mla.sh and scripts/pack_mla_bundle.sh: the sparse MLA translation units whose
+# sm_120 objects and ptxas report issue 6's record carries, and the nvcc flags each is compiled with for sm_120
+# (the caller adds -I<repository root> -c <unit> -o <object>).
+# shellcheck disable=SC2034  # used by the scripts that source this
+MLA_TUS="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8
+         sparse_mla_wsr_bf16 sparse_mla_wsg_bf16 sparse_mla_wsp_bf16 sparse_mla_wsp_fp8 sparse_mla_reg_fp8 sparse_mla"
+# shellcheck disable=SC2034  # used by the scripts that source this
+MLA_SM120_FLAGS="-std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v"
