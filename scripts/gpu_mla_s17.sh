@@ -3,6 +3,8 @@
 #   NEW=.carry/s17new/prebuilt OLD=.carry/s17old/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s17.sh
 # (carry both folders; bundles from scripts/prebuild_mla_sm90.sh). Parts (PARTS, default "tests topk bench"):
 #   tests  the new bundle's sparse MLA and multi-pool GPU tests (TEST_TIMEOUT, default 300 s); on failure nothing is timed
+#   testsx (session 21) the same for a third bundle X (carried too), timed as configuration "x" of CFGS (a fourth
+#          bundle Y, untested, as "y")
 #   topk   scripts/gpu_mla_topk.sh (T=128 x H=64,8, prefill 4096 x 64, both formats) for each configuration of CFGS
 #          (default: the old bundle, the new one with GLM5RT_MLA_PERSIST=0, the new one), alternating, RUNS times
 #          (TOPKS, default "512 2048")
@@ -22,6 +24,12 @@ parts=" ${PARTS:-tests topk bench} "
       rc=$?; echo "rc $rc"; tail -4 "$OUT/mla-tests.txt"; grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20; exit $rc' ||
       { echo "=== tests failed: nothing timed"; parts=" "; }
   fi
+  if [[ $parts == *" testsx "* ]]; then
+    P=$X OUT=$OUT/testsx bash -c 'source scripts/lib/device_prebuilt.sh; stamp testsx;
+      timeout "${TEST_TIMEOUT:-300}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/mla-tests.txt" 2>&1;
+      rc=$?; echo "rc $rc"; tail -4 "$OUT/mla-tests.txt"; grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20; exit $rc' ||
+      { echo "=== tests of X failed: nothing timed"; parts=" "; }
+  fi
   if [[ $parts == *" item "* ]]; then
     echo "=== item probe"
     # shellcheck disable=SC2086  # ITEM_FLAGS: options
@@ -35,7 +43,7 @@ parts=" ${PARTS:-tests topk bench} "
       for cfg in ${CFGS:-old new:GLM5RT_MLA_PERSIST=0 new}; do
         echo "=== topk $cfg run $n"
         tag=$(echo "$cfg" | tr ':=,' '___')
-        if [ "${cfg%%:*}" = old ]; then pp=$OLD; else pp=$NEW; fi
+        case ${cfg%%:*} in old) pp=$OLD ;; x) pp=$X ;; y) pp=$Y ;; *) pp=$NEW ;; esac
         envs=""; [[ $cfg == *:* ]] && envs=$(echo "${cfg#*:}" | tr ',' ' ')
         # shellcheck disable=SC2086  # the VAR=value words
         env $envs P=$pp OUT=$OUT/topk-$tag-$n TOPKS="${TOPKS:-512 2048}" bash scripts/gpu_mla_topk.sh | grep -vE "^(NVIDIA|\[)"

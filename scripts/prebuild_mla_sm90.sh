@@ -2,7 +2,7 @@
 # Builds, on the development machine, the sparse MLA GPU tests (test_sparse_mla.cu + test_multi_pool.cu)
 # and the sparse MLA benchmarks (sparse_mla_bench, mla_timeline, mla_item_timeline) for sm_90 with nvcc directly (no CMake, no other kernel families), so that a
 # device call spends no time building: scripts/gpu_mla_plan.sh runs them from $P/bin.
-#   scripts/prebuild_mla_sm90.sh [OUTDIR]     (default prebuilt-mla; JOBS=2)
+#   scripts/prebuild_mla_sm90.sh [OUTDIR]     (default prebuilt-mla; JOBS=2; NVCC_EXTRA: more nvcc options)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${1:-prebuilt-mla}
@@ -10,6 +10,9 @@ ARCH=${ARCH:-90}
 JOBS=${JOBS:-2}
 mkdir -p "$P/obj" "$P/bin"
 FLAGS=(-std=c++17 -O3 -I. --expt-relaxed-constexpr -lineinfo -Xptxas=-warn-spills -gencode "arch=compute_$ARCH,code=sm_$ARCH")
+# NVCC_EXTRA: more nvcc options for every unit (experiments' macros, e.g. -DGLM5RT_MLA_DIAG_V=1).
+# shellcheck disable=SC2206  # the options: words
+FLAGS+=(${NVCC_EXTRA:-})
 srcs=(kernels/attention/*.cu kernels/indexer/*.cu tests/gpu/test_sparse_mla.cu tests/gpu/test_multi_pool.cu tests/support/doctest_main_gpu.cpp
       bench/sparse_mla/sparse_mla_bench.cu bench/sparse_mla/mla_timeline.cu)
 printf '%s\n' "${srcs[@]}" | xargs -P "$JOBS" -I{} sh -c 'o="'"$P"'/obj/$(echo {} | tr / _).o"; nvcc '"${FLAGS[*]}"' -x cu -c {} -o "$o" || nvcc '"${FLAGS[*]}"' -c {} -o "$o"'
