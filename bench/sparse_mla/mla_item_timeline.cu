@@ -38,7 +38,15 @@ using glm5rt::kernels::SparseMlaParams;
 namespace {
 
 constexpr int kSlots = 16;  // sparse_mla_detail::kTimelineSlots: per item, 4 per pair
+#if defined(GLM5RT_MLA_ITEM_PROBE_FINE)
+// Session 21: kernels built with GLM5RT_MLA_ITEM_PROBE_FINE stamp pairs 0 and 1 only, and pair 0 the steps of the
+// next item's preparation into slots 8-11 (sparse_mla_wsp_kernel.cuh, wsp_fine_stamp).
+constexpr int kPairs = 2;
+constexpr bool kFine = true;
+#else
 constexpr int kPairs = 4;
+constexpr bool kFine = false;
+#endif
 enum Stamp { kLoop = 0, kDone = 1, kStored = 2, kPrepared = 3 };
 
 struct Dist {
@@ -213,6 +221,16 @@ int main(int argc, char** argv) {
             }
           }
         }
+      // The preparation's steps (pair 0; fine probe only): stored -> Q's loads issued -> the index loads issued ->
+      // the table rebuilt -> Q's fragments finished (its loads waited for) -> prepared (the index loads waited for).
+      std::vector<double> fine[5];
+      for (int it = 0; kFine && it < items; ++it) {
+        const unsigned long long* e = &h[static_cast<size_t>(it) * kSlots];
+        const unsigned long long pts[6] = {e[kStored], e[8], e[9], e[10], e[11], e[kPrepared]};
+        bool all = true;
+        for (const unsigned long long v : pts) all = all && v != 0;
+        for (int i = 0; all && i < 5; ++i) fine[i].push_back(static_cast<double>(pts[i + 1] - pts[i]) * 1e-3);
+      }
       for (int it = 0; it < items; ++it) {
         double lo = 0, hi = 0;
         bool all = true;
@@ -243,7 +261,7 @@ int main(int argc, char** argv) {
         cta_end.push_back(en * 1e-3);
       }
       const double end_max = cta_end.empty() ? 0.0 : *std::max_element(cta_end.begin(), cta_end.end());
-      const std::vector<Figures> figs = {
+      std::vector<Figures> figs = {
           {"loop, a CTA's first item", dist_of(first_loop)},
           {"loop, later items", dist_of(loop)},
           {"  per 16-token step", dist_of(per_step)},
@@ -255,6 +273,11 @@ int main(int argc, char** argv) {
           {"CTA: first loop -> last stores (CTAs)", dist_of(cta_span)},
           {"CTA: last stores, from the first stamp", dist_of(cta_end)},
       };
+      if (kFine) {
+        const char* names[5] = {"  pair 0: Q loads issued", "  pair 0: index loads issued", "  pair 0: table rebuilt",
+                                "  pair 0: Q fragments done", "  pair 0: indices staged"};
+        for (int i = 0; i < 5; ++i) figs.push_back({names[i], dist_of(fine[i])});
+      }
       loop_means.push_back(dist_of(loop).med);
       const char* fname = fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8";
       std::printf("\n%s top-k %d: %d heads per CTA x %d splits, %d steps per item; us per call: %.1f plain, %.1f probed "

@@ -267,6 +267,32 @@ __device__ __forceinline__ void wsp_build_table(const KernelArgs& a, WspCursor* 
   __syncwarp();
 }
 
+// Session 21: the table from its entry 1 on (the next item with steps, nx_item at step nx_g0), as wsp_build_table, by
+// shifting the entries one place when all five are in use and the item after the last has steps (every item but the
+// CTA's last few, when rows have entries): one cursor computed instead of a window of 32 and their scan (the rebuild
+// took 0.70 us of the 4.8 us between 2048-entry items, docs/PERFORMANCE.md "Session 21, call 3"). All lanes.
+template <class C, int HC>
+__device__ __forceinline__ void wsp_shift_table(const KernelArgs& a, WspCursor* tab, int nx_item, int nx_g0,
+                                                int n_items, int lane) {
+  __syncwarp();  // the lanes' earlier writes of the table (wsp_build_table's, the prologue's) before these reads
+  const int2 last = *reinterpret_cast<const int2*>(&tab[kWspTab - 1].g0);  // (g0, nsteps) of entry 4
+  bool shift = last.y > 0;
+  WspCursor c{};
+  if (shift) {
+    c = wsp_cursor_at<C, HC>(a, tab[kWspTab - 1].item + static_cast<int>(gridDim.x), n_items);
+    c.g0 = last.x + last.y;
+    shift = c.nsteps > 0;
+  }
+  if (shift) {
+    const WspCursor mine = lane + 1 < kWspTab ? tab[lane + 1] : c;
+    __syncwarp();  // every lane's read before any write
+    if (lane < kWspTab) tab[lane] = mine;
+    __syncwarp();
+  } else {
+    wsp_build_table<C, HC>(a, tab, nx_item, nx_g0, n_items, lane);
+  }
+}
+
 // The table entry holding global step G, or -1 (past the CTA's last step). Entry 0 first: all but an item's last
 // few steps find theirs there, with one 8-byte load.
 __device__ __forceinline__ int wsp_find(const WspCursor* tab, int G) {
@@ -296,18 +322,30 @@ struct WspStage {
   int v[kWspFills / 4];  // raw index (-1: none)
   int m[kWspFills / 4];  // its item's last slot
 };
+// (Session 21: the table entry found for one group is kept for the next, 16 steps on and nearly always in the same
+// item, so that the lookup's dependent shared-memory loads run once or twice per call instead of eight times: its
+// issue took 1.44 us of the 4.8 us between 2048-entry items, docs/PERFORMANCE.md "Session 21, call 3".)
 template <class C>
 __device__ __forceinline__ void wsp_stage_load(const KernelArgs& a, const WspCursor* tab, WspStage& st, int s_from,
                                                int s_to, int kh, int lane) {
   const int32_t* src[kWspFills / 4];
+  int lo = 0, hi = 0, cnt = 0, mx = -1;  // the cached entry's steps [lo, hi), entries and last slot
+  const int32_t* row = a.indices;
 #pragma unroll
   for (int p = 0; p < kWspFills / 4; ++p) {
     const int S = s_from + 4 * (4 * p + (lane >> 3));
-    const int f = S < s_to ? wsp_find(tab, S) : -1;
-    const int e = f >= 0 ? (S - tab[f].g0) * C::kBT + C::kRowsPerWarp * kh + (lane & 7) : 0;
-    const bool ok = f >= 0 && e < tab[f].cnt;
-    src[p] = ok ? tab[f].idx + e : a.indices;
-    st.m[p] = ok ? tab[f].max_idx : -1;
+    if (S < s_to && (S < lo || S >= hi)) {
+      const int f = wsp_find(tab, S);
+      lo = f >= 0 ? tab[f].g0 : 0;
+      hi = f >= 0 ? lo + tab[f].nsteps : 0;
+      cnt = f >= 0 ? tab[f].cnt : 0;
+      mx = f >= 0 ? tab[f].max_idx : -1;
+      row = f >= 0 ? tab[f].idx : a.indices;
+    }
+    const int e = (S - lo) * C::kBT + C::kRowsPerWarp * kh + (lane & 7);
+    const bool ok = S < s_to && S >= lo && S < hi && e < cnt;
+    src[p] = ok ? row + e : a.indices;
+    st.m[p] = ok ? mx : -1;
   }
 #pragma unroll
   for (int p = 0; p < kWspFills / 4; ++p) st.v[p] = __ldg(src[p]);
@@ -374,11 +412,26 @@ __device__ __forceinline__ CtaPlace wsp_place_fresh(const KernelArgs& a, int ite
 // Compiled in only with GLM5RT_MLA_ITEM_PROBE defined (bench/sparse_mla/mla_item_timeline.cu's build): even outside
 // the step loop, the stamps move ptxas's choices inside it (a few reordered instructions per step on sm_90), so the
 // library's kernels carry none.
+// Session 21, GLM5RT_MLA_ITEM_PROBE_FINE as well: pairs 2 and 3 stamp nothing, and pair 0 stamps the steps of the
+// next item's preparation into slots 8 + kWspFine* (Q's loads issued, the fills' index loads issued, the table rebuilt,
+// Q's fragments finished); the preparation ends at kWspStampPrepared as before.
 inline constexpr int kWspStampLoop = 0, kWspStampDone = 1, kWspStampStored = 2, kWspStampPrepared = 3;
+inline constexpr int kWspFineQIssued = 0, kWspFineIdxIssued = 1, kWspFineTable = 2, kWspFineQDone = 3;
 __device__ __forceinline__ void wsp_item_stamp(const KernelArgs& a, int item, const WspPos& ps, int which) {
 #if defined(GLM5RT_MLA_ITEM_PROBE)
+#if defined(GLM5RT_MLA_ITEM_PROBE_FINE)
+  if (ps.hb >= 2) return;
+#endif
   if (a.timeline != nullptr && ps.kh == 0 && ps.lane == 0)
     a.timeline[static_cast<int64_t>(item) * kTimelineSlots + 4 * ps.hb + which] = globaltimer_now();
+#else
+  (void)a, (void)item, (void)ps, (void)which;
+#endif
+}
+__device__ __forceinline__ void wsp_fine_stamp(const KernelArgs& a, int item, const WspPos& ps, int which) {
+#if defined(GLM5RT_MLA_ITEM_PROBE) && defined(GLM5RT_MLA_ITEM_PROBE_FINE)
+  if (a.timeline != nullptr && ps.hb == 0 && ps.kh == 0 && ps.lane == 0)
+    a.timeline[static_cast<int64_t>(item) * kTimelineSlots + 8 + which] = globaltimer_now();
 #else
   (void)a, (void)item, (void)ps, (void)which;
 #endif
@@ -713,10 +766,14 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         // Both round trips (Q, the fills' indices) in flight before either is waited for, the table rebuilt under
         // them (session 20).
         q_issue(ftab[1].qrow, ps);
+        wsp_fine_stamp(a, item, ps, kWspFineQIssued);
         WspStage st;
         wsp_stage_load<C>(a, ftab, st, next_fill, s_end, ps.kh, ps.lane);
-        wsp_build_table<C, HC>(a, ftab, nx_item, nx_g0, wsp_items_fresh<HC>(a), ps.lane);
+        wsp_fine_stamp(a, item, ps, kWspFineIdxIssued);
+        wsp_shift_table<C, HC>(a, ftab, nx_item, nx_g0, wsp_items_fresh<HC>(a), ps.lane);
+        wsp_fine_stamp(a, item, ps, kWspFineTable);
         q_finish(ps, gs & 1);
+        wsp_fine_stamp(a, item, ps, kWspFineQDone);
         wsp_stage_store<C>(reinterpret_cast<int*>(ws + C::kCurBuf), st, next_fill, s_end, ps.lane);
         wsp_item_stamp(a, item, ps, kWspStampPrepared);
       } else {
