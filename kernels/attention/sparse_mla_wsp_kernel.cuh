@@ -58,6 +58,11 @@
 // 7.2 -> 4.7 us, prefill 4096 x 64 289 TFLOP/s (1.02-1.07x over session 19 at 2048 / 512 entries). Measured level
 // and kept on branches: the two warps of a sub-partition issuing their GEMM1s in turn (s20-pingpong), GEMM1 in three
 // accumulator chains of six per n tile (s20-chains3). sm_120 bf16 persistent form 255 registers without spill.
+// Session 21 (docs/PERFORMANCE.md "Session 21"): the preparation's index lookups once per item and the item table
+// shifted, not rebuilt (2.82 -> 2.11 us per transition; prefill 1.005-1.02x). Measured and kept on branches: the
+// fill's copies from one elected lane (s21-elect, 0.98-0.99x), Q's or the table's work before the outputs' stores
+// (s21-loadsfirst, s21-prep2: level or slower). The step sits at a shared-memory knee (s21-diag: +19% bytes 0.86-0.89x,
+// -19% V bytes 1.04-1.05x).
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
