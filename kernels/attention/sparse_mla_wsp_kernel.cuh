@@ -769,7 +769,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         store_outputs();
         const int nx_item = ftab[1].item, nx_g0 = ftab[1].g0, s_end = nx_g0 + ftab[1].nsteps + NST - 1;
         // Both round trips (Q, the fills' indices) in flight before either is waited for, the table rebuilt under
-        // them (session 20).
+        // them (session 20; session 21: shifted by one entry, and the indices' table lookups once per item).
         q_issue(ftab[1].qrow, ps);
         wsp_fine_stamp(a, item, ps, kWspFineQIssued);
         WspStage st;
