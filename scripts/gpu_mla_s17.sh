@@ -17,18 +17,18 @@ cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:?set OUT}
 mkdir -p "$OUT"
 parts=" ${PARTS:-tests topk bench} "
+# The sparse MLA and multi-pool GPU tests of bundle $1 into $OUT/$2 (part $2); fails when they do.
+bundle_tests() {
+  P=$1 OUT=$OUT/$2 bash -c 'source scripts/lib/device_prebuilt.sh; stamp '"$2"';
+    timeout "${TEST_TIMEOUT:-300}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/mla-tests.txt" 2>&1;
+    rc=$?; echo "rc $rc"; tail -4 "$OUT/mla-tests.txt"; grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20; exit $rc'
+}
 {
   if [[ $parts == *" tests "* ]]; then
-    P=$NEW OUT=$OUT/tests bash -c 'source scripts/lib/device_prebuilt.sh; stamp tests;
-      timeout "${TEST_TIMEOUT:-300}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/mla-tests.txt" 2>&1;
-      rc=$?; echo "rc $rc"; tail -4 "$OUT/mla-tests.txt"; grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20; exit $rc' ||
-      { echo "=== tests failed: nothing timed"; parts=" "; }
+    bundle_tests "$NEW" tests || { echo "=== tests failed: nothing timed"; parts=" "; }
   fi
   if [[ $parts == *" testsx "* ]]; then
-    P=$X OUT=$OUT/testsx bash -c 'source scripts/lib/device_prebuilt.sh; stamp testsx;
-      timeout "${TEST_TIMEOUT:-300}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/mla-tests.txt" 2>&1;
-      rc=$?; echo "rc $rc"; tail -4 "$OUT/mla-tests.txt"; grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20; exit $rc' ||
-      { echo "=== tests of X failed: nothing timed"; parts=" "; }
+    bundle_tests "$X" testsx || { echo "=== tests of X failed: nothing timed"; parts=" "; }
   fi
   if [[ $parts == *" item "* ]]; then
     echo "=== item probe"
