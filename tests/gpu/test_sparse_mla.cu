@@ -84,7 +84,7 @@ float e4m3_to_float(uint8_t v) {
 }
 
 // How the entries of one row are filled.
-enum class RowKind { kFull, kScatteredPad, kShortLength, kEmpty, kOutOfRange };
+enum class RowKind { kFull, kScatteredPad, kShortLength, kEmpty, kOutOfRange, kLeadingPad };
 
 struct Problem {
   int T = 1, H = 8, topk = 1;
@@ -105,7 +105,25 @@ struct Problem {
   int num_sms = 0;    // SparseMlaParams::num_sms (0 = the device's)
   bool tail = false;  // the automatic plan splits the grid's last partial wave into a launch of its own (session 12)
   int persistent = 0;  // SparseMlaParams::persistent (session 17: variant 14's CTAs taking work items in turn)
+  // Session 22: scores that rise by steps along each row (staircase_log2), for the online softmax's rescales. Each
+  // row gets slots of its own (T * topk <= num_slots), whose last rope value carries its position's level; every
+  // head's query has 1 there.
+  bool staircase = false;
 };
+
+// The staircase's score level (base-2 units, the kernels' scaled scores) of a row's 16-entry step st: rises within
+// the lazy rescale's threshold of 8, rises of 9.5 and 30 (a new frame after the step), a rise of 80 (above the
+// speculative softmax's 64: the exact form mid-row) to a plateau of 20 steps whose mass stays visible, a rise of 9.5
+// over that plateau (a rescale that matters to the result: a missing or wrong one moves the output by far more than
+// the tolerance), then falling.
+float staircase_log2(int st) {
+  if (st < 10) return 0.5f * st;
+  if (st < 16) return 14.f;
+  if (st < 20) return 44.f;
+  if (st < 40) return 124.f;
+  if (st == 40) return 133.5f;
+  return 133.5f - 2.f * (st - 40);
+}
 
 // The shape of a problem: T tokens x H heads x top-k entries over num_slots records of format fmt; the
 // other fields keep Problem's defaults until a test case sets them.
@@ -168,18 +186,39 @@ HostData make_data(const Problem& pb) {
       }
     }
   }
-  // Distinct random slots per row, drawn from the whole pool (so they fall on many different pages).
+  // Distinct random slots per row, drawn from the whole pool (so they fall on many different pages); the staircase:
+  // disjoint between rows.
   std::vector<int32_t> perm(pb.num_slots);
   std::iota(perm.begin(), perm.end(), 0);
+  if (pb.staircase) {
+    REQUIRE(static_cast<int64_t>(pb.T) * pb.topk <= pb.num_slots);
+    std::shuffle(perm.begin(), perm.end(), rng());
+  }
   d.idx.resize(static_cast<size_t>(pb.T) * pb.topk);
   if (pb.use_lengths) d.len.assign(pb.T, pb.topk);
   for (int t = 0; t < pb.T; ++t) {
-    for (int j = 0; j < pb.topk; ++j) {  // partial Fisher-Yates
-      const int64_t k = j + static_cast<int64_t>(rng()() % static_cast<uint64_t>(pb.num_slots - j));
-      std::swap(perm[j], perm[k]);
-    }
     int32_t* row = d.idx.data() + static_cast<size_t>(t) * pb.topk;
-    std::copy(perm.begin(), perm.begin() + pb.topk, row);
+    if (pb.staircase) {
+      std::copy(perm.begin() + static_cast<size_t>(t) * pb.topk, perm.begin() + static_cast<size_t>(t + 1) * pb.topk,
+                row);
+      // The level of position j in the last rope value (dims 512-575 are keys only, so O's tolerance stays that of
+      // the random values), every head's query 1 there: the score rises by the level (scale * log2(e) undone).
+      const float offset = uni(-20.f, 20.f);
+      for (int j = 0; j < pb.topk; ++j) {
+        const size_t rec = pb.fmt == MlaCacheFormat::kBf16 ? 1152 : 656;
+        const size_t at = pb.fmt == MlaCacheFormat::kBf16 ? 2 * 575 : 528 + 2 * 63;
+        const uint16_t b = bf16_bits((staircase_log2(j / 16) + offset) / (pb.scale * 1.44269504f));
+        std::memcpy(d.cache.data() + static_cast<size_t>(row[j]) * rec + at, &b, 2);
+        d.kv[static_cast<size_t>(row[j]) * 576 + 575] = bf16_to_float(b);
+      }
+      for (int h = 0; h < pb.H; ++h) d.q[(static_cast<size_t>(t) * pb.H + h) * 576 + 575] = bf16_bits(1.f);
+    } else {
+      for (int j = 0; j < pb.topk; ++j) {  // partial Fisher-Yates
+        const int64_t k = j + static_cast<int64_t>(rng()() % static_cast<uint64_t>(pb.num_slots - j));
+        std::swap(perm[j], perm[k]);
+      }
+      std::copy(perm.begin(), perm.begin() + pb.topk, row);
+    }
     const RowKind kind = pb.kinds.empty() ? RowKind::kFull : pb.kinds[t % pb.kinds.size()];
     switch (kind) {
       case RowKind::kFull: break;
@@ -200,6 +239,9 @@ HostData make_data(const Problem& pb) {
       case RowKind::kEmpty:
         if (pb.use_lengths && (t & 1)) d.len[t] = 0;
         else std::fill(row, row + pb.topk, -1);
+        break;
+      case RowKind::kLeadingPad:  // the first two steps and a half unused: nothing seen in the first steps
+        for (int j = 0; j < std::min(pb.topk, 40); ++j) row[j] = -1;
         break;
       case RowKind::kOutOfRange:  // negative values other than -1 and slots past the pool are unused too
         for (int j = 0; j < pb.topk; ++j) row[j] = (j & 1) ? static_cast<int32_t>(pb.num_slots + j) : -7 - j;
@@ -694,6 +736,21 @@ TEST_CASE("sparse MLA: variant 14's persistent grid at 2048-entry rows") {
     run_persistence_modes(persistent_problem(10, 64, 2048, fmt, 40000, 3, kinds, {{1, 0, 0}}), {0, 1});
     run_persistence_modes(persistent_problem(20, 64, 2048, fmt, 40000, 132, kinds, {{1, 0, 0}}), {0, 2, 1});
   }
+}
+
+// Session 22: scores that rise by steps along the rows (Problem::staircase): the online softmax's rescales inside and
+// above the lazy threshold, variant 14's speculative softmax falling back to its exact form mid-row (a rise above 64
+// in base 2) and at rows' starts with nothing used (leading -1 entries), a rescale whose old mass matters. Every kernel
+// variant on the same inputs; variant 14 persistent (3 forced SMs: items in turn) and one CTA per item.
+TEST_CASE("sparse MLA: scores rising by steps (rescales, the speculative softmax's exact form mid-row)") {
+  const std::vector<RowKind> kinds = {RowKind::kFull, RowKind::kLeadingPad, RowKind::kScatteredPad,
+                                     RowKind::kShortLength, RowKind::kFull};
+  for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8})
+    for (int topk : {700, 2048}) {
+      Problem pb = persistent_problem(10, 64, topk, fmt, 10 * 2048 + 77, 3, kinds, {{1, 0, 0}});
+      pb.staircase = true;
+      run_persistence_modes(pb, {0, 1});
+    }
 }
 
 // Session 13 (small_t_v14_splits): at T <= 8 the planner runs variant 14's 64-head CTAs where T * H / 64 head groups
