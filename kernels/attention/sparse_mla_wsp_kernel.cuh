@@ -80,6 +80,102 @@ __device__ __forceinline__ int wsp_kdim(int kh, int j) {
   return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16);
 }
 
+// Session 22, the speculative softmax (the step loop of sparse_mla_wsp_kernel): once an item has used tokens, a step's
+// P is computed in the frame of the rows' running maxima before the step's own maxima are known, so that GEMM2 waits
+// for the exchange's loads, a subtraction, an exp2 and one vote instead of also for two rounds of shuffles and the
+// lazy-rescale decision; the maxima decide after GEMM2 is issued whether O and the sums move to a new frame. A step
+// with an exponent above kWspSpecMax in the old frame (or nothing used before it) takes the exact form instead (P
+// <= 2^64 otherwise: summed over a split still far from fp32's range).
+inline constexpr float kWspSpecMax = 64.f;
+
+// x: a step's scores as C fragments (row g: i = 0, 1; row g + 8: i = 2, 3; token 8 nt + 2t + (i & 1)) scaled to base 2,
+// unused tokens (ok false) -inf.
+__device__ __forceinline__ void wsp_scale_mask(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[nt][i] = ok[nt][i & 1] ? x[nt][i] * scale_log2 : kNegInf;
+}
+
+// The max of v over a row's four lanes (a quad: lanes 4 g .. 4 g + 3).
+__device__ __forceinline__ float wsp_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// The maxima of rows g / g + 8 over their four lanes.
+__device__ __forceinline__ void wsp_rows_max(const float (&x)[2][4], float& mx0, float& mx1) {
+  mx0 = wsp_quad_max(fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1])));
+  mx1 = wsp_quad_max(fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3])));
+}
+
+// The lazy rescale's frame (softmax_rows_max_ok's rule) from the step's maxima mx: the running maxima m keep their
+// value while the new ones exceed them by at most kLazyRescale, else become them; mu: the frame's subtrahends (0 for
+// a row with nothing used so far, whose max stays -inf, so that exp2 gives 0, not NaN); al: O's rescale factors.
+__device__ __forceinline__ void wsp_lazy_frame(float mx0, float mx1, float& m0, float& m1, float& mu0, float& mu1,
+                                               float& al0, float& al1) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
+  if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
+  mu0 = mn0 == kNegInf ? 0.f : mn0;
+  mu1 = mn1 == kNegInf ? 0.f : mn1;
+  al0 = fast_exp2(m0 - mu0);
+  al1 = fast_exp2(m1 - mu1);
+  m0 = mn0;
+  m1 = mn1;
+}
+
+// 2^(x - r) as GEMM2's A fragments, rows g / g + 8 in frames r0 / r1, and the rows' sums of the unrounded values (as
+// variant 7: unpacking the rounded bf16 pairs cost ~25 instructions per step, session 11's profile; the rounding error
+// of P is the same either way). PINNED: the exp2s as volatile asm, which the compiler does not sink past the branch
+// that follows (into the only path that uses them), so that their latency overlaps the vote's.
+template <bool PINNED>
+__device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0, float r1, uint32_t (&pa)[4],
+                                                float& ps0, float& ps1) {
+  auto ex = [](float v) {
+    if constexpr (PINNED) {
+      float y;
+      asm volatile("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(v));
+      return y;
+    } else {
+      return fast_exp2(v);
+    }
+  };
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float e0 = ex(x[nt][0] - r0), e1 = ex(x[nt][1] - r0);
+    const float e2 = ex(x[nt][2] - r1), e3 = ex(x[nt][3] - r1);
+    ps0 += e0 + e1;
+    ps1 += e2 + e3;
+    pa[2 * nt] = mma::pack_bf16x2(e0, e1);
+    pa[2 * nt + 1] = mma::pack_bf16x2(e2, e3);
+  }
+}
+
+// GEMM2 (pv_mtile) with its first kWspVPre n-tile pairs of V loaded by the caller (vpre) before the pair barrier.
+#ifndef GLM5RT_MLA_WSP_VPRE
+#define GLM5RT_MLA_WSP_VPRE 2
+#endif
+inline constexpr int kWspVPre = GLM5RT_MLA_WSP_VPRE;
+template <int PRE, int NT, int N>
+__device__ __forceinline__ void wsp_pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr,
+                                             const uint32_t (&vpre)[N][4]) {
+  static_assert(PRE <= N && PRE <= NT / 2, "preloaded n-tile pairs");
+#pragma unroll
+  for (int n2 = 0; n2 < NT / 2; ++n2) {
+    uint32_t b[4];
+    if (n2 < PRE) {
+      b[0] = vpre[n2][0], b[1] = vpre[n2][1], b[2] = vpre[n2][2], b[3] = vpre[n2][3];
+    } else {
+      mma::ldmatrix_x4_trans(b, v_addr + n2 * 32);
+    }
+    mma::mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+    mma::mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+  }
+}
+
 // PERSIST (session 17): the persistent form (work items in turn, KernelArgs::grid_ctas), whose shared memory holds
 // per-warp item tables and fill indices instead of the CTA's staged indices.
 template <bool FP8, bool PERSIST = false>
@@ -685,34 +781,60 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       float4* xb = xbuf + (gs & 1) * C::kConsumerWarps * 64;
       xb[(warp * 2 + 0) * 32 + lane] = mine[0];
       xb[(warp * 2 + 1) * 32 + lane] = mine[1];
+      // GEMM2's first V fragments in flight across the pair barrier and the softmax (session 22).
+      uint32_t vpre[kWspVPre > 0 ? kWspVPre : 1][4];
+#pragma unroll
+      for (int n2 = 0; n2 < kWspVPre; ++n2) ldmatrix_x4_trans(vpre[n2], tile + v_off + n2 * 32);
       named_bar_sync(1 + hb, 64);
       const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
       // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
       float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
                        {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
-      float mu0, mu1, al0, al1;
-      if constexpr (PERSIST)
-        softmax_rows_max_bits(x, *reinterpret_cast<const uint16_t*>(valid + 2 * slot), tq, a.scale_log2, m0, m1, mu0,
-                              mu1, al0, al1);
-      else
-        softmax_rows_max(x, s_idx + gs * C::kBT, tq, a.scale_log2, m0, m1, mu0, mu1, al0, al1);
+      // The step's used tokens (persistent: the slot's validity bits; one CTA per item: its staged indices).
+      bool ok[2][2];
+      if constexpr (PERSIST) {
+        const uint32_t v = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(valid + 2 * slot)) >> (2 * tq);
+        ok[0][0] = (v & 1u) != 0, ok[0][1] = (v & 2u) != 0, ok[1][0] = (v & 0x100u) != 0, ok[1][1] = (v & 0x200u) != 0;
+      } else {
+        const int2 va = *reinterpret_cast<const int2*>(s_idx + gs * C::kBT + 2 * tq);
+        const int2 vb = *reinterpret_cast<const int2*>(s_idx + gs * C::kBT + 8 + 2 * tq);
+        ok[0][0] = va.x >= 0, ok[0][1] = va.y >= 0, ok[1][0] = vb.x >= 0, ok[1][1] = vb.y >= 0;
+      }
       uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
       float ps0 = 0.f, ps1 = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const float e0 = fast_exp2(x[nt][0] - mu0), e1 = fast_exp2(x[nt][1] - mu0);
-        const float e2 = fast_exp2(x[nt][2] - mu1), e3 = fast_exp2(x[nt][3] - mu1);
-        // The sums take the unrounded values (as variant 7): unpacking the rounded bf16 pairs cost ~25 instructions
-        // per step (session 11's profile); the rounding error of P is the same either way.
-        ps0 += e0 + e1;
-        ps1 += e2 + e3;
-        pa[2 * nt] = pack_bf16x2(e0, e1);
-        pa[2 * nt + 1] = pack_bf16x2(e2, e3);
+      // Speculative (session 22): the exponents in the running maxima's frame; not a number or above kWspSpecMax
+      // where nothing was used before this step (m = -inf) or the max rose far.
+      wsp_scale_mask(x, ok, a.scale_log2);
+      // This lane's share of the rows' maxima (their shuffles wait until after GEMM2).
+      const float lm0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+      const float lm1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+      wsp_p_fragments<true>(x, m0, m1, pa, ps0, ps1);  // P in the old frame, its exp2s issued before the vote
+      const bool exact = __any_sync(0xffffffffu, !(lm0 - m0 <= kWspSpecMax) || !(lm1 - m1 <= kWspSpecMax));
+      if (exact) {
+        // The step's maxima first, then P in their frame (every step's form before session 22).
+        float mu0, mu1, al0, al1;
+        wsp_lazy_frame(wsp_quad_max(lm0), wsp_quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
+        ps0 = ps1 = 0.f;
+        wsp_p_fragments<false>(x, mu0, mu1, pa, ps0, ps1);
+        l0 = l0 * al0 + ps0;
+        l1 = l1 * al1 + ps1;
+        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
+      } else {
+        l0 += ps0;
+        l1 += ps1;
       }
-      l0 = l0 * al0 + ps0;
-      l1 = l1 * al1 + ps1;
-      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
-      pv_mtile(acc, pa, tile + v_off);  // GEMM2
+      wsp_pv_mtile<kWspVPre>(acc, pa, tile + v_off, vpre);  // GEMM2
+      if (!exact) {
+        // The new frame by the same lazy rule, for O and the sums (they hold this step in the old one).
+        const float mx0 = wsp_quad_max(lm0), mx1 = wsp_quad_max(lm1);
+        float mu0, mu1, al0, al1;
+        wsp_lazy_frame(mx0, mx1, m0, m1, mu0, mu1, al0, al1);
+        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+          scale_mtile(acc, al0, al1);
+          l0 *= al0;
+          l1 *= al1;
+        }
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,
