@@ -754,6 +754,24 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     for (int n = 0; n < C::kDimTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
     float m0 = kNegInf, m1 = kNegInf;  // running max (base 2) of rows g / g + 8; the same on the row's 4 lanes
     float l0 = 0.f, l1 = 0.f;          // this lane's share of the rows' running sums
+    // Speculative softmax (session 22): this lane's share of the previous step's row maxima, whose new frame (if any)
+    // is taken in the next step, after its GEMM1 (-inf: nothing pending).
+    float pm0 = kNegInf, pm1 = kNegInf;
+    // The pending frame, by the lazy rule: the rows' maxima over their quads (shuffles that the step's last GEMM1 MMAs
+    // hide), then O and the sums rescaled where a max rose by more than kLazyRescale (rare: a vote).
+    auto take_pending_frame = [&]() {
+      const float mx0 = wsp_quad_max(pm0), mx1 = wsp_quad_max(pm1);
+      const bool up0 = mx0 > m0 + kLazyRescale, up1 = mx1 > m1 + kLazyRescale;
+      if (__any_sync(0xffffffffu, up0 || up1)) {
+        const float mn0 = up0 ? mx0 : m0, mn1 = up1 ? mx1 : m1;
+        const float al0 = fast_exp2(m0 - mn0), al1 = fast_exp2(m1 - mn1);
+        scale_mtile(acc, al0, al1);
+        l0 *= al0;
+        l1 *= al1;
+        m0 = mn0;
+        m1 = mn1;
+      }
+    };
     for (const int gs_end = gs + nsteps; gs < gs_end; ++gs) {
       const int slot = gs % NST;
       const uint32_t tile = smem_addr(smem + slot * C::kTileBytes);
@@ -771,6 +789,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
         mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
       }
+      take_pending_frame();
       float4 mine[2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -805,7 +824,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       // Speculative (session 22): the exponents in the running maxima's frame; not a number or above kWspSpecMax
       // where nothing was used before this step (m = -inf) or the max rose far.
       wsp_scale_mask(x, ok, a.scale_log2);
-      // This lane's share of the rows' maxima (their shuffles wait until after GEMM2).
+      // This lane's share of the rows' maxima (their shuffles wait until after the next step's GEMM1).
       const float lm0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
       const float lm1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
       wsp_p_fragments<true>(x, m0, m1, pa, ps0, ps1);  // P in the old frame, its exp2s issued before the vote
@@ -819,22 +838,14 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         l0 = l0 * al0 + ps0;
         l1 = l1 * al1 + ps1;
         if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
+        pm0 = pm1 = kNegInf;
       } else {
         l0 += ps0;
         l1 += ps1;
+        pm0 = lm0;
+        pm1 = lm1;
       }
       wsp_pv_mtile<kWspVPre>(acc, pa, tile + v_off, vpre);  // GEMM2
-      if (!exact) {
-        // The new frame by the same lazy rule, for O and the sums (they hold this step in the old one).
-        const float mx0 = wsp_quad_max(lm0), mx1 = wsp_quad_max(lm1);
-        float mu0, mu1, al0, al1;
-        wsp_lazy_frame(mx0, mx1, m0, m1, mu0, mu1, al0, al1);
-        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-          scale_mtile(acc, al0, al1);
-          l0 *= al0;
-          l1 *= al1;
-        }
-      }
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,
@@ -857,6 +868,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
       if (FP8 && conv_next == gs + lead && conv_next < filled_end) convert();
     }
+    take_pending_frame();  // the last step's
     // The item's outputs: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same LSEs (kh 0
     // writes them).
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
