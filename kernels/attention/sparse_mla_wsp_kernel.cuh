@@ -159,6 +159,11 @@ __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0
 #define GLM5RT_MLA_WSP_VPRE 2
 #endif
 inline constexpr int kWspVPre = GLM5RT_MLA_WSP_VPRE;
+// The speculative softmax (GLM5RT_MLA_WSP_SPEC=0: every step in the exact form; an A / B build).
+#ifndef GLM5RT_MLA_WSP_SPEC
+#define GLM5RT_MLA_WSP_SPEC 1
+#endif
+inline constexpr bool kWspSpec = GLM5RT_MLA_WSP_SPEC != 0;
 template <int PRE, int NT, int N>
 __device__ __forceinline__ void wsp_pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr,
                                              const uint32_t (&vpre)[N][4]) {
@@ -552,6 +557,10 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
   constexpr bool kBulk = kWsBulkCopies;
+  // Session 22: the speculative softmax and GEMM2's V fragments before the pair barrier, for bf16 records (FP8 records
+  // measured 0.97x and 0.98-1.00x with them: call 2).
+  constexpr bool kSpec = !FP8 && kWspSpec;
+  constexpr int VPRE = FP8 ? 0 : kWspVPre;
   extern __shared__ __align__(16) uint8_t smem[];
 
   wait_for_predecessor();  // before any global access (PDL)
@@ -789,7 +798,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
         mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
       }
-      take_pending_frame();
+      if constexpr (kSpec) take_pending_frame();
       float4 mine[2];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -800,15 +809,6 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       float4* xb = xbuf + (gs & 1) * C::kConsumerWarps * 64;
       xb[(warp * 2 + 0) * 32 + lane] = mine[0];
       xb[(warp * 2 + 1) * 32 + lane] = mine[1];
-      // GEMM2's first V fragments in flight across the pair barrier and the softmax (session 22).
-      uint32_t vpre[kWspVPre > 0 ? kWspVPre : 1][4];
-#pragma unroll
-      for (int n2 = 0; n2 < kWspVPre; ++n2) ldmatrix_x4_trans(vpre[n2], tile + v_off + n2 * 32);
-      named_bar_sync(1 + hb, 64);
-      const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
-      // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
-      float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
-                       {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
       // The step's used tokens (persistent: the slot's validity bits; one CTA per item: its staged indices).
       bool ok[2][2];
       if constexpr (PERSIST) {
@@ -819,16 +819,28 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         const int2 vb = *reinterpret_cast<const int2*>(s_idx + gs * C::kBT + 8 + 2 * tq);
         ok[0][0] = va.x >= 0, ok[0][1] = va.y >= 0, ok[1][0] = vb.x >= 0, ok[1][1] = vb.y >= 0;
       }
+      // GEMM2's first V fragments in flight across the pair barrier and the softmax (session 22).
+      uint32_t vpre[VPRE > 0 ? VPRE : 1][4];
+#pragma unroll
+      for (int n2 = 0; n2 < VPRE; ++n2) ldmatrix_x4_trans(vpre[n2], tile + v_off + n2 * 32);
+      named_bar_sync(1 + hb, 64);
+      const float4 o0 = xb[(partner * 2 + 0) * 32 + lane], o1 = xb[(partner * 2 + 1) * 32 + lane];
+      // x[nt][i]: row g (i = 0, 1) / g + 8 (i = 2, 3), token 8 nt + 2t + (i & 1).
+      float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
+                       {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
       uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
       float ps0 = 0.f, ps1 = 0.f;
-      // Speculative (session 22): the exponents in the running maxima's frame; not a number or above kWspSpecMax
-      // where nothing was used before this step (m = -inf) or the max rose far.
       wsp_scale_mask(x, ok, a.scale_log2);
       // This lane's share of the rows' maxima (their shuffles wait until after the next step's GEMM1).
       const float lm0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
       const float lm1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
-      wsp_p_fragments<true>(x, m0, m1, pa, ps0, ps1);  // P in the old frame, its exp2s issued before the vote
-      const bool exact = __any_sync(0xffffffffu, !(lm0 - m0 <= kWspSpecMax) || !(lm1 - m1 <= kWspSpecMax));
+      // The exact form where nothing was used before this step (m = -inf: not a number or infinite) or an exponent
+      // exceeds kWspSpecMax in the frame; FP8 records (and GLM5RT_MLA_WSP_SPEC=0): always.
+      bool exact = true;
+      if constexpr (kSpec) {
+        wsp_p_fragments<true>(x, m0, m1, pa, ps0, ps1);  // P in the old frame, its exp2s issued before the vote
+        exact = __any_sync(0xffffffffu, !(lm0 - m0 <= kWspSpecMax) || !(lm1 - m1 <= kWspSpecMax));
+      }
       if (exact) {
         // The step's maxima first, then P in their frame (every step's form before session 22).
         float mu0, mu1, al0, al1;
@@ -845,7 +857,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         pm0 = lm0;
         pm1 = lm1;
       }
-      wsp_pv_mtile<kWspVPre>(acc, pa, tile + v_off, vpre);  // GEMM2
+      wsp_pv_mtile<VPRE>(acc, pa, tile + v_off, vpre);  // GEMM2
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,
@@ -868,7 +880,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
       if (FP8 && conv_next == gs + lead && conv_next < filled_end) convert();
     }
-    take_pending_frame();  // the last step's
+    if constexpr (kSpec) take_pending_frame();  // the last step's
     // The item's outputs: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same LSEs (kh 0
     // writes them).
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
