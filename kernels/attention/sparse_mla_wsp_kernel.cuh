@@ -63,6 +63,9 @@
 // fill's copies from one elected lane (s21-elect, 0.98-0.99x), Q's or the table's work before the outputs' stores
 // (s21-loadsfirst, s21-prep2: level or slower). The step sits at a shared-memory knee (s21-diag: +19% bytes 0.86-0.89x,
 // -19% V bytes 1.04-1.05x).
+// Session 22 (docs/PERFORMANCE.md "Session 22"): bf16 records compute a step's P in the running maxima's frame before
+// the step's maxima are known and take a new frame one step later (the speculative softmax: kWspSpecMax), with GEMM2's
+// first V fragments loaded before the pair barrier: prefill 4096 x 64 1.016x, T=128 H=64 1.012x.
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
@@ -80,12 +83,16 @@ __device__ __forceinline__ int wsp_kdim(int kh, int j) {
   return j < 16 ? 256 * kh + 16 * j : kMlaLatentDim + 32 * kh + 16 * (j - 16);
 }
 
-// Session 22, the speculative softmax (the step loop of sparse_mla_wsp_kernel): once an item has used tokens, a step's
-// P is computed in the frame of the rows' running maxima before the step's own maxima are known, so that GEMM2 waits
-// for the exchange's loads, a subtraction, an exp2 and one vote instead of also for two rounds of shuffles and the
-// lazy-rescale decision; the maxima decide after GEMM2 is issued whether O and the sums move to a new frame. A step
-// with an exponent above kWspSpecMax in the old frame (or nothing used before it) takes the exact form instead (P
-// <= 2^64 otherwise: summed over a split still far from fp32's range).
+// Session 22, the speculative softmax (the step loop of sparse_mla_wsp_kernel, bf16 records): once an item has used
+// tokens, a step's P is computed in the frame of the rows' running maxima before the step's own maxima are known, so
+// that GEMM2 waits for the exchange's loads, a subtraction, an exp2 and one vote instead of also for two rounds of
+// shuffles and the lazy-rescale decision. The step keeps only its lanes' shares of the maxima; the next step reduces
+// them under its GEMM1 and moves O and the sums to a new frame by the same lazy rule before its own P (the item's last
+// step's frame is taken before its outputs). A step with an exponent above kWspSpecMax in the frame (or nothing used
+// before it) takes the exact form instead (P <= 2^64 otherwise: summed over a split still far from fp32's range).
+// H200 (docs/PERFORMANCE.md "Session 22"): prefill 4096 x 64 1.016x, T=128 H=64 1.012x; FP8 records 0.97x, so they keep
+// the exact form. Checking the frame right after GEMM2's issue instead cost 9% (its shuffles queue behind GEMM2's
+// ldmatrix and the vote holds the warp, so the slot's release waits for them).
 inline constexpr float kWspSpecMax = 64.f;
 
 // x: a step's scores as C fragments (row g: i = 0, 1; row g + 8: i = 2, 3; token 8 nt + 2t + (i & 1)) scaled to base 2,
@@ -102,12 +109,6 @@ __device__ __forceinline__ void wsp_scale_mask(float (&x)[2][4], const bool (&ok
 __device__ __forceinline__ float wsp_quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-// The maxima of rows g / g + 8 over their four lanes.
-__device__ __forceinline__ void wsp_rows_max(const float (&x)[2][4], float& mx0, float& mx1) {
-  mx0 = wsp_quad_max(fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1])));
-  mx1 = wsp_quad_max(fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3])));
 }
 
 // The lazy rescale's frame (softmax_rows_max_ok's rule) from the step's maxima mx: the running maxima m keep their
@@ -154,7 +155,9 @@ __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0
   }
 }
 
-// GEMM2 (pv_mtile) with its first kWspVPre n-tile pairs of V loaded by the caller (vpre) before the pair barrier.
+// GEMM2 (pv_mtile) with its first PRE n-tile pairs of V loaded by the caller (vpre) before the pair barrier (session 22,
+// bf16 records, kWspVPre = 2: with the speculative softmax 1.005x at T=128 H=64 and prefill at 512 entries over none,
+// level alone; GLM5RT_MLA_WSP_VPRE sets it for an A / B build).
 #ifndef GLM5RT_MLA_WSP_VPRE
 #define GLM5RT_MLA_WSP_VPRE 2
 #endif
