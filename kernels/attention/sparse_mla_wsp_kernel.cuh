@@ -155,9 +155,9 @@ __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0
   }
 }
 
-// GEMM2 (pv_mtile) with its first PRE n-tile pairs of V loaded by the caller (vpre) before the pair barrier (session 22,
-// bf16 records, kWspVPre = 2: with the speculative softmax 1.005x at T=128 H=64 and prefill at 512 entries over none,
-// level alone; GLM5RT_MLA_WSP_VPRE sets it for an A / B build).
+// GEMM2 (pv_mtile) with its first PRE n-tile pairs of V loaded by the caller (vpre) before the pair barrier
+// (session 22, bf16 records, kWspVPre = 2: with the speculative softmax 1.005x at T=128 H=64 and prefill at 512
+// entries over none, level alone; GLM5RT_MLA_WSP_VPRE sets it for an A / B build).
 #ifndef GLM5RT_MLA_WSP_VPRE
 #define GLM5RT_MLA_WSP_VPRE 2
 #endif
