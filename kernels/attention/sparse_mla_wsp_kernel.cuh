@@ -95,37 +95,10 @@ __device__ __forceinline__ int wsp_kdim(int kh, int j) {
 // ldmatrix and the vote holds the warp, so the slot's release waits for them).
 inline constexpr float kWspSpecMax = 64.f;
 
-// x: a step's scores as C fragments (row g: i = 0, 1; row g + 8: i = 2, 3; token 8 nt + 2t + (i & 1)) scaled to base 2,
-// unused tokens (ok false) -inf.
-__device__ __forceinline__ void wsp_scale_mask(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2) {
-  constexpr float kNegInf = -__builtin_huge_valf();
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) x[nt][i] = ok[nt][i & 1] ? x[nt][i] * scale_log2 : kNegInf;
-}
-
 // The max of v over a row's four lanes (a quad: lanes 4 g .. 4 g + 3).
 __device__ __forceinline__ float wsp_quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-// The lazy rescale's frame (softmax_rows_max_ok's rule) from the step's maxima mx: the running maxima m keep their
-// value while the new ones exceed them by at most kLazyRescale, else become them; mu: the frame's subtrahends (0 for
-// a row with nothing used so far, whose max stays -inf, so that exp2 gives 0, not NaN); al: O's rescale factors.
-__device__ __forceinline__ void wsp_lazy_frame(float mx0, float mx1, float& m0, float& m1, float& mu0, float& mu1,
-                                               float& al0, float& al1) {
-  constexpr float kNegInf = -__builtin_huge_valf();
-  float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-  if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
-  if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
-  mu0 = mn0 == kNegInf ? 0.f : mn0;
-  mu1 = mn1 == kNegInf ? 0.f : mn1;
-  al0 = fast_exp2(m0 - mu0);
-  al1 = fast_exp2(m1 - mu1);
-  m0 = mn0;
-  m1 = mn1;
 }
 
 // 2^(x - r) as GEMM2's A fragments, rows g / g + 8 in frames r0 / r1, and the rows' sums of the unrounded values (as
@@ -833,7 +806,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
                        {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
       uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
       float ps0 = 0.f, ps1 = 0.f;
-      wsp_scale_mask(x, ok, a.scale_log2);
+      scale_mask_scores(x, ok, a.scale_log2);
       // This lane's share of the rows' maxima (their shuffles wait until after the next step's GEMM1).
       const float lm0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
       const float lm1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
@@ -847,7 +820,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       if (exact) {
         // The step's maxima first, then P in their frame (every step's form before session 22).
         float mu0, mu1, al0, al1;
-        wsp_lazy_frame(wsp_quad_max(lm0), wsp_quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
+        lazy_frame(wsp_quad_max(lm0), wsp_quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
         ps0 = ps1 = 0.f;
         wsp_p_fragments<false>(x, mu0, mu1, pa, ps0, ps1);
         l0 = l0 * al0 + ps0;

@@ -64,27 +64,22 @@ __device__ __forceinline__ void load_q_a_fragment(uint32_t (&f)[4], const uint32
   f[3] = __ldg(q8 + w0 + 4);
 }
 
-// The register softmax's first half for rows g / g + 8 of a 16-token step (variants 10 and 14): x = the scores as C
-// fragments of two n8 tiles (tokens 8 nt + 2t, + 1), scaled to base 2 and masked by the step's indices (sidx: -1 =
-// unused), the rows' maxima over their four lanes, and the lazy rescale of the running maxima m0 / m1 (keep the older
-// max while the new one exceeds it by at most kLazyRescale: the same decision on a row's four lanes, which hold the
-// same maxima, so that most steps rescale nothing). Returns the subtrahends mu (0 for a row with nothing valid so far,
-// whose max stays -inf, so that exp2 gives 0, not NaN) and the rescale factors al.
-// ok[nt][j]: token 8 nt + 2t + j is used (softmax_rows_max: from the step's indices; variant 14 since session 17: from
-// the step's validity bits, softmax_rows_max_bits).
-__device__ __forceinline__ void softmax_rows_max_ok(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2, float& m0,
-                                                    float& m1, float& mu0, float& mu1, float& al0, float& al1) {
+// x (a step's scores as C fragments: row g i = 0, 1, row g + 8 i = 2, 3, token 8 nt + 2t + (i & 1)) scaled to base 2,
+// unused tokens (ok false) -inf.
+__device__ __forceinline__ void scale_mask_scores(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2) {
   constexpr float kNegInf = -__builtin_huge_valf();
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
     for (int j = 0; j < 4; ++j) x[nt][j] = ok[nt][j & 1] ? x[nt][j] * scale_log2 : kNegInf;
-  float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
-  float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+}
+
+// The lazy rescale's frame from a step's row maxima mx (over the rows' four lanes): the running maxima m keep their
+// value while the new ones exceed them by at most kLazyRescale, else become them; mu: the frame's subtrahends (0 for
+// a row with nothing used so far, whose max stays -inf, so that exp2 gives 0, not NaN); al: O's rescale factors.
+__device__ __forceinline__ void lazy_frame(float mx0, float mx1, float& m0, float& m1, float& mu0, float& mu1,
+                                           float& al0, float& al1) {
+  constexpr float kNegInf = -__builtin_huge_valf();
   float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
   if (!(mx0 > m0 + kLazyRescale)) mn0 = m0;
   if (!(mx1 > m1 + kLazyRescale)) mn1 = m1;
@@ -95,19 +90,31 @@ __device__ __forceinline__ void softmax_rows_max_ok(float (&x)[2][4], const bool
   m0 = mn0;
   m1 = mn1;
 }
+
+// The register softmax's first half for rows g / g + 8 of a 16-token step (variants 10 and 14): x = the scores as C
+// fragments of two n8 tiles (tokens 8 nt + 2t, + 1), scaled to base 2 and masked by the step's indices (sidx: -1 =
+// unused), the rows' maxima over their four lanes, and the lazy rescale of the running maxima m0 / m1 (keep the older
+// max while the new one exceeds it by at most kLazyRescale: the same decision on a row's four lanes, which hold the
+// same maxima, so that most steps rescale nothing). Returns the subtrahends mu (0 for a row with nothing valid so far,
+// whose max stays -inf, so that exp2 gives 0, not NaN) and the rescale factors al.
+// ok[nt][j]: token 8 nt + 2t + j is used (softmax_rows_max: from the step's indices; variant 14's exact form: from the
+// step's validity bits or its indices).
+__device__ __forceinline__ void softmax_rows_max_ok(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2, float& m0,
+                                                    float& m1, float& mu0, float& mu1, float& al0, float& al1) {
+  scale_mask_scores(x, ok, scale_log2);
+  float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+  float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  lazy_frame(mx0, mx1, m0, m1, mu0, mu1, al0, al1);
+}
 __device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
                                                  float& m1, float& mu0, float& mu1, float& al0, float& al1) {
   const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
   const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
   const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
-  softmax_rows_max_ok(x, ok, scale_log2, m0, m1, mu0, mu1, al0, al1);
-}
-// valid: bit r = the step's token r is used.
-__device__ __forceinline__ void softmax_rows_max_bits(float (&x)[2][4], uint32_t valid, int tq, float scale_log2,
-                                                      float& m0, float& m1, float& mu0, float& mu1, float& al0,
-                                                      float& al1) {
-  const uint32_t v = valid >> (2 * tq);
-  const bool ok[2][2] = {{(v & 1u) != 0, (v & 2u) != 0}, {(v & 0x100u) != 0, (v & 0x200u) != 0}};
   softmax_rows_max_ok(x, ok, scale_log2, m0, m1, mu0, mu1, al0, al1);
 }
 
