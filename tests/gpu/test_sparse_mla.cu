@@ -6,7 +6,8 @@
 // automatic and forced top-k splits (direct write and the combine kernel), every kernel variant (round 1,
 // the pipelined ring, its two-per-SM build, the warp-specialized kernel, its FP8 bulk-copy form, the FP8
 // in-register conversion of round 6, session 6's register softmax) and the automatic choice, on the
-// same inputs. Outputs and workspace are
+// same inputs; since session 22 also rows whose scores rise by steps (Problem::staircase: the online softmax's
+// rescales and variant 14's speculative softmax). Outputs and workspace are
 // poisoned with NaN bytes before every run, and each run draws fresh inputs.
 //
 // Tolerances (the kernel rounds P to bf16 before P.V, accumulates in fp32 and rounds O to bf16; FP8
