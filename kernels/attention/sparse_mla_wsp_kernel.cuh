@@ -95,12 +95,6 @@ __device__ __forceinline__ int wsp_kdim(int kh, int j) {
 // ldmatrix and the vote holds the warp, so the slot's release waits for them).
 inline constexpr float kWspSpecMax = 64.f;
 
-// The max of v over a row's four lanes (a quad: lanes 4 g .. 4 g + 3).
-__device__ __forceinline__ float wsp_quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
 // 2^(x - r) as GEMM2's A fragments, rows g / g + 8 in frames r0 / r1, and the rows' sums of the unrounded values (as
 // variant 7: unpacking the rounded bf16 pairs cost ~25 instructions per step, session 11's profile; the rounding error
 // of P is the same either way). PINNED: the exp2s as volatile asm, which the compiler does not sink past the branch
@@ -128,9 +122,9 @@ __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0
   }
 }
 
-// GEMM2 (pv_mtile) with its first PRE n-tile pairs of V loaded by the caller (vpre) before the pair barrier
-// (session 22, bf16 records, kWspVPre = 2: with the speculative softmax 1.005x at T=128 H=64 and prefill at 512
-// entries over none, level alone; GLM5RT_MLA_WSP_VPRE sets it for an A / B build).
+// GEMM2's first n-tile pairs of V loaded before the pair barrier (pv_mtile's vpre; session 22, bf16 records,
+// kWspVPre = 2: with the speculative softmax 1.005x at T=128 H=64 and prefill at 512 entries over none, level alone;
+// GLM5RT_MLA_WSP_VPRE sets it for an A / B build).
 #ifndef GLM5RT_MLA_WSP_VPRE
 #define GLM5RT_MLA_WSP_VPRE 2
 #endif
@@ -140,22 +134,6 @@ inline constexpr int kWspVPre = GLM5RT_MLA_WSP_VPRE;
 #define GLM5RT_MLA_WSP_SPEC 1
 #endif
 inline constexpr bool kWspSpec = GLM5RT_MLA_WSP_SPEC != 0;
-template <int PRE, int NT, int N>
-__device__ __forceinline__ void wsp_pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr,
-                                             const uint32_t (&vpre)[N][4]) {
-  static_assert(PRE <= N && PRE <= NT / 2, "preloaded n-tile pairs");
-#pragma unroll
-  for (int n2 = 0; n2 < NT / 2; ++n2) {
-    uint32_t b[4];
-    if (n2 < PRE) {
-      b[0] = vpre[n2][0], b[1] = vpre[n2][1], b[2] = vpre[n2][2], b[3] = vpre[n2][3];
-    } else {
-      mma::ldmatrix_x4_trans(b, v_addr + n2 * 32);
-    }
-    mma::mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
-    mma::mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
-  }
-}
 
 // PERSIST (session 17): the persistent form (work items in turn, KernelArgs::grid_ctas), whose shared memory holds
 // per-warp item tables and fill indices instead of the CTA's staged indices.
@@ -745,7 +723,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     // The pending frame, by the lazy rule: the rows' maxima over their quads (shuffles that the step's last GEMM1 MMAs
     // hide), then O and the sums rescaled where a max rose by more than kLazyRescale (rare: a vote).
     auto take_pending_frame = [&]() {
-      const float mx0 = wsp_quad_max(pm0), mx1 = wsp_quad_max(pm1);
+      const float mx0 = quad_max(pm0), mx1 = quad_max(pm1);
       const bool up0 = mx0 > m0 + kLazyRescale, up1 = mx1 > m1 + kLazyRescale;
       if (__any_sync(0xffffffffu, up0 || up1)) {
         const float mn0 = up0 ? mx0 : m0, mn1 = up1 ? mx1 : m1;
@@ -791,9 +769,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         const uint32_t v = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(valid + 2 * slot)) >> (2 * tq);
         ok[0][0] = (v & 1u) != 0, ok[0][1] = (v & 2u) != 0, ok[1][0] = (v & 0x100u) != 0, ok[1][1] = (v & 0x200u) != 0;
       } else {
-        const int2 va = *reinterpret_cast<const int2*>(s_idx + gs * C::kBT + 2 * tq);
-        const int2 vb = *reinterpret_cast<const int2*>(s_idx + gs * C::kBT + 8 + 2 * tq);
-        ok[0][0] = va.x >= 0, ok[0][1] = va.y >= 0, ok[1][0] = vb.x >= 0, ok[1][1] = vb.y >= 0;
+        indices_ok(s_idx + gs * C::kBT, tq, ok);
       }
       // GEMM2's first V fragments in flight across the pair barrier and the softmax (session 22).
       uint32_t vpre[VPRE > 0 ? VPRE : 1][4];
@@ -820,7 +796,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       if (exact) {
         // The step's maxima first, then P in their frame (every step's form before session 22).
         float mu0, mu1, al0, al1;
-        lazy_frame(wsp_quad_max(lm0), wsp_quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
+        lazy_frame(quad_max(lm0), quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
         ps0 = ps1 = 0.f;
         wsp_p_fragments<false>(x, mu0, mu1, pa, ps0, ps1);
         l0 = l0 * al0 + ps0;
@@ -833,7 +809,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         pm0 = lm0;
         pm1 = lm1;
       }
-      wsp_pv_mtile<VPRE>(acc, pa, tile + v_off, vpre);  // GEMM2
+      pv_mtile<VPRE>(acc, pa, tile + v_off, vpre);  // GEMM2
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,

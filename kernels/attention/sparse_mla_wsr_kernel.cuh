@@ -74,6 +74,19 @@ __device__ __forceinline__ void scale_mask_scores(float (&x)[2][4], const bool (
     for (int j = 0; j < 4; ++j) x[nt][j] = ok[nt][j & 1] ? x[nt][j] * scale_log2 : kNegInf;
 }
 
+// The max of v over a row's four lanes (a quad: lanes 4 g .. 4 g + 3).
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// The step's used tokens from its cleaned indices (sidx: -1 = unused): ok[nt][j] = token 8 nt + 2t + j.
+__device__ __forceinline__ void indices_ok(const int* sidx, int tq, bool (&ok)[2][2]) {
+  const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
+  const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
+  ok[0][0] = va.x >= 0, ok[0][1] = va.y >= 0, ok[1][0] = vb.x >= 0, ok[1][1] = vb.y >= 0;
+}
+
 // The lazy rescale's frame from a step's row maxima mx (over the rows' four lanes): the running maxima m keep their
 // value while the new ones exceed them by at most kLazyRescale, else become them; mu: the frame's subtrahends (0 for
 // a row with nothing used so far, whose max stays -inf, so that exp2 gives 0, not NaN); al: O's rescale factors.
@@ -102,6 +115,7 @@ __device__ __forceinline__ void lazy_frame(float mx0, float mx1, float& m0, floa
 __device__ __forceinline__ void softmax_rows_max_ok(float (&x)[2][4], const bool (&ok)[2][2], float scale_log2, float& m0,
                                                     float& m1, float& mu0, float& mu1, float& al0, float& al1) {
   scale_mask_scores(x, ok, scale_log2);
+  // (The two rows' shuffle rounds interleaved by hand: quad_max row by row reschedules variant 10's step.)
   float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
   float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
   mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
@@ -112,9 +126,8 @@ __device__ __forceinline__ void softmax_rows_max_ok(float (&x)[2][4], const bool
 }
 __device__ __forceinline__ void softmax_rows_max(float (&x)[2][4], const int* sidx, int tq, float scale_log2, float& m0,
                                                  float& m1, float& mu0, float& mu1, float& al0, float& al1) {
-  const int2 va = *reinterpret_cast<const int2*>(sidx + 2 * tq);
-  const int2 vb = *reinterpret_cast<const int2*>(sidx + 8 + 2 * tq);
-  const bool ok[2][2] = {{va.x >= 0, va.y >= 0}, {vb.x >= 0, vb.y >= 0}};
+  bool ok[2][2];
+  indices_ok(sidx, tq, ok);
   softmax_rows_max_ok(x, ok, scale_log2, m0, m1, mu0, mu1, al0, al1);
 }
 
@@ -131,16 +144,28 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
 }
 
 // GEMM2 of one 16-token step for a warp's m16 tile (variants 10 and 14): O[rows g / g + 8, NT n8 tiles] += P V, P as
-// A fragments (pa), V's n-tile pairs by ldmatrix.trans from v_addr + 32 n2.
-template <int NT>
-__device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr) {
+// A fragments (pa), V's n-tile pairs by ldmatrix.trans from v_addr + 32 n2; the first PRE pairs already loaded by
+// the caller into vpre (variant 14's bf16 form since session 22: before the pair barrier).
+template <int PRE, int NT, int N>
+__device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr,
+                                         const uint32_t (&vpre)[N][4]) {
+  static_assert(PRE <= N && PRE <= NT / 2, "preloaded n-tile pairs");
 #pragma unroll
   for (int n2 = 0; n2 < NT / 2; ++n2) {
     uint32_t b[4];
-    mma::ldmatrix_x4_trans(b, v_addr + n2 * 32);
+    if (n2 < PRE) {
+      b[0] = vpre[n2][0], b[1] = vpre[n2][1], b[2] = vpre[n2][2], b[3] = vpre[n2][3];
+    } else {
+      mma::ldmatrix_x4_trans(b, v_addr + n2 * 32);
+    }
     mma::mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
     mma::mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
   }
+}
+template <int NT>
+__device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr) {
+  const uint32_t none[1][4] = {};
+  pv_mtile<0>(acc, pa, v_addr, none);
 }
 
 // Session 15 (variant 10), shared with variant 14 since session 17: a warp's rows g / g + 8 of one m16 tile of O (C
