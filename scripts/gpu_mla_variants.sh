@@ -3,7 +3,7 @@
 # most sensitive to variant 14's step loop (T=128 x H=64 and prefill 4096 x 64 at top-k TOPKS, default 2048), so
 # that builds differing only in how ptxas scheduled that loop can be told apart from the run-to-run noise (a build
 # whose loop is identical to another's serves as the control). Each build: <dir>/<name>/bin/glm5rt_bench_sparse_mla
-# (from a development-machine build; one unit replaced per build).
+# (scripts/build_mla_bench_variant.sh on the development machine; one unit replaced per build).
 #   D=.carry/s23/var NAMES="old v3 new" RUNS=3 OUT=$OUT bash scripts/gpu_mla_variants.sh          (device)
 # Prints one line per timing; $OUT/summary.txt holds the medians.
 set -uo pipefail
