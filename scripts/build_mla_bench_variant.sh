@@ -2,7 +2,7 @@
 # Session 23: on the development machine, a build of the sparse MLA benchmark (sm_90) in which one kernel unit (UNIT,
 # default sparse_mla_wsp_bf16: variant 14's bf16 kernels) is compiled from another source tree and / or with more
 # nvcc options, every other unit from this checkout; for scripts/gpu_mla_variants.sh, which times such builds
-# against each other. The other units' objects are built once into <dir>/base.
+# against each other. The other units' objects are built once into <dir>/base-<unit> (remove it after changing them).
 #   bash scripts/build_mla_bench_variant.sh <dir> <name> [source tree, default this checkout] [nvcc options]
 #   e.g.  ... .carry/s23/var old ;  ... .carry/s23/var rul8 "$PWD" "-Xptxas --register-usage-level=8"
 # Result: <dir>/<name>/bin/glm5rt_bench_sparse_mla (and <dir>/<name>/wsp.o for scripts/sass_loop.py).
@@ -16,7 +16,7 @@ unit=${UNIT:-sparse_mla_wsp_bf16}
 mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
 # shellcheck disable=SC2054  # the -gencode value has its commas
 FLAGS=(-std=c++17 -O3 -I. --expt-relaxed-constexpr -lineinfo -Xptxas=-warn-spills -gencode arch=compute_90,code=sm_90)
-base=$dir/base/obj
+base=$dir/base-$unit/obj
 if [ ! -f "$base/.done" ]; then
   mkdir -p "$base"
   srcs=()
