@@ -14,8 +14,8 @@ src=${3:-$PWD}
 extra=${4:-}
 unit=${UNIT:-sparse_mla_wsp_bf16}
 mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
-# shellcheck disable=SC2054  # the -gencode value has its commas
-FLAGS=(-std=c++17 -O3 -I. --expt-relaxed-constexpr -lineinfo -Xptxas=-warn-spills -gencode arch=compute_90,code=sm_90)
+source scripts/lib/mla_units.sh  # mla_bundle_flags: the device bundles' flags
+read -ra FLAGS <<< "$(mla_bundle_flags 90)"
 base=$dir/base-$unit/obj
 if [ ! -f "$base/.done" ]; then
   mkdir -p "$base"

@@ -5,7 +5,8 @@
 # whose loop is identical to another's serves as the control). Each build: <dir>/<name>/bin/glm5rt_bench_sparse_mla
 # (scripts/build_mla_bench_variant.sh on the development machine; one unit replaced per build).
 #   D=.carry/s23/var NAMES="old v3 new" RUNS=3 OUT=$OUT bash scripts/gpu_mla_variants.sh          (device)
-# Prints one line per timing; $OUT/summary.txt holds the medians.
+# Prints one line per timing; $OUT/summary.txt holds the medians. (scripts/gpu_mla_builds_ab.sh is the two-build
+# form with the tests, every row and Nsight Compute counters; this one takes any number of builds, two rows.)
 set -uo pipefail
 D=${D:?set D}
 OUT=${OUT:?set OUT}

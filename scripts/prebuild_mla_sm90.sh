@@ -9,7 +9,8 @@ P=${1:-prebuilt-mla}
 ARCH=${ARCH:-90}
 JOBS=${JOBS:-2}
 mkdir -p "$P/obj" "$P/bin"
-FLAGS=(-std=c++17 -O3 -I. --expt-relaxed-constexpr -lineinfo -Xptxas=-warn-spills -gencode "arch=compute_$ARCH,code=sm_$ARCH")
+source scripts/lib/mla_units.sh  # mla_bundle_flags
+read -ra FLAGS <<< "$(mla_bundle_flags "$ARCH")"
 # NVCC_EXTRA: more nvcc options for every unit (experiments' macros, e.g. -DGLM5RT_MLA_DIAG_V=1).
 # shellcheck disable=SC2206  # the options: words
 FLAGS+=(${NVCC_EXTRA:-})
