@@ -14,7 +14,7 @@ src=${3:-$PWD}
 extra=${4:-}
 unit=${UNIT:-sparse_mla_wsp_bf16}
 mkdir -p "$dir" && dir=$(cd "$dir" && pwd)
-source scripts/lib/mla_units.sh  # mla_bundle_flags: the device bundles' flags
+source scripts/lib/mla_units.sh  # mla_bundle_flags: the device bundles' flags; mla_unit_flags
 read -ra FLAGS <<< "$(mla_bundle_flags 90)"
 base=$dir/base-$unit/obj
 if [ ! -f "$base/.done" ]; then
@@ -23,13 +23,15 @@ if [ ! -f "$base/.done" ]; then
   for f in kernels/attention/*.cu kernels/indexer/*.cu bench/sparse_mla/sparse_mla_bench.cu; do
     [ "$f" = "kernels/attention/$unit.cu" ] || srcs+=("$f")
   done
+  export -f mla_unit_flags
   # shellcheck disable=SC2016  # $(...) expands in the inner shell, per file
   printf '%s\n' "${srcs[@]}" |
-    xargs -P "${JOBS:-2}" -I{} sh -c 'nvcc '"${FLAGS[*]}"' -x cu -c {} -o "'"$base"'/$(echo {} | tr / _).o"'
+    xargs -P "${JOBS:-2}" -I{} bash -c 'nvcc '"${FLAGS[*]}"' $(mla_unit_flags {}) -x cu -c {} -o "'"$base"'/$(echo {} | tr / _).o"'
   touch "$base/.done"
 fi
 mkdir -p "$dir/$name/bin"
 # shellcheck disable=SC2086  # extra: words
-(cd "$src" && nvcc "${FLAGS[@]}" $extra -c "kernels/attention/$unit.cu" -o "$dir/$name/wsp.o")
+# shellcheck disable=SC2046  # the unit's options: words (this checkout's; `extra` comes after them and overrides)
+(cd "$src" && nvcc "${FLAGS[@]}" $(mla_unit_flags "$unit") $extra -c "kernels/attention/$unit.cu" -o "$dir/$name/wsp.o")
 nvcc "${FLAGS[@]}" -o "$dir/$name/bin/glm5rt_bench_sparse_mla" "$base"/kernels_*.o "$base"/bench_*.o "$dir/$name/wsp.o"
 echo "$dir/$name/bin/glm5rt_bench_sparse_mla"

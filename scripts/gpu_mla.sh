@@ -39,8 +39,8 @@ build_sm120() {
   mkdir -p "$BUILD"
   (
     for f in $MLA_TUS; do
-      # shellcheck disable=SC2086  # the flags: words
-      nvcc $MLA_SM120_FLAGS -I"$ROOT" -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
+      # shellcheck disable=SC2086,SC2046  # the flags: words
+      nvcc $MLA_SM120_FLAGS $(mla_unit_flags "$f") -I"$ROOT" -c "kernels/attention/$f.cu" -o "$BUILD/sm120_$f.o" &
     done
     wait
   ) >"$OUT/ptxas_sm120.txt" 2>&1 &

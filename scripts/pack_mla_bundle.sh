@@ -16,9 +16,10 @@ rm -rf "$out" && mkdir -p "$out/lib"
 cp -r "$tmp/pb/bin" "$out/"
 pwd >"$out/SOURCE_DIR"
 if [ "${SM120:-0}" = 1 ]; then
-  source scripts/lib/mla_units.sh  # the units scripts/gpu_mla.sh reports, with its flags
+  source scripts/lib/mla_units.sh  # the units scripts/gpu_mla.sh reports, with its flags and theirs
+  export -f mla_unit_flags
   # shellcheck disable=SC2086,SC2016  # the unit names: words; $PWD expands in the inner shell
-  printf '%s\n' $MLA_TUS | xargs -P "$JOBS" -I{} sh -c 'nvcc '"$MLA_SM120_FLAGS"' -I"$PWD" -c kernels/attention/{}.cu \
+  printf '%s\n' $MLA_TUS | xargs -P "$JOBS" -I{} bash -c 'nvcc '"$MLA_SM120_FLAGS"' $(mla_unit_flags {}) -I"$PWD" -c kernels/attention/{}.cu \
     -o "'"$out"'/bin/sm120_{}.o" > "'"$tmp"'/ptxas_{}.txt" 2>&1' || { cat "$tmp"/ptxas_*.txt; exit 1; }
   cat "$tmp"/ptxas_*.txt >"$out/bin/ptxas_sm120.txt"
 fi

@@ -9,14 +9,16 @@ P=${1:-prebuilt-mla}
 ARCH=${ARCH:-90}
 JOBS=${JOBS:-2}
 mkdir -p "$P/obj" "$P/bin"
-source scripts/lib/mla_units.sh  # mla_bundle_flags
+source scripts/lib/mla_units.sh  # mla_bundle_flags, mla_unit_flags
 read -ra FLAGS <<< "$(mla_bundle_flags "$ARCH")"
 # NVCC_EXTRA: more nvcc options for every unit (experiments' macros, e.g. -DGLM5RT_MLA_DIAG_V=1).
 # shellcheck disable=SC2206  # the options: words
 FLAGS+=(${NVCC_EXTRA:-})
 srcs=(kernels/attention/*.cu kernels/indexer/*.cu tests/gpu/test_sparse_mla.cu tests/gpu/test_multi_pool.cu tests/support/doctest_main_gpu.cpp
       bench/sparse_mla/sparse_mla_bench.cu bench/sparse_mla/mla_timeline.cu)
-printf '%s\n' "${srcs[@]}" | xargs -P "$JOBS" -I{} sh -c 'o="'"$P"'/obj/$(echo {} | tr / _).o"; nvcc '"${FLAGS[*]}"' -x cu -c {} -o "$o" || nvcc '"${FLAGS[*]}"' -c {} -o "$o"'
+export -f mla_unit_flags
+# shellcheck disable=SC2016  # $(...) and $u expand in the inner shell, per file
+printf '%s\n' "${srcs[@]}" | xargs -P "$JOBS" -I{} bash -c 'o="'"$P"'/obj/$(echo {} | tr / _).o"; u=$(mla_unit_flags {}); nvcc '"${FLAGS[*]}"' $u -x cu -c {} -o "$o" || nvcc '"${FLAGS[*]}"' $u -c {} -o "$o"'
 K=$(ls "$P"/obj/kernels_attention_*.o "$P"/obj/kernels_indexer_*.o)
 nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_gpu_tests" $K "$P/obj/tests_gpu_test_sparse_mla.cu.o" "$P/obj/tests_gpu_test_multi_pool.cu.o" \
   "$P/obj/tests_support_doctest_main_gpu.cpp.o"
@@ -25,7 +27,9 @@ nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_mla_timeline" $K "$P/obj/bench_sparse
 # Session 19: the persistent-item probe, with its own build of variant 14's units (the stamps compiled in).
 pids=()
 for u in bf16 fp8; do
-  nvcc "${FLAGS[@]}" -DGLM5RT_MLA_ITEM_PROBE -c kernels/attention/sparse_mla_wsp_$u.cu -o "$P/obj/probe_wsp_$u.o" &
+  # shellcheck disable=SC2046  # the unit's options: words
+  nvcc "${FLAGS[@]}" $(mla_unit_flags sparse_mla_wsp_$u) -DGLM5RT_MLA_ITEM_PROBE -c kernels/attention/sparse_mla_wsp_$u.cu \
+    -o "$P/obj/probe_wsp_$u.o" &
   pids+=($!)
 done
 nvcc "${FLAGS[@]}" -c bench/sparse_mla/mla_item_timeline.cu -o "$P/obj/bench_mla_item_timeline.o"

@@ -122,6 +122,12 @@ def main():
           f"CTA; the automatic bf16 kernel at 32), v11 = session 7's one 8-warp group for a CTA's 32 heads (bf16), v14 = session 11's four warp pairs for a CTA's 64 heads (H a multiple of 64; FP8 records converted to bf16 rows in shared memory since session 12; the automatic kernel there above T=8, and since session 13 at T <= 8 where its grid fills the SMs); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton "
           f"and fp8/bf16 are for the fastest (best) kernel, the automatic choice included; gather = the same records "
           f"read alone (decode T >= 32), of gth = gather us / best us (1.0 = at this access pattern's ceiling)")
+    # Session 24: the SM clock after each prefill row's timings (the H200's 700 W cap lowers it under sustained prefill).
+    clk = [r for r in rows if r["phase"] == "prefill" and r.get("sm_mhz_after_graph")]
+    if clk:
+        print("SM clock after the single calls / after the graph replays (MHz; boost 1,980 on the H200): " +
+              ", ".join(f"{r['format']} {r['T']}x{r['H']} {r['sm_mhz_after_event']:.0f} / {r['sm_mhz_after_graph']:.0f}"
+                        for r in clk))
     print(f"wrote {args.out}")
 
 

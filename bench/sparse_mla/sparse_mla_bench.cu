@@ -75,11 +75,28 @@ struct Result {
   // Session 8 (decode, T >= 32): the same records (index set 0) gathered and nothing else (gather_ceiling.cuh):
   // the access pattern's ceiling on this machine; 0 where not measured.
   double gather_us, gather_tbps;
+  // Session 24: the SM clock (clock_probe) right after the event-timed calls and right after the graph replays: under
+  // sustained prefill the H200 reaches its 700 W cap and its clock falls 3-5% below the 1,980 MHz boost, and the time
+  // with it (docs/PERFORMANCE.md "Session 24").
+  double mhz_event, mhz_graph;
 };
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Session 24 (--graph-diag): the SM clock right after a call, measured on the GPU: one warp counts clock64 cycles over
+// ~20 us of %globaltimer (nvidia-smi's clock and power samples average over too long a window to see a 4 ms call).
+__global__ void clock_probe(float* mhz) {
+  uint64_t t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  } while (t1 - t0 < 20000);
+  const long long c1 = clock64();
+  if (threadIdx.x == 0) *mhz = static_cast<float>(c1 - c0) * 1e3f / static_cast<float>(t1 - t0);
 }
 
 }  // namespace
@@ -112,6 +129,11 @@ int main(int argc, char** argv) {
   std::vector<int> force_splits_list, force_variants = {0, 2, 5};
   // Session 4: --prefill-T 4096 --prefill-H 64 adds these prefill shapes even with --quick.
   std::vector<int> prefill_t_list, prefill_h_list = {64};
+  // Session 24: --graph-diag prints, for each prefill shape, graphs of 1 and 2 automatic calls with an event before and
+  // after every call, replayed 9 times (each call's time inside the graph), and single stream-launched calls before,
+  // between and after them with the SM clock after each (clock_probe). It showed that the benchmark's prefill figure
+  // moves with the card's power cap, not with the launch form.
+  bool graph_diag = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
@@ -138,10 +160,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--topk") && i + 1 < argc) topk = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
+    else if (!std::strcmp(argv[i], "--graph-diag")) graph_diag = true;
     else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--pool TOKENS] [--reps N] [--quick] [--no-sweep] [--combine-compare] [--plan-sweep] "
-                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--force-variants 0] [--prefill-T 4096] [--prefill-H 64] [--formats bf16,fp8] [--topk 2048]\n",
+                   "[--T 1,8,128] [--H 8,16,64] [--variants 2,7] [--v7-splits 3,4] [--force-splits 2,3] [--force-variants 0] [--prefill-T 4096] [--prefill-H 64] [--formats bf16,fp8] [--topk 2048] [--graph-diag]\n",
                    argv[0]);
       return 2;
     }
@@ -255,12 +278,13 @@ int main(int argc, char** argv) {
                  "\"v5_splits\": %d, \"v6_graph_us\": %.3f, \"v7_graph_us\": %.3f, \"v7_splits\": %d, \"v10_graph_us\": %.3f, \"v11_graph_us\": %.3f, \"v14_graph_us\": %.3f, \"auto_combine\": %d, \"combine_old_us\": %.3f, \"combine_chunked_us\": %.3f, "
                  "\"combine_fused_us\": %.3f, \"heads_per_cta\": %d, \"old_planner_heads_per_cta\": %d, "
                  "\"old_planner_splits\": %d, \"old_planner_us\": %.3f, \"best_heads_per_cta\": %d, \"best_splits\": %d, "
-                 "\"best_us\": %.3f, \"gather_us\": %.3f, \"gather_tbps\": %.4f}%s\n",
+                 "\"best_us\": %.3f, \"gather_us\": %.3f, \"gather_tbps\": %.4f, \"sm_mhz_after_event\": %.0f, "
+                 "\"sm_mhz_after_graph\": %.0f}%s\n",
                  r.c.phase, r.c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", r.c.T, r.c.H, r.splits, r.sets, r.graph_us,
                  r.event_us, r.tflops, r.tbps, r.bytes, r.flops, r.v1_graph_us, r.v2_graph_us, r.v3_graph_us, r.v5_graph_us, r.v5_splits, r.v6_graph_us, r.v7_graph_us, r.v7_splits, r.v10_graph_us, r.v11_graph_us, r.v14_graph_us,
                  r.auto_combine, r.combine_old_us, r.combine_chunked_us, r.combine_fused_us, r.auto_hc, r.old_hc,
                  r.old_splits, r.old_planner_us, r.best_hc, r.best_splits, r.best_us, r.gather_us, r.gather_tbps,
-                 i + 1 < results.size() ? "," : "");
+                 r.mhz_event, r.mhz_graph, i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ],\n  \"split_sweep\": [\n");
   for (size_t i = 0; i < sweeps.size(); ++i) {
@@ -321,7 +345,18 @@ int main(int argc, char** argv) {
     set_inputs(0);
 
     // Time one configuration (num_splits = 0: automatic). Returns graph per-call us; event median too.
-    auto time_config = [&](int splits, double* event_us) -> double {
+    float* d_mhz;
+    CK(cudaMalloc(&d_mhz, sizeof(float)));
+    auto probe_mhz = [&]() -> double {
+      clock_probe<<<1, 32, 0, stream>>>(d_mhz);
+      CK(cudaGetLastError());
+      float mhz = 0;
+      CK(cudaMemcpyAsync(&mhz, d_mhz, sizeof(float), cudaMemcpyDeviceToHost, stream));
+      CK(cudaStreamSynchronize(stream));
+      return mhz;
+    };
+    double mhz_event = 0, mhz_graph = 0;  // the automatic configuration's (time_config with `clocks`)
+    auto time_config = [&](int splits, double* event_us, bool clocks = false) -> double {
       p.num_splits = splits;
       const size_t ws = glm5rt::kernels::sparse_mla_workspace_size(p);
       if (d_ws) CK(cudaFree(d_ws));
@@ -348,6 +383,7 @@ int main(int argc, char** argv) {
         ev.push_back(ms * 1e3);
       }
       if (event_us) *event_us = median(ev);
+      if (clocks) mhz_event = probe_mhz();
       // Graph of K calls cycling over the index sets.
       const int K = decode ? std::max(sets, 32 / sets * sets) : 2;
       cudaGraph_t graph;
@@ -384,6 +420,7 @@ int main(int argc, char** argv) {
         CK(cudaEventElapsedTime(&ms, e0, e1));
         gt.push_back(ms * 1e3 / K);
       }
+      if (clocks) mhz_graph = probe_mhz();
       CK(cudaGraphExecDestroy(exec));
       CK(cudaGraphDestroy(graph));
       set_inputs(0);
@@ -391,7 +428,64 @@ int main(int argc, char** argv) {
     };
 
     double ev_us = 0;
-    const double g_us = time_config(0, &ev_us);
+    const double g_us = time_config(0, &ev_us, true);
+    if (graph_diag && !decode) {
+      // Each call's time inside a graph of K automatic calls (events recorded as external event nodes between them).
+      p.num_splits = 0;
+      const size_t ws = glm5rt::kernels::sparse_mla_workspace_size(p);
+      void* dws = nullptr;
+      if (ws) {
+        CK(cudaMalloc(&dws, ws));
+        CK(cudaMemset(dws, 0, ws));
+      }
+      // Single stream-launched calls before, between and after the graphs (is it the graph, or the time?).
+      auto singles = [&](const char* when) {
+        for (int r = 0; r < 5; ++r) {
+          CK(cudaEventRecord(e0, stream));
+          CK(glm5rt::kernels::sparse_mla_forward(p, dws, ws, stream));
+          CK(cudaEventRecord(e1, stream));
+          const double mhz = probe_mhz();
+          float ms;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          std::printf("graphdiag %s T=%d H=%d single %s %d: %.1f us, SM clock after it %.0f MHz\n",
+                      c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, when, r, ms * 1e3, mhz);
+        }
+      };
+      std::printf("graphdiag clock before the singles: %.0f MHz\n", probe_mhz());
+      singles("first");
+      for (int K : {1, 2}) {
+        std::vector<cudaEvent_t> evs(K + 1);
+        for (auto& e : evs) CK(cudaEventCreate(&e));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < K; ++i) {
+          CK(cudaEventRecordWithFlags(evs[i], stream, cudaEventRecordExternal));
+          CK(glm5rt::kernels::sparse_mla_forward(p, dws, ws, stream));
+        }
+        CK(cudaEventRecordWithFlags(evs[K], stream, cudaEventRecordExternal));
+        CK(cudaStreamEndCapture(stream, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int r = 0; r < 10; ++r) {
+          CK(cudaGraphLaunch(exec, stream));
+          CK(cudaStreamSynchronize(stream));
+          if (r == 0) continue;  // warm-up
+          std::printf("graphdiag %s T=%d H=%d K=%d replay %d:", c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H,
+                      K, r);
+          for (int i = 0; i < K; ++i) {
+            float ms;
+            CK(cudaEventElapsedTime(&ms, evs[i], evs[i + 1]));
+            std::printf(" call%d %.1f us", i, ms * 1e3);
+          }
+          std::printf("\n");
+        }
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
+        for (auto& e : evs) CK(cudaEventDestroy(e));
+        singles(K == 1 ? "between" : "last");
+      }
+      if (dws) CK(cudaFree(dws));
+    }
     p.num_splits = 0;
     const int auto_splits = glm5rt::kernels::sparse_mla_num_splits(p);
     const int auto_hc = glm5rt::kernels::sparse_mla_heads_per_cta(p);
@@ -555,7 +649,7 @@ int main(int argc, char** argv) {
     results.push_back({c, auto_splits, sets, g_us, ev_us, flops / (t_us * 1e-6) / 1e12, bytes / (t_us * 1e-6) / 1e12,
                        bytes, flops, v1_us, v2_us, v3_us, v5_us, v5_splits, v6_us, v7_us, v7_splits, v10_us, v11_us, v14_us, auto_combine, comb_us[1], comb_us[2],
                        comb_us[3], auto_hc, old_hc, old_splits, old_us, best_hc, best_splits, best_us, gather_us,
-                       gather_tbps});
+                       gather_tbps, mhz_event, mhz_graph});
     if (plan_sweep) {
     } else if (combine_compare)
       std::printf("%-7s %-4s T=%5d H=%3d splits=%2d  auto (combine %d) %8.2f us | old combine %8.2f  chunked %8.2f"
@@ -564,9 +658,9 @@ int main(int argc, char** argv) {
                   comb_us[1], comb_us[2], comb_us[3], comb_us[1] / g_us);
     else
     std::printf("%-7s %-4s T=%5d H=%3d splits=%2d sets=%2d  auto %9.2f us  event %9.2f us  %7.1f TFLOP/s  %5.2f TB/s"
-                "  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)  v10 %9.2f  v11 %9.2f  v14 %9.2f us\n",
+                "  clock %4.0f / %4.0f MHz  v1 %9.2f  v2 %9.2f  v3 %9.2f  v5 %9.2f us (%d splits)  v7 %9.2f us (%d splits)  v10 %9.2f  v11 %9.2f  v14 %9.2f us\n",
                 c.phase, c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, auto_splits, sets, g_us, ev_us,
-                results.back().tflops, results.back().tbps, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits, v10_us, v11_us, v14_us);
+                results.back().tflops, results.back().tbps, mhz_event, mhz_graph, v1_us, v2_us, v3_us, v5_us, v5_splits, v7_us, v7_splits, v10_us, v11_us, v14_us);
     if (gather_us > 0)
       std::printf("gather  %-4s T=%5d H=%3d  the same %lld records alone: %8.2f us = %.2f TB/s (auto at %.2f of it)\n",
                   c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, static_cast<long long>(c.T) * topk,
@@ -577,6 +671,7 @@ int main(int argc, char** argv) {
     CK(cudaFree(d_q));
     CK(cudaFree(d_out));
     CK(cudaFree(d_lse));
+    CK(cudaFree(d_mhz));
     if (d_ws) CK(cudaFree(d_ws));
   }
 
