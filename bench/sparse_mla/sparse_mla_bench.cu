@@ -86,8 +86,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Session 24 (--graph-diag): the SM clock right after a call, measured on the GPU: one warp counts clock64 cycles over
-// ~20 us of %globaltimer (nvidia-smi's clock and power samples average over too long a window to see a 4 ms call).
+// Session 24: the SM clock right after a row's timings (and --graph-diag's calls), measured on the GPU: one warp counts
+// clock64 cycles over ~20 us of %globaltimer (nvidia-smi's clock and power samples average over too long a window to
+// see a 4 ms call).
 __global__ void clock_probe(float* mhz) {
   uint64_t t0, t1;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -344,7 +345,8 @@ int main(int argc, char** argv) {
     };
     set_inputs(0);
 
-    // Time one configuration (num_splits = 0: automatic). Returns graph per-call us; event median too.
+    // Time one configuration (num_splits = 0: automatic). Returns graph per-call us; event median too; with `clocks`
+    // also the SM clock right after the event-timed calls and after the graph replays (mhz_event / mhz_graph).
     float* d_mhz;
     CK(cudaMalloc(&d_mhz, sizeof(float)));
     auto probe_mhz = [&]() -> double {
