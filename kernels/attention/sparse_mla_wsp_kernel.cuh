@@ -125,7 +125,7 @@ __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0
 // GEMM2's first n-tile pairs of V loaded before the pair barrier (pv_mtile's vpre; session 22, bf16 records,
 // kWspVPre = 2: with the speculative softmax 1.005x at T=128 H=64 and prefill at 512 entries over none, level alone;
 // GLM5RT_MLA_WSP_VPRE sets it for an A / B build). Session 24: one pair, with the unit at ptxas register-usage level 2
-// (kernels/CMakeLists.txt): of the fifteen schedules of levels 2 / 5 / 8 x 0-4 pairs timed, the fastest at T=128 H=64
+// (unit_nvcc_options.txt): of the fifteen schedules of levels 2 / 5 / 8 x 0-4 pairs timed, the fastest at T=128 H=64
 // (1.014-1.017x over level 5 with 2 pairs in four calls; each alone 0.998x / 1.003-1.005x: ptxas's schedule of the
 // step loop, not the pairs as such; docs/PERFORMANCE.md "Session 24").
 #ifndef GLM5RT_MLA_WSP_VPRE
