@@ -250,6 +250,8 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
+  float* d_mhz;  // clock_probe's result
+  CK(cudaMalloc(&d_mhz, sizeof(float)));
 
   // Rewritten after every case so that a run cut short still leaves its numbers.
   auto write_json = [&]() -> bool {
@@ -347,8 +349,6 @@ int main(int argc, char** argv) {
 
     // Time one configuration (num_splits = 0: automatic). Returns graph per-call us; event median too; with `clocks`
     // also the SM clock right after the event-timed calls and after the graph replays (mhz_event / mhz_graph).
-    float* d_mhz;
-    CK(cudaMalloc(&d_mhz, sizeof(float)));
     auto probe_mhz = [&]() -> double {
       clock_probe<<<1, 32, 0, stream>>>(d_mhz);
       CK(cudaGetLastError());
@@ -356,6 +356,16 @@ int main(int argc, char** argv) {
       CK(cudaMemcpyAsync(&mhz, d_mhz, sizeof(float), cudaMemcpyDeviceToHost, stream));
       CK(cudaStreamSynchronize(stream));
       return mhz;
+    };
+    // One call launched into the stream, event-timed (us), with the workspace of `ws` bytes at d_ws.
+    auto timed_call_us = [&](size_t ws) -> double {
+      CK(cudaEventRecord(e0, stream));
+      CK(glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream));
+      CK(cudaEventRecord(e1, stream));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      return ms * 1e3;
     };
     double mhz_event = 0, mhz_graph = 0;  // the automatic configuration's (time_config with `clocks`)
     auto time_config = [&](int splits, double* event_us, bool clocks = false) -> double {
@@ -376,13 +386,7 @@ int main(int argc, char** argv) {
       const int ereps = decode ? reps : std::max(3, reps / 3);
       for (int i = 0; i < ereps; ++i) {
         set_inputs(i % sets);
-        CK(cudaEventRecord(e0, stream));
-        CK(glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream));
-        CK(cudaEventRecord(e1, stream));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        ev.push_back(ms * 1e3);
+        ev.push_back(timed_call_us(ws));
       }
       if (event_us) *event_us = median(ev);
       if (clocks) mhz_event = probe_mhz();
@@ -432,25 +436,16 @@ int main(int argc, char** argv) {
     double ev_us = 0;
     const double g_us = time_config(0, &ev_us, true);
     if (graph_diag && !decode) {
-      // Each call's time inside a graph of K automatic calls (events recorded as external event nodes between them).
+      // Each call's time inside a graph of K automatic calls (events recorded as external event nodes between them),
+      // with the automatic configuration's workspace that time_config(0, ...) left at d_ws.
       p.num_splits = 0;
       const size_t ws = glm5rt::kernels::sparse_mla_workspace_size(p);
-      void* dws = nullptr;
-      if (ws) {
-        CK(cudaMalloc(&dws, ws));
-        CK(cudaMemset(dws, 0, ws));
-      }
       // Single stream-launched calls before, between and after the graphs (is it the graph, or the time?).
       auto singles = [&](const char* when) {
         for (int r = 0; r < 5; ++r) {
-          CK(cudaEventRecord(e0, stream));
-          CK(glm5rt::kernels::sparse_mla_forward(p, dws, ws, stream));
-          CK(cudaEventRecord(e1, stream));
-          const double mhz = probe_mhz();
-          float ms;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
+          const double us = timed_call_us(ws);
           std::printf("graphdiag %s T=%d H=%d single %s %d: %.1f us, SM clock after it %.0f MHz\n",
-                      c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, when, r, ms * 1e3, mhz);
+                      c.fmt == MlaCacheFormat::kBf16 ? "bf16" : "fp8", c.T, c.H, when, r, us, probe_mhz());
         }
       };
       std::printf("graphdiag clock before the singles: %.0f MHz\n", probe_mhz());
@@ -463,7 +458,7 @@ int main(int argc, char** argv) {
         CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < K; ++i) {
           CK(cudaEventRecordWithFlags(evs[i], stream, cudaEventRecordExternal));
-          CK(glm5rt::kernels::sparse_mla_forward(p, dws, ws, stream));
+          CK(glm5rt::kernels::sparse_mla_forward(p, d_ws, ws, stream));
         }
         CK(cudaEventRecordWithFlags(evs[K], stream, cudaEventRecordExternal));
         CK(cudaStreamEndCapture(stream, &graph));
@@ -486,7 +481,6 @@ int main(int argc, char** argv) {
         for (auto& e : evs) CK(cudaEventDestroy(e));
         singles(K == 1 ? "between" : "last");
       }
-      if (dws) CK(cudaFree(dws));
     }
     p.num_splits = 0;
     const int auto_splits = glm5rt::kernels::sparse_mla_num_splits(p);
@@ -673,7 +667,6 @@ int main(int argc, char** argv) {
     CK(cudaFree(d_q));
     CK(cudaFree(d_out));
     CK(cudaFree(d_lse));
-    CK(cudaFree(d_mhz));
     if (d_ws) CK(cudaFree(d_ws));
   }
 
@@ -685,5 +678,6 @@ int main(int argc, char** argv) {
   std::printf("wrote %s\n", json_path.c_str());
   CK(cudaFree(cache_bf16));
   CK(cudaFree(cache_fp8));
+  CK(cudaFree(d_mhz));
   return 0;
 }
