@@ -847,6 +847,30 @@ bool tail_enabled() {
   return on;
 }
 
+// Session 24: the tail launch runs its splits while the bulk grid's slowest CTAs finish and waits for that grid only
+// before exiting (KernelArgs::pdl = 2, sparse_mla_wsp_kernel), instead of waiting for it before starting: at prefill
+// 4096 x 64 the tail launch took 23 us at the boost clock, 19 us more than its work (docs/PERFORMANCE.md "Session 24,
+// call 9"). Only with the default programmatic launches (GLM5RT_MLA_PDL 2: the previous call's merge has completed
+// before this call's bulk grid starts, so the tail's partials are free). GLM5RT_MLA_TAIL_EARLY=0 (read once) turns it
+// off.
+bool tail_waits_late() {
+  static const bool on = env_not_off("GLM5RT_MLA_TAIL_EARLY");
+  return on;
+}
+
+// Session 25: the tail launch's split count; GLM5RT_MLA_TAIL_SPLITS (read once, 2-64) replaces the default, one CTA
+// per SM the bulk grid leaves (slots / tail tokens). Why a knob: when the tail starts early (tail_waits_late) its CTAs
+// take the SMs in the order the bulk grid frees them, so fewer, longer pieces on the first SMs freed may end before
+// the slowest bulk CTA where one piece per SM would put some on the last SMs freed.
+int tail_splits_env() {
+  static const int v = [] {
+    const char* e = std::getenv("GLM5RT_MLA_TAIL_SPLITS");
+    const int n = e ? std::atoi(e) : 0;
+    return n >= 2 && n <= 64 ? n : 0;
+  }();
+  return v;
+}
+
 TailSplit tail_split(const SparseMlaParams& p) {
   TailSplit ts;
   if (!tail_enabled() || p.num_splits != 0 || (p.heads_per_cta != 0 && p.heads_per_cta != 64) ||
@@ -857,7 +881,7 @@ TailSplit tail_split(const SparseMlaParams& p) {
   const int slots = sm_count(p) * ctas_per_sm(p, 64);
   const int r = p.num_tokens % slots;
   if (p.num_tokens < slots || r == 0 || 2 * r > slots) return ts;
-  const int s = effective_splits(p, slots / r);
+  const int s = effective_splits(p, tail_splits_env() != 0 ? tail_splits_env() : slots / r);
   if (s < 2) return ts;
   const int t0 = p.num_tokens - r;
   ts.on = true;
@@ -881,7 +905,9 @@ TailSplit tail_split(const SparseMlaParams& p) {
   return ts;
 }
 
-cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+// tail: the second launch of a split last wave (tail_split), whose predecessor is the first.
+cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                        bool tail = false) {
   // With a pool table the per-pool slot counts live on the device (checked there); cache / num_slots unused.
   const bool multi = p.pools != nullptr;
   if (multi && (p.row_pool == nullptr || p.num_pools < 1 || p.pool_layer < 0)) return cudaErrorInvalidValue;
@@ -954,6 +980,9 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   cudaError_t err;
   const int variant = kernel_variant(p, hc);
+  if (tail && a.pdl == 1 && main_pdl_mode() == 2 && tail_waits_late() && sparse_mla_detail::runs_wsp(variant, hc) &&
+      persistent_ctas(p, nsplit) == 0)
+    a.pdl = 2;
   if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
@@ -1026,7 +1055,7 @@ cudaError_t sparse_mla_forward(const SparseMlaParams& p, void* workspace, size_t
   if (workspace == nullptr || workspace_bytes < need) return cudaErrorInvalidValue;
   const cudaError_t err = launch_plan(ts.bulk, workspace, workspace_bytes, stream);
   if (err != cudaSuccess) return err;
-  return launch_plan(ts.tail, workspace, workspace_bytes, stream);
+  return launch_plan(ts.tail, workspace, workspace_bytes, stream, true);
 }
 
 }  // namespace glm5rt::kernels

@@ -48,7 +48,9 @@ struct KernelArgs {
   // copy instructions of a step are spread over warps on different SM sub-partitions).
   int ws_copy_warps;
   // Session 8 (host side only; the kernels wait either way): launch the main kernel as a programmatic dependent
-  // of the previous kernel in the stream (sm_90+, SparseMla launcher: GLM5RT_MLA_PDL=0 turns it off).
+  // of the previous kernel in the stream (sm_90+, SparseMla launcher: GLM5RT_MLA_PDL=0 turns it off). Session 24:
+  // 2 = the tail launch of a split last wave (variant 14's one-CTA form), which waits only before it exits
+  // (sparse_mla_wsp_kernel, tail_waits_late in sparse_mla.cu).
   int pdl;
   // Session 9 (host side only): the device's compute capability major, for launch choices per architecture.
   int cc_major;

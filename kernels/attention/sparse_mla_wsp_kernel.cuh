@@ -520,7 +520,12 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   constexpr int VPRE = FP8 ? 0 : kWspVPre;
   extern __shared__ __align__(16) uint8_t smem[];
 
-  wait_for_predecessor();  // before any global access (PDL)
+  // Before any global access (PDL), except in the tail launch of a split last wave (pdl 2, one CTA per item): its
+  // predecessor is the bulk grid, which passed its own wait before releasing it, so the call's inputs are ready, and
+  // its writes (its tokens' partials or outputs) are none of the bulk grid's; it runs on the SMs the bulk grid frees
+  // while the slowest bulk CTAs finish and waits for the bulk grid only before exiting, so that what follows the
+  // call still follows all of it (session 24).
+  if (PERSIST || a.pdl != 2) wait_for_predecessor();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int n_items = a.num_tokens * a.nsplit * (a.num_heads / HC);
   allow_dependent_launch();  // the combine kernel (PDL)
@@ -909,6 +914,9 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     }
   } while (PERSIST && item < wsp_items_fresh<HC>(a));
   if constexpr (PERSIST && !kBulk) cp_async_wait_all();
+  if constexpr (!PERSIST) {
+    if (a.pdl == 2) wait_for_predecessor();  // the tail launch: the bulk grid done before this grid completes
+  }
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail
