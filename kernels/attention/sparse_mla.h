@@ -176,8 +176,9 @@ inline constexpr int kMlaFusedMaxPartials = 32;  // splits * heads per CTA: part
 // Both are pure functions of the parameters, the SM count and the device's shared memory per SM: call them
 // with the same parameters (and the same current device) as sparse_mla_forward. Session 12: where variant 14's
 // automatic one-split grid (64 heads per CTA, one CTA per SM) would end in a partial wave of at most half the SMs,
-// the last T mod SMs tokens run as a second launch with SMs / their count splits (GLM5RT_MLA_TAIL=0: off): the split
-// count reported stays 1 and the workspace holds that launch's partials.
+// the last T mod SMs tokens run as a second launch with SMs / their count splits (GLM5RT_MLA_TAIL=0: off;
+// GLM5RT_MLA_TAIL_SPLITS: the count): the split count reported stays 1 and the workspace holds that launch's partials.
+// (Session 25: that launch runs beside the first one's last CTAs; the call still ends after both.)
 int sparse_mla_num_splits(const SparseMlaParams& p);
 // The heads per CTA the launcher will use (8, 16, 32, or 64 where variant 14 runs; appended in round 5, when the
 // planner began to choose it), or 0 when heads_per_cta / num_heads are invalid.

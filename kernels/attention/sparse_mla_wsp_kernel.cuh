@@ -66,6 +66,11 @@
 // Session 22 (docs/PERFORMANCE.md "Session 22"): bf16 records compute a step's P in the running maxima's frame before
 // the step's maxima are known and take a new frame one step later (the speculative softmax: kWspSpecMax), with GEMM2's
 // first V fragments loaded before the pair barrier: prefill 4096 x 64 1.016x, T=128 H=64 1.012x.
+// Session 25: the one-CTA form as the tail launch of a split last wave (KernelArgs::pdl 2) waits for its predecessor
+// only before it exits (prefill 4096 x 64: 3,922.8 -> 3,901.1 us, level with T=4092; docs/PERFORMANCE.md "Session
+// 25"). sm_90 SASS: the persistent form identical, the one-CTA form's loop identical (8 instructions more outside it);
+// sm_120: the one-CTA bf16 form spills 4 bytes (one lane coordinate, stored in the prologue, reloaded twice outside
+// the loop).
 #pragma once
 
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
