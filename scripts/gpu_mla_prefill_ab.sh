@@ -6,17 +6,20 @@
 # 24"), so the event figure is the one to compare and the clock after each is printed beside it.
 #   BENCH=<dir>/bin/glm5rt_bench_sparse_mla CASES="early:4096 late:4096:GLM5RT_MLA_TAIL_EARLY=0 t4092:4092" RUNS=8 \
 #     OUT=$OUT bash scripts/gpu_mla_prefill_ab.sh                                               (device)
-# A case is label:T[:VAR=value[,VAR=value...]]. $OUT/log.txt: every line; $OUT/summary.txt: per case the medians of
-# the event and graph figures, TFLOP/s of the event median, and the clocks.
+# A case is label:T[:VAR=value[,VAR=value...][:binary]] (the binary, default BENCH, for builds timed against each
+# other: e.g. x24:4096::.carry/s25/var/x24a/bin/glm5rt_bench_sparse_mla). $OUT/log.txt: every line; $OUT/summary.txt:
+# per case the medians of the event and graph figures, TFLOP/s of the event median, and the clocks.
 set -uo pipefail
-BENCH=${BENCH:?set BENCH}
+BENCH=${BENCH:-}
 OUT=${OUT:?set OUT}
 mkdir -p "$OUT"
 for run in $(seq 1 "${RUNS:-8}"); do
   for c in ${CASES:?set CASES}; do
-    IFS=: read -r label T envs <<< "$c"
+    IFS=: read -r label T envs bin <<< "$c"
     IFS=, read -r -a ev <<< "${envs:-}"
-    env "${ev[@]}" timeout 120 "$BENCH" --no-sweep --quick --formats bf16 --variants 0 --T 1 --H 64 \
+    bin=${bin:-$BENCH}
+    [ -n "$bin" ] || { echo "$label: no binary (set BENCH)"; continue; }
+    env "${ev[@]}" timeout 120 "$bin" --no-sweep --quick --formats bf16 --variants 0 --T 1 --H 64 \
       --prefill-T "$T" --prefill-H 64 --reps 9 > "$OUT/t.txt" 2>&1 || { echo "$label rc $?"; tail -3 "$OUT/t.txt"; }
     grep -E "^prefill " "$OUT/t.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/$label run=$run /"
   done
