@@ -64,13 +64,18 @@ struct RegCfg {
   // 8 heads: 5 slots (4 steps in flight) so that three 128-thread CTAs (118 registers) share an H200 SM;
   // 16 / 32 heads: 7 (6 in flight; two CTAs per SM by registers: the 16-head kernel needs 168 registers for
   // no spill, one over three CTAs' budget; the 32-head epilogue staging needs 6 slots' space anyway).
-  static constexpr int kStages = HC == 8 ? (Q4 ? 4 : 5) : 7;
+  // GLM5RT_MLA_REG16_THREE (an A / B build, session 25): the 16-head kernel with 5 slots and three CTAs per SM.
+#ifndef GLM5RT_MLA_REG16_THREE
+#define GLM5RT_MLA_REG16_THREE 0
+#endif
+  static constexpr bool kThree16 = HC == 16 && GLM5RT_MLA_REG16_THREE != 0;
+  static constexpr int kStages = HC == 8 ? (Q4 ? 4 : 5) : kThree16 ? 5 : 7;
   // (The four-per-SM form is never launched on SM120, whose 100 KB per SM holds one CTA: its sm_120 code keeps
   // the three-per-SM register budget instead of spilling under four's 128 registers.)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
   static constexpr int kMinBlocks = HC == 8 ? 3 : 1;
 #else
-  static constexpr int kMinBlocks = HC == 8 ? (Q4 ? 4 : 3) : 1;
+  static constexpr int kMinBlocks = HC == 8 ? (Q4 ? 4 : 3) : kThree16 ? 3 : 1;
 #endif
   static constexpr int kStageAreaBytes = kStages * kSlotBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
