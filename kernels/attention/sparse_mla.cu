@@ -208,19 +208,23 @@ int wsp_lead() {
   return env;
 }
 
-// Session 5: variant 7's 8-head FP8 kernel four per SM (RegCfg<8, true>: 4-slot ring, <= 128 registers) where
-// an SM's shared memory holds four (H100 / H200; SM120's 100 KB holds one either way), above the T <= 8 range
-// whose plans were measured with three: T=128 H=8 73.6-74.4 us against 76.6-76.7 (1.03-1.04x, two H200 calls,
-// docs/PERFORMANCE.md "Session 5"). GLM5RT_MLA_REG4=0 (read once) keeps the three-per-SM kernel everywhere.
-bool reg_quad(const SparseMlaParams& p, int hc) {
+// Variant 7's dense FP8 kernels (RegCfg<hc, true>) where an SM's shared memory holds them (H100 / H200; SM120's
+// 100 KB holds one CTA either way), above the T <= 8 range whose plans were measured with the default forms.
+// Session 5: 8 heads four per SM (4-slot ring, <= 128 registers) instead of three: T=128 H=8 73.6-74.4 us against
+// 76.6-76.7 (1.03-1.04x, two H200 calls, docs/PERFORMANCE.md "Session 5"). Session 25: 16 heads three per SM (5
+// slots) instead of two (7): prefill 4096 x 16 1.10x, 1024 x 16 1.06x, T=32 1.04x, T=128 level at its best split
+// count; at T = 4-8 0.96-0.97x, hence not there (docs/PERFORMANCE.md "Session 25, call 4"). GLM5RT_MLA_REG4=0 (read
+// once; the name from session 5) keeps the default forms everywhere.
+int reg_dense_ctas(int hc) { return hc == 8 ? 4 : hc == 16 ? 3 : 0; }
+bool reg_dense(const SparseMlaParams& p, int hc) {
   static const int env = [] {
     const char* e = std::getenv("GLM5RT_MLA_REG4");
     return e ? std::atoi(e) : 1;
   }();
-  if (env != 1 || hc != 8 || p.format != MlaCacheFormat::kFp8 || p.num_tokens <= kMlaJointPlanMaxTokens ||
-      kernel_variant(p, hc) != 7)
+  if (env != 1 || reg_dense_ctas(hc) == 0 || p.format != MlaCacheFormat::kFp8 ||
+      p.num_tokens <= kMlaJointPlanMaxTokens || kernel_variant(p, hc) != 7)
     return false;
-  return smem_per_sm() >= 4 * (sparse_mla_detail::reg_smem_bytes(8, true) + 1024);
+  return smem_per_sm() >= reg_dense_ctas(hc) * (sparse_mla_detail::reg_smem_bytes(hc, true) + 1024);
 }
 
 // CTAs of the chosen kernel that fit on one SM: shared memory (the device's per-SM capacity: 227 KB on
@@ -231,17 +235,17 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   const int variant = kernel_variant(p, hc);
   const bool fp8 = p.format == MlaCacheFormat::kFp8;
   const int smem = smem_per_sm();
-  const bool quad = reg_quad(p, hc);
+  const bool dense = reg_dense(p, hc);
   const int need =
-      (quad ? sparse_mla_detail::reg_smem_bytes(8, true) : sparse_mla_detail::kernel_smem_bytes(variant, hc, fp8)) +
+      (dense ? sparse_mla_detail::reg_smem_bytes(hc, true) : sparse_mla_detail::kernel_smem_bytes(variant, hc, fp8)) +
       1024;
   const int by_smem = smem / need;
-  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring), or four
-  // (4 slots, reg_quad).
+  // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring), its dense forms
+  // for four (8 heads) or three (16 heads; reg_dense).
   const bool reg3 = variant == 7 && fp8 && hc == 8;
   // Variant 10 (and 11 at 16 heads, which runs 10) is compiled for one CTA per SM (WsrCfg).
   const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
-  const int by_regs = quad ? 4 : reg3 ? 3 : ((hc >= 32 && variant != 3) || wsr) ? 1 : 2;
+  const int by_regs = dense ? reg_dense_ctas(hc) : reg3 ? 3 : ((hc >= 32 && variant != 3) || wsr) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
   return n > 1 ? n : 1;
 }
@@ -984,7 +988,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 7) {
-    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_quad(p, hc), a, stream)
+    err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsp(variant, hc)) {
     a.grid_ctas = persistent_ctas(p, nsplit);

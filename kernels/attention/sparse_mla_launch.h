@@ -37,7 +37,7 @@ cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
 cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
-cudaError_t launch_reg_fp8(int heads_per_cta, bool quad, const KernelArgs& a, cudaStream_t stream);
+cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -49,9 +49,10 @@ int smem_of(int hc, bool fp8) {
     default: return fp8 ? Config<32, true>::kSmemBytes : Config<32, false>::kSmemBytes;
   }
 }
-inline int reg_smem_bytes(int hc, bool quad = false) {
-  if (hc == 8) return quad ? RegCfg<8, true>::kSmemBytes : RegCfg<8>::kSmemBytes;
-  return hc == 16 ? RegCfg<16>::kSmemBytes : RegCfg<32>::kSmemBytes;
+inline int reg_smem_bytes(int hc, bool dense = false) {
+  if (hc == 8) return dense ? RegCfg<8, true>::kSmemBytes : RegCfg<8>::kSmemBytes;
+  if (hc == 16) return dense ? RegCfg<16, true>::kSmemBytes : RegCfg<16>::kSmemBytes;
+  return RegCfg<32>::kSmemBytes;
 }
 // Variant 10 with 16 / 32 heads per CTA and bf16 records: its own layout; elsewhere it runs variant 5.
 inline bool runs_wsr(int variant, int hc, bool fp8) { return variant == 10 && hc >= 16 && !fp8; }
@@ -115,9 +116,9 @@ cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
              ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, kCarveoutShared, a, stream)
              : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, kCarveoutShared, a, stream);
 }
-template <int HC, bool Q4 = false>
+template <int HC, bool DENSE = false>
 cudaError_t launch_reg_one(const KernelArgs& a, cudaStream_t stream) {
-  return launch_grid<RegCfg<HC, Q4>, HC>(sparse_mla_reg_kernel<HC, Q4>, kCarveoutShared, a, stream);
+  return launch_grid<RegCfg<HC, DENSE>, HC>(sparse_mla_reg_kernel<HC, DENSE>, kCarveoutShared, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -36,11 +36,13 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-// Q4 (session 5, 8 heads only): the 8-head kernel compiled for four CTAs per SM (a 4-slot ring, <= 128
-// registers) instead of three (5 slots), where an SM's shared memory holds four (H100 / H200).
-template <int HC, bool Q4 = false>
+// DENSE: one CTA per SM more than the default form, with a shorter ring, where an SM's shared memory holds them
+// (H100 / H200; the launcher's reg_dense): session 5, the 8-head kernel four per SM (a 4-slot ring, <= 128
+// registers) instead of three (5 slots); session 25, the 16-head kernel three per SM (5 slots, <= 168 registers)
+// instead of two (7 slots). Both only above the T <= 8 range, where the default forms are faster.
+template <int HC, bool DENSE = false>
 struct RegCfg {
-  static_assert(!Q4 || HC == 8, "four CTAs per SM: the 8-head kernel only");
+  static_assert(!DENSE || HC <= 16, "the denser form: the 8- and 16-head kernels only");
   static constexpr int kWarps = HC >= 32 ? 8 : 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBT = 16;                        // tokens per step
@@ -62,20 +64,15 @@ struct RegCfg {
   static constexpr int kOffRope = kBT * kLatRowBytes;             // 8704
   static constexpr int kSlotBytes = kOffRope + kBT * kRopeRowBytes;  // 11008
   // 8 heads: 5 slots (4 steps in flight) so that three 128-thread CTAs (118 registers) share an H200 SM;
-  // 16 / 32 heads: 7 (6 in flight; two CTAs per SM by registers: the 16-head kernel needs 168 registers for
-  // no spill, one over three CTAs' budget; the 32-head epilogue staging needs 6 slots' space anyway).
-  // GLM5RT_MLA_REG16_THREE (an A / B build, session 25): the 16-head kernel with 5 slots and three CTAs per SM.
-#ifndef GLM5RT_MLA_REG16_THREE
-#define GLM5RT_MLA_REG16_THREE 0
-#endif
-  static constexpr bool kThree16 = HC == 16 && GLM5RT_MLA_REG16_THREE != 0;
-  static constexpr int kStages = HC == 8 ? (Q4 ? 4 : 5) : kThree16 ? 5 : 7;
-  // (The four-per-SM form is never launched on SM120, whose 100 KB per SM holds one CTA: its sm_120 code keeps
-  // the three-per-SM register budget instead of spilling under four's 128 registers.)
+  // 16 / 32 heads: 7 (6 in flight; two CTAs per SM; the 32-head epilogue staging needs 6 slots' space anyway).
+  // The dense forms: 4 slots (8 heads) and 5 (16 heads; 166 registers on sm_90, no spill).
+  static constexpr int kStages = HC == 8 ? (DENSE ? 4 : 5) : HC == 16 && DENSE ? 5 : 7;
+  // (The dense forms are never launched on SM120, whose 100 KB per SM holds one CTA: their sm_120 code keeps the
+  // default forms' register budgets instead of spilling under the denser ones.)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
   static constexpr int kMinBlocks = HC == 8 ? 3 : 1;
 #else
-  static constexpr int kMinBlocks = HC == 8 ? (Q4 ? 4 : 3) : kThree16 ? 3 : 1;
+  static constexpr int kMinBlocks = HC == 8 ? (DENSE ? 4 : 3) : HC == 16 && DENSE ? 3 : 1;
 #endif
   static constexpr int kStageAreaBytes = kStages * kSlotBytes;
   static_assert(HC * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the stage area");
@@ -150,10 +147,10 @@ __device__ __forceinline__ void softmax_step_fp8reg(const float* spart, const in
   if (ssub == 0) alpha_s[sh] = al;
 }
 
-template <int HC, bool Q4>
-__global__ void __launch_bounds__(RegCfg<HC, Q4>::kThreads, RegCfg<HC, Q4>::kMinBlocks)
+template <int HC, bool DENSE>
+__global__ void __launch_bounds__(RegCfg<HC, DENSE>::kThreads, RegCfg<HC, DENSE>::kMinBlocks)
     sparse_mla_reg_kernel(const KernelArgs a) {
-  using C = RegCfg<HC, Q4>;
+  using C = RegCfg<HC, DENSE>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kStages;
