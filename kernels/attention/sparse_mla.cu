@@ -212,9 +212,10 @@ int wsp_lead() {
 // 100 KB holds one CTA either way), above the T <= 8 range whose plans were measured with the default forms.
 // Session 5: 8 heads four per SM (4-slot ring, <= 128 registers) instead of three: T=128 H=8 73.6-74.4 us against
 // 76.6-76.7 (1.03-1.04x, two H200 calls, docs/PERFORMANCE.md "Session 5"). Session 25: 16 heads three per SM (5
-// slots) instead of two (7): prefill 4096 x 16 1.10x, 1024 x 16 1.06x, T=32 1.04x, T=128 level at its best split
-// count; at T = 4-8 0.96-0.97x, hence not there (docs/PERFORMANCE.md "Session 25, call 4"). GLM5RT_MLA_REG4=0 (read
-// once; the name from session 5) keeps the default forms everywhere.
+// slots) instead of two (7) where the unsplit grid alone gives every SM three CTAs (prefill-like grids): prefill 4096
+// x 16 1.10x, 1024 x 16 1.06x; not below, where a split grid would leave two of its shorter rings on an SM (T=128 with
+// the planner's 2 splits 0.76x; with 3 level) or one CTA's latency rules (T = 4-8 0.96-0.97x; docs/PERFORMANCE.md
+// "Session 25, calls 4-5"). GLM5RT_MLA_REG4=0 (read once; the name from session 5) keeps the default forms everywhere.
 int reg_dense_ctas(int hc) { return hc == 8 ? 4 : hc == 16 ? 3 : 0; }
 bool reg_dense(const SparseMlaParams& p, int hc) {
   static const int env = [] {
@@ -224,6 +225,7 @@ bool reg_dense(const SparseMlaParams& p, int hc) {
   if (env != 1 || reg_dense_ctas(hc) == 0 || p.format != MlaCacheFormat::kFp8 ||
       p.num_tokens <= kMlaJointPlanMaxTokens || kernel_variant(p, hc) != 7)
     return false;
+  if (hc == 16 && static_cast<int64_t>(p.num_tokens) * (p.num_heads / 16) < 3LL * sm_count(p)) return false;
   return smem_per_sm() >= reg_dense_ctas(hc) * (sparse_mla_detail::reg_smem_bytes(hc, true) + 1024);
 }
 

@@ -654,10 +654,11 @@ TEST_CASE("sparse MLA: many query tokens (prefill-like grid)") {
     pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kFull};
     run_and_check(pb);
   }
-  // 16 heads with FP8 records above T = 8: variant 7's dense 16-head kernel (three CTAs per SM on H100 / H200,
-  // session 25), with its automatic split count and two forced ones.
+  // 16 heads with FP8 records and at least three tokens per "SM" (8 forced): variant 7's dense 16-head kernel (three
+  // CTAs per SM on H100 / H200, session 25), with its automatic split count and two forced ones.
   for (int splits : {0, 3, 5}) {
     Problem pb = shape(40, 16, 700, MlaCacheFormat::kFp8, 20000);
+    pb.num_sms = 8;
     pb.splits = splits;
     pb.use_lengths = true;
     pb.kinds = {RowKind::kFull, RowKind::kShortLength, RowKind::kScatteredPad, RowKind::kEmpty};
