@@ -58,6 +58,13 @@ int env_one_of(const char* name, int def, int a, int b) {
   return v == a || v == b ? v : def;
 }
 
+// The environment variable `name` where it holds a value in [lo, hi], else `def` (callers cache the answer).
+int env_in_range(const char* name, int def, int lo, int hi) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : def;
+  return v >= lo && v <= hi ? v : def;
+}
+
 // A kernel choice that the environment variable `name` set to 0 switches off (callers cache the answer).
 bool env_not_off(const char* name) {
   const char* e = std::getenv(name);
@@ -165,11 +172,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
 // launches everywhere; 1 was 1-2% faster than 2 on some small-T shapes and 3-15% slower on others (variant 7's
 // 256-CTA FP8 plans, 8-head 64-split plans, T=32 H=64).
 int main_pdl_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("GLM5RT_MLA_PDL");
-    const int v = e ? std::atoi(e) : 2;
-    return v >= 0 && v <= 2 ? v : 2;
-  }();
+  static const int mode = env_in_range("GLM5RT_MLA_PDL", 2, 0, 2);
   return mode;
 }
 
@@ -869,11 +872,7 @@ bool tail_waits_late() {
 // take the SMs in the order the bulk grid frees them, so fewer, longer pieces on the first SMs freed may end before
 // the slowest bulk CTA where one piece per SM would put some on the last SMs freed.
 int tail_splits_env() {
-  static const int v = [] {
-    const char* e = std::getenv("GLM5RT_MLA_TAIL_SPLITS");
-    const int n = e ? std::atoi(e) : 0;
-    return n >= 2 && n <= 64 ? n : 0;
-  }();
+  static const int v = env_in_range("GLM5RT_MLA_TAIL_SPLITS", 0, 2, 64);
   return v;
 }
 
