@@ -36,7 +36,8 @@ cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
-// quad: the 8-head kernel compiled for four CTAs per SM (RegCfg<8, true>; the caller checks that they fit).
+// dense: the 8-head kernel four CTAs per SM or the 16-head kernel three (RegCfg<hc, true>; the caller, reg_dense,
+// checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
