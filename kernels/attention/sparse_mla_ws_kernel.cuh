@@ -122,6 +122,23 @@ __device__ __forceinline__ int ws_copy_warps_of(const KernelArgs& a) {
                                                           : 1;
 }
 
+// Session 26 (diagnostic, racecheck only): GLM5RT_MLA_RELEASE_ALL_LANES=1 at build time makes every lane of a
+// consumer warp of variants 5 and 10 arrive on the slot's "empty" barrier (32 arrivals per warp) instead of the warp's
+// lane 0 after __syncwarp(), so that no ordering of the slot's reads rests on the warp barrier.
+#ifndef GLM5RT_MLA_RELEASE_ALL_LANES
+#define GLM5RT_MLA_RELEASE_ALL_LANES 0
+#endif
+inline constexpr int kEmptyArrivalsPerWarp = GLM5RT_MLA_RELEASE_ALL_LANES ? 32 : 1;
+// A consumer warp is done reading ring slot `bar` (its "empty" mbarrier).
+__device__ __forceinline__ void ws_release_slot(uint32_t bar, int lane) {
+  if constexpr (kEmptyArrivalsPerWarp == 32) {
+    mma::mbar_arrive(bar);
+  } else {
+    __syncwarp();
+    if (lane == 0) mma::mbar_arrive(bar);
+  }
+}
+
 // The ring's mbarriers of the warp-specialized kernels (variants 5 and 10), by thread 0 before the prologue's
 // __syncthreads. kFullExtra: arrivals on each "full" barrier besides the producer threads' (sm_80 path only;
 // variant 10's 16-head producer adds one per row for the slot's indices).
@@ -135,7 +152,7 @@ __device__ __forceinline__ void ws_init_ring(int tid, int copy_warps, uint32_t b
       // stores, so that each thread's arrive releases its own writes).
       // Bulk: the copying producer warps' lanes (each warp's lane 0 registers its expected bytes first).
       mbar_init(bar_full + s * 8, kBulk ? 32 * copy_warps : C::kProducerThreads + kFullExtra);
-      mbar_init(bar_empty + s * 8, C::kConsumerWarps);  // one arrival per consumer warp
+      mbar_init(bar_empty + s * 8, C::kConsumerWarps * kEmptyArrivalsPerWarp);  // one arrival per consumer warp
     }
   }
 }
@@ -310,10 +327,7 @@ __global__ void __launch_bounds__(WsCfg<HC, FP8>::kThreads, WsCfg<HC, FP8>::kMin
     const int d0 = wq * C::kDimsPerWarp;
     auto tile_of = [&](int step) { return smem_addr(smem + (step % NST) * C::kTileBytes); };
     auto wait_full = [&](int step) { mbar_wait_parity(bar_full + (step % NST) * 8, (step / NST) & 1); };
-    auto release = [&](int step) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
-    };
+    auto release = [&](int step) { ws_release_slot(bar_empty + (step % NST) * 8, lane); };
     auto softmax = [&](int step) {
       softmax_step<C::kHG, C::kKQ, C::kTPH>(spart, s_idx + step * C::kBT, a.scale_log2, sh, ssub, p_s,
                                             C::kPRowBytes / 2, alpha_s, m_run, l_run);

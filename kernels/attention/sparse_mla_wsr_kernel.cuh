@@ -530,8 +530,7 @@ __global__ void __launch_bounds__(WsrCfg<HC>::kThreads, WsrCfg<HC>::kMinBlocks)
       }
       const uint32_t tile = smem_addr(smem + (step % NST) * C::kTileBytes);
       pv_mtile(acc, pa, tile + v_off);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar_empty + (step % NST) * 8);  // this warp is done reading the slot
+      ws_release_slot(bar_empty + (step % NST) * 8, lane);  // this warp is done reading the slot
     };
     float s[2][4], x[2][4], al0, al1;
     uint32_t pa[4];
