@@ -10,6 +10,8 @@
 #         over one L2-resident pool (the benchmark's prefill row): the kernel's time without DRAM in it; first the
 #         sparse MLA tests with the prefetch on.
 #   P=.carry/s26/main/prebuilt PL=.carry/s26/lanes/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s26.sh
+# (The prefetch was measured slower everywhere in calls 1-2 and removed: its environment variables now change nothing;
+# the code is in bench/results/s26/patches/s26-v7-l2-prefetch.patch, docs/PERFORMANCE.md "Session 26, calls 1-2".)
 set -uo pipefail
 source scripts/lib/device_prebuilt.sh
 PARTS=${PARTS:-race l2}
@@ -47,15 +49,14 @@ if [[ " $PARTS " == *" l2 "* ]]; then
       GLM5RT_MLA_V7_L2_LEAD=$lead GLM5RT_MLA_V7_L2_FORM=$form timeout 120 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick \
         --formats fp8 --variants 0 --T 32,128 --H 8,16 --prefill-T 128 --prefill-H 8 --reps 9 > "$OUT/t.txt" 2>&1 ||
         echo "lead $lead form $form rc $?"
-      grep -E "^(decode|prefill) " "$OUT/t.txt" | sed 's/  */ /g' | awk -v l="$lead" -v f="$form" -v r="$run" \
-        '{print "lead=" l " form=" f " run=" r " " $1 " T=" $3 " H=" $4 " auto " $6}'
+      grep -E "^(decode|prefill|gather) " "$OUT/t.txt" | sed 's/  */ /g' | sed "s/^/lead=$lead form=$form run=$run /"
     done
   done | tee "$OUT/l2-log.txt"
   python3 - "$OUT/l2-log.txt" > "$OUT/l2-summary.txt" <<'PY'
 import re, statistics, sys, collections
 d = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    m = re.match(r"lead=(\d+) form=(\d) run=\d+ (\S+) T=(\d+) H=(\d+) auto ([\d.]+)", line)
+    m = re.match(r"lead=(\d+) form=(\d) run=\d+ (decode|prefill) \S+ T= ?(\d+) H= ?(\d+) .*?auto ([\d.]+) us", line)
     if m:
         d[(m.group(3), int(m.group(4)), int(m.group(5)), int(m.group(1)), int(m.group(2)))].append(float(m.group(6)))
 for k in sorted(d):

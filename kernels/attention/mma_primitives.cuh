@@ -26,14 +26,6 @@ __device__ __forceinline__ void cp_async_16_l2_128(uint32_t dst, const void* src
 __device__ __forceinline__ void cp_async_16_nohint(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-// Session 26: `bytes` (a multiple of 16, src 16-byte aligned) from global memory into L2 only, by the copy engine
-// (sm_90+; a no-op below), and one 128-byte line into L2 by the load path.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes));
-#endif
-}
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 // A 128-byte line into L1 (and L2) (no register, no wait).
 __device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

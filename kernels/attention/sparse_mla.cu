@@ -211,17 +211,6 @@ int wsp_lead() {
   return env;
 }
 
-// Session 26 (experiment): variant 7's rolling L2 prefetch, GLM5RT_MLA_V7_L2_LEAD steps ahead of the ring's gather
-// (0 = off, the default) and GLM5RT_MLA_V7_L2_FORM (0 = bulk per record, 1 = per line); read once.
-int v7_l2_lead() {
-  static const int env = env_in_range("GLM5RT_MLA_V7_L2_LEAD", 0, 0, 64);
-  return env;
-}
-int v7_l2_form() {
-  static const int env = env_in_range("GLM5RT_MLA_V7_L2_FORM", 0, 0, 1);
-  return env;
-}
-
 // Variant 7's dense FP8 kernels (RegCfg<hc, true>) where an SM's shared memory holds them (H100 / H200; SM120's
 // 100 KB holds one CTA either way), above the T <= 8 range whose plans were measured with the default forms.
 // Session 5: 8 heads four per SM (4-slot ring, <= 128 registers) instead of three: T=128 H=8 73.6-74.4 us against
@@ -978,8 +967,6 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   a.part_bf16 = combine == 5 ? 1 : 0;
   a.ws_copy_warps = ws_copy_warps();
   a.wsp_lead = wsp_lead();
-  a.v7_l2_lead = v7_l2_lead();
-  a.v7_l2_form = v7_l2_form();
   // The timeline probe: the main kernel's kTimelineSlots per CTA, then the chunked combine's 4 per block.
   a.timeline = p.debug_timeline;
   a.wsr_chains4 = wsr_chains4() ? 1 : 0;

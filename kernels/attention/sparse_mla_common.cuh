@@ -67,10 +67,6 @@ struct KernelArgs {
   // Session 17 (variant 14 only): 0 = one CTA per work item (token, split, head group); else the grid size, each CTA
   // taking items blockIdx.x, + grid_ctas, ... in turn (launch_grid caps the grid at it).
   int grid_ctas;
-  // Session 26 (variant 7 only; experiment): the records of step s + v7_l2_lead prefetched into L2 when step s is
-  // gathered into the ring (0 = off); v7_l2_form 0 = one bulk prefetch per record, 1 = one line prefetch per 128 bytes.
-  int v7_l2_lead;
-  int v7_l2_form;
 };
 
 // The records row t reads: its pool's base at the launch's layer and that pool's slot count. Without a pool

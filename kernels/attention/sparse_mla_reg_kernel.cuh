@@ -303,23 +303,6 @@ __global__ void __launch_bounds__(RegCfg<HC, DENSE>::kThreads, RegCfg<HC, DENSE>
     }
   };
   auto slot_of = [&](int step) { return smem + (step % NST) * C::kSlotBytes; };
-  // Session 26 (experiment): step `step`'s records into L2 ahead of their gather (KernelArgs::v7_l2_lead).
-  auto prefetch_step = [&](int step) {
-    if (step >= nsteps) return;
-    if (a.v7_l2_form == 0) {
-      if (tid < C::kBT) {
-        const int idx = s_idx[step * C::kBT + tid];
-        if (idx >= 0) mma::bulk_prefetch_l2(rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes, kMlaFp8RecordBytes);
-      }
-    } else if (tid < C::kBT * 6) {  // a 656-byte record on a 16-byte boundary spans at most 6 lines
-      const int r = tid / 6, l = tid - 6 * r;
-      const int idx = s_idx[step * C::kBT + r];
-      if (idx >= 0) mma::prefetch_l2(rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes + 128 * l);
-    }
-  };
-  const int l2_lead = a.v7_l2_lead;
-  if (l2_lead > 0)
-    for (int s = NST - 1; s < NST - 1 + l2_lead; ++s) prefetch_step(s);
 
   ring_fill<NST>(issue, nsteps);
   // Session 9: 32-head CTAs take two block barriers per step (below), measured 1.07-1.14x at every FP8 shape that
@@ -330,7 +313,6 @@ __global__ void __launch_bounds__(RegCfg<HC, DENSE>::kThreads, RegCfg<HC, DENSE>
     int slot = 0;
     for (int it = 0; it < nsteps; ++it) {
       ring_next<NST>(issue, it, slot, nsteps);  // step it landed, barrier (A), step it + NST - 1 issued
-      if (l2_lead > 0) prefetch_step(it + NST - 1 + l2_lead);
       const uint8_t* lat = smem + slot * C::kSlotBytes;
       float ps[C::kNTw][4];
       gemm1(lat, ps);
@@ -360,7 +342,6 @@ __global__ void __launch_bounds__(RegCfg<HC, DENSE>::kThreads, RegCfg<HC, DENSE>
       const int nxt = it + NST - 1;
       if (nxt < nsteps) issue(nxt, nxt % NST);  // the slot step it - 1 used
       mma::cp_async_commit();
-      if (l2_lead > 0) prefetch_step(nxt + l2_lead);
       const uint8_t* lat = slot_of(it);
       // GEMM1 first in program order: it only loads, so ptxas may move its loads and HMMAs among the softmax's
       // (after the softmax's stores it may not: shared-memory stores and loads keep their order). Past the last
