@@ -127,6 +127,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   // variant 11's choice.
   if (hc == 64) return 14;
   if (p.kernel_variant == 14) return 11;
+  // Session 26: variant 16 (FP8 records, a warp per 16-token step) has 8-head CTAs and bulk copies (sm_90+); elsewhere
+  // it runs variant 7's choice.
+  if (p.kernel_variant == 16)
+    return p.format == MlaCacheFormat::kFp8 && hc == 8 && cc_major() >= 9 ? 16 : 7;
   if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10 || p.kernel_variant == 11)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
@@ -206,6 +210,12 @@ int ws_copy_warps() {
 
 // Session 12: variant 14 with FP8 records converts step s at the end of step s - lead (the pair that copied it at the
 // end of step s - 3); GLM5RT_MLA_V14_LEAD = 1 or 3 (read once) instead of 2.
+// Session 26: variant 16's consumer warps per CTA, GLM5RT_MLA_V16_WARPS = 3 or 4 (read once; default 4).
+int wsf_warps() {
+  static const int env = env_one_of("GLM5RT_MLA_V16_WARPS", 4, 3, 3);
+  return env;
+}
+
 int wsp_lead() {
   static const int env = env_one_of("GLM5RT_MLA_V14_LEAD", 2, 1, 3);
   return env;
@@ -248,7 +258,7 @@ int ctas_per_sm(const SparseMlaParams& p, int hc) {
   // Variant 7 with FP8 records: its 8-head kernel is compiled for three CTAs per SM (5-slot ring), its dense forms
   // for four (8 heads) or three (16 heads; reg_dense).
   const bool reg3 = variant == 7 && fp8 && hc == 8;
-  // Variant 10 (and 11 at 16 heads, which runs 10) is compiled for one CTA per SM (WsrCfg).
+  // Variant 10 (and 11 at 16 heads, which runs 10) is compiled for one CTA per SM (WsrCfg); variant 16 for two.
   const bool wsr = sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8);
   const int by_regs = dense ? reg_dense_ctas(hc) : reg3 ? 3 : ((hc >= 32 && variant != 3) || wsr) ? 1 : 2;
   const int n = by_smem < by_regs ? by_smem : by_regs;
@@ -919,7 +929,8 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   if (p.num_tokens < 0 || p.topk < 1 || p.topk > kMaxSplits * kMaxSplitEntries || !valid_heads(p.num_heads) ||
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
       p.kernel_variant < 0 ||
-      (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 14) ||
+      (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 14 &&
+       p.kernel_variant != 16) ||
       p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2 || p.persistent < 0 || p.persistent > 2)
@@ -988,7 +999,9 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   if (tail && a.pdl == 1 && main_pdl_mode() == 2 && tail_waits_late() && sparse_mla_detail::runs_wsp(variant, hc) &&
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
-  if (variant == 7) {
+  if (variant == 16) {
+    err = sparse_mla_detail::launch_wsf_fp8(wsf_warps(), a, stream);
+  } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsp(variant, hc)) {

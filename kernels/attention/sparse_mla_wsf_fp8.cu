@@ -1,0 +1,11 @@
+// Instantiation of sparse MLA kernel variant 16 (FP8 records, 8 heads per CTA, a warp per 16-token step).
+#include "kernels/attention/sparse_mla_launch.h"
+
+namespace glm5rt::kernels::sparse_mla_detail {
+
+cudaError_t launch_wsf_fp8(int warps, const KernelArgs& a, cudaStream_t stream) {
+  return warps == 3 ? launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3>, kCarveoutShared, a, stream)
+                    : launch_grid<WsfCfg<4>, 8>(sparse_mla_wsf_kernel<4>, kCarveoutShared, a, stream);
+}
+
+}  // namespace glm5rt::kernels::sparse_mla_detail
