@@ -75,16 +75,19 @@ if [[ " $PARTS " == *" v16 "* ]]; then
   stamp "tests"
   timeout "${TESTS_S:-280}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests-v16.txt" 2>&1
   echo "rc $?"; tail -n 3 "$OUT/tests-v16.txt"; grep -E "ERROR|FAIL" "$OUT/tests-v16.txt" | head -10
-  GLM5RT_MLA_V16_WARPS=3 timeout 200 "$B/glm5rt_gpu_tests" -tc="*every head count*,*top-k from 1*,*many query tokens*,*forced split*,*rising*" \
+  GLM5RT_MLA_V16_WARPS=${ALT_WARPS:-4} GLM5RT_MLA_V16_COPY=${ALT_COPY:-1} timeout 200 "$B/glm5rt_gpu_tests" -tc="*every head count*,*top-k from 1*,*many query tokens*,*forced split*,*rising*" \
     > "$OUT/tests-v16-w3.txt" 2>&1
-  echo "warps 3 rc $?"; tail -n 3 "$OUT/tests-v16-w3.txt"; grep -E "ERROR|FAIL" "$OUT/tests-v16-w3.txt" | head -10
+  echo "alternative form rc $?"; tail -n 3 "$OUT/tests-v16-w3.txt"; grep -E "ERROR|FAIL" "$OUT/tests-v16-w3.txt" | head -10
+  # V16_CASES: warps:copy (GLM5RT_MLA_V16_WARPS, GLM5RT_MLA_V16_COPY: 1 bulk copies, 0 cp.async).
   for run in $(seq 1 "${RUNS:-2}"); do
-    for w in ${WARPS:-4 3}; do
-      stamp "bench warps $w run $run"
-      GLM5RT_MLA_V16_WARPS=$w timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats fp8 --variants 7 \
-        --T ${V16_T:-32,128} --H 8,16 --force-variants 7,16 --force-splits ${V16_SPLITS:-1,2,3,4,6,8} \
-        --prefill-T ${V16_PT:-128,1024} --prefill-H 8 --reps 9 > "$OUT/bench-w$w-r$run.txt" 2>&1
-      grep -E "^(decode|prefill) |forced" "$OUT/bench-w$w-r$run.txt" | sed 's/  */ /g'
+    for c in ${V16_CASES:-4:1 3:1}; do
+      w=${c%:*} cp=${c#*:}
+      stamp "bench warps $w copy $cp run $run"
+      GLM5RT_MLA_V16_WARPS=$w GLM5RT_MLA_V16_COPY=$cp timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick \
+        --formats fp8 --variants 7 --T ${V16_T:-32,128} --H ${V16_H:-8,16} --force-variants ${V16_FV:-7,16} \
+        --force-splits ${V16_SPLITS:-1,2,3,4,6,8} --prefill-T ${V16_PT:-128,1024} --prefill-H 8 --reps 9 \
+        > "$OUT/bench-w$w-c$cp-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) |forced" "$OUT/bench-w$w-c$cp-r$run.txt" | sed 's/  */ /g'
     done
   done
 fi

@@ -210,10 +210,17 @@ int ws_copy_warps() {
 
 // Session 12: variant 14 with FP8 records converts step s at the end of step s - lead (the pair that copied it at the
 // end of step s - 3); GLM5RT_MLA_V14_LEAD = 1 or 3 (read once) instead of 2.
-// Session 26: variant 16's consumer warps per CTA, GLM5RT_MLA_V16_WARPS = 3 or 4 (read once; default 4).
+// Session 26: variant 16's consumer warps per CTA, GLM5RT_MLA_V16_WARPS = 3 (the default: 222 registers, no spill;
+// call 3: T=128 H=8 1.03-1.04x over 4) or 4 (168 registers for two CTAs per SM, 80 bytes spilled); read once.
 int wsf_warps() {
-  static const int env = env_one_of("GLM5RT_MLA_V16_WARPS", 4, 3, 3);
+  static const int env = env_one_of("GLM5RT_MLA_V16_WARPS", 3, 4, 4);
   return env;
+}
+
+// Session 26: variant 16's gather, GLM5RT_MLA_V16_COPY = 1 (bulk copies) or 0 (cp.async, the default); read once.
+bool wsf_bulk() {
+  static const int env = env_one_of("GLM5RT_MLA_V16_COPY", 0, 1, 1);
+  return env == 1;
 }
 
 int wsp_lead() {
@@ -1000,7 +1007,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(wsf_warps(), a, stream);
+    err = sparse_mla_detail::launch_wsf_fp8(wsf_warps(), wsf_bulk(), a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

@@ -41,8 +41,9 @@ cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 // checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 16: FP8 records, 8 heads per CTA, a consumer warp per 16-token step (sparse_mla_wsf_kernel.cuh;
-// sm_90+: the caller runs variant 7 elsewhere); warps: its consumer warps, 3 or 4.
-cudaError_t launch_wsf_fp8(int warps, const KernelArgs& a, cudaStream_t stream);
+// sm_90+: the caller runs variant 7 elsewhere); warps: its consumer warps, 3 or 4; bulk: the gather by bulk copies
+// (else cp.async).
+cudaError_t launch_wsf_fp8(int warps, bool bulk, const KernelArgs& a, cudaStream_t stream);
 inline int wsf_smem_bytes(int warps) { return warps == 3 ? WsfCfg<3>::kSmemBytes : WsfCfg<4>::kSmemBytes; }
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner

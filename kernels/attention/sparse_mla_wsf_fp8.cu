@@ -3,9 +3,12 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-cudaError_t launch_wsf_fp8(int warps, const KernelArgs& a, cudaStream_t stream) {
-  return warps == 3 ? launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3>, kCarveoutShared, a, stream)
-                    : launch_grid<WsfCfg<4>, 8>(sparse_mla_wsf_kernel<4>, kCarveoutShared, a, stream);
+cudaError_t launch_wsf_fp8(int warps, bool bulk, const KernelArgs& a, cudaStream_t stream) {
+  if (warps == 3)
+    return bulk ? launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3, true>, kCarveoutShared, a, stream)
+                : launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3, false>, kCarveoutShared, a, stream);
+  return bulk ? launch_grid<WsfCfg<4>, 8>(sparse_mla_wsf_kernel<4, true>, kCarveoutShared, a, stream)
+              : launch_grid<WsfCfg<4>, 8>(sparse_mla_wsf_kernel<4, false>, kCarveoutShared, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail
