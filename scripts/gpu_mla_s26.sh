@@ -87,7 +87,7 @@ if [[ " $PARTS " == *" v16 "* ]]; then
         --formats fp8 --variants 7 --T ${V16_T:-32,128} --H ${V16_H:-8,16} --force-variants ${V16_FV:-7,16} \
         --force-splits ${V16_SPLITS:-1,2,3,4,6,8} --prefill-T ${V16_PT:-128,1024} --prefill-H 8 --reps 9 \
         > "$OUT/bench-w$w-c$cp-r$run.txt" 2>&1
-      grep -E "^(decode|prefill) |forced" "$OUT/bench-w$w-c$cp-r$run.txt" | sed 's/  */ /g'
+      grep -E "^(decode|prefill) |forced" "$OUT/bench-w$w-c$cp-r$run.txt" | sed 's/  */ /g; s/ event .*//'
     done
   done
 fi

@@ -113,6 +113,17 @@ bool v10_enabled() {
   return on;
 }
 
+// Session 26: variant 16 (FP8 records, 8 heads per CTA, a consumer warp per 16-token step) where it was measured
+// faster than variant 7: on sm_90 (two CTAs per SM; SM120's 100 KB hold one of either, never measured) for
+// kMlaJointPlanMaxTokens < T <= kV16MaxTokens (H200, docs/PERFORMANCE.md "Session 26, calls 3-4"). GLM5RT_MLA_V16=0
+// (read once) keeps variant 7.
+constexpr int kV16MaxTokens = 256;
+bool v16_auto(const SparseMlaParams& p, int hc) {
+  static const bool on = env_not_off("GLM5RT_MLA_V16");
+  return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 &&
+         p.num_tokens > kMlaJointPlanMaxTokens && p.num_tokens <= kV16MaxTokens;
+}
+
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -159,7 +170,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   // FP8 records: round 6's register-dequantizing kernel (variant 7) was the fastest FP8 kernel at every
   // shape of its H200 run (T = 1 / 8 / 128, H = 8 / 16 / 64: 1.04-1.48x over the previous choice below,
   // which GLM5RT_MLA_PLANNER=1 restores).
-  if (planner_mode(p) == 2) return 7;
+  if (planner_mode(p) == 2) return v16_auto(p, hc) ? 16 : 7;
   if (hc == 32) {
     const int need = sparse_mla_detail::smem_of<sparse_mla_detail::PipeCfg>(32, true) + 1024;
     if (p.num_tokens >= 32 && smem_per_sm() >= 2 * need) return 3;

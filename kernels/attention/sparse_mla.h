@@ -104,6 +104,9 @@ struct SparseMlaParams {
   // there as well (1.2-1.75x over variant 7 on the H200; GLM5RT_MLA_V14=0 keeps variant 7). Session 13: also the
   // automatic plan at T <= kMlaJointPlanMaxTokens where T * H / 64 head groups x its splits fill the SMs (H200: FP8
   // from 5 groups, e.g. T=5-8 x H=64, T=3-8 x H=128, 1.13-1.36x; bf16 from 10, T=5-8 x H=128, 1.07-1.10x).
+  // Appended in session 26: 16 = FP8 records with 8 heads per CTA, each consumer warp running whole 16-token steps
+  // (a producer warp gathers a 7-slot ring; no block barrier in the step loop; the warps' partial softmax states
+  // merged at the end), sm_90+ (elsewhere, with bf16 records or other head counts per CTA, variant 7's choice runs).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.

@@ -946,7 +946,7 @@ TEST_CASE("sparse MLA: launched behind a kernel that writes its inputs late (pro
     int T, H;
     MlaCacheFormat fmt;
   };
-  // Splits + combine kernel (T=1 H=64), variant 7 with FP8 records (T=128 H=8), one split (T=32 H=128).
+  // Splits + combine kernel (T=1 H=64), FP8 records (T=128 H=8: variant 16 on sm_90, else 7), one split (T=32 H=128).
   for (const Case& c : {Case{1, 64, MlaCacheFormat::kBf16}, Case{128, 8, MlaCacheFormat::kFp8},
                         Case{32, 128, MlaCacheFormat::kBf16}}) {
     Problem pb = shape(c.T, c.H, 2048, c.fmt, 8192);
