@@ -117,7 +117,7 @@ bool v10_enabled() {
 // faster than variant 7: on sm_90 (two CTAs per SM; SM120's 100 KB hold one of either, never measured) for
 // kMlaJointPlanMaxTokens < T <= kV16MaxTokens (H200, docs/PERFORMANCE.md "Session 26, calls 3-4"). GLM5RT_MLA_V16=0
 // (read once) keeps variant 7.
-constexpr int kV16MaxTokens = 256;
+constexpr int kV16MaxTokens = 128;
 bool v16_auto(const SparseMlaParams& p, int hc) {
   static const bool on = env_not_off("GLM5RT_MLA_V16");
   return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 &&
@@ -228,9 +228,10 @@ int wsf_warps() {
   return env;
 }
 
-// Session 26: variant 16's gather, GLM5RT_MLA_V16_COPY = 1 (bulk copies) or 0 (cp.async, the default); read once.
+// Session 26: variant 16's gather, GLM5RT_MLA_V16_COPY = 1 (bulk copies, the default: measured in call 3) or 0
+// (cp.async); read once.
 bool wsf_bulk() {
-  static const int env = env_one_of("GLM5RT_MLA_V16_COPY", 0, 1, 1);
+  static const int env = env_one_of("GLM5RT_MLA_V16_COPY", 1, 0, 0);
   return env == 1;
 }
 
