@@ -11,7 +11,8 @@
 #         sparse MLA tests with the prefetch on.
 #   P=.carry/s26/main/prebuilt PL=.carry/s26/lanes/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s26.sh
 # (The prefetch was measured slower everywhere in calls 1-2 and removed: its environment variables now change nothing;
-# the code is in bench/results/s26/patches/s26-v7-l2-prefetch.patch, docs/PERFORMANCE.md "Session 26, calls 1-2".)
+# the code is in bench/results/s26/patches/s26-v7-l2-prefetch.patch, docs/PERFORMANCE.md "Session 26, calls 1-2".
+# Likewise GLM5RT_MLA_V16_WARPS / _COPY of the v16 part: after call 3 only the three-warp bulk-copy form remains.)
 set -uo pipefail
 source scripts/lib/device_prebuilt.sh
 PARTS=${PARTS:-race l2}

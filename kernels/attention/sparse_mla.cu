@@ -114,14 +114,13 @@ bool v10_enabled() {
 }
 
 // Session 26: variant 16 (FP8 records, 8 heads per CTA, a consumer warp per 16-token step) where it was measured
-// faster than variant 7: on sm_90 (two CTAs per SM; SM120's 100 KB hold one of either, never measured) for
-// kMlaJointPlanMaxTokens < T <= kV16MaxTokens (H200, docs/PERFORMANCE.md "Session 26, calls 3-4"). GLM5RT_MLA_V16=0
-// (read once) keeps variant 7.
-constexpr int kV16MaxTokens = 128;
+// faster than variant 7: on sm_90 (two CTAs per SM; SM120's 100 KB hold one of either, never measured) at the token
+// counts measured, 32 <= T <= 128 (H200, docs/PERFORMANCE.md "Session 26, call 3": T=128 H=8 1.14x, T=32 1.06x at the
+// planner's split counts; a 1024-token grid 0.96x, so not above). GLM5RT_MLA_V16=0 (read once) keeps variant 7.
 bool v16_auto(const SparseMlaParams& p, int hc) {
   static const bool on = env_not_off("GLM5RT_MLA_V16");
-  return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 &&
-         p.num_tokens > kMlaJointPlanMaxTokens && p.num_tokens <= kV16MaxTokens;
+  return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 && p.num_tokens >= 32 &&
+         p.num_tokens <= 128;
 }
 
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
@@ -221,20 +220,6 @@ int ws_copy_warps() {
 
 // Session 12: variant 14 with FP8 records converts step s at the end of step s - lead (the pair that copied it at the
 // end of step s - 3); GLM5RT_MLA_V14_LEAD = 1 or 3 (read once) instead of 2.
-// Session 26: variant 16's consumer warps per CTA, GLM5RT_MLA_V16_WARPS = 3 (the default: 222 registers, no spill;
-// call 3: T=128 H=8 1.03-1.04x over 4) or 4 (168 registers for two CTAs per SM, 80 bytes spilled); read once.
-int wsf_warps() {
-  static const int env = env_one_of("GLM5RT_MLA_V16_WARPS", 3, 4, 4);
-  return env;
-}
-
-// Session 26: variant 16's gather, GLM5RT_MLA_V16_COPY = 1 (bulk copies, the default: measured in call 3) or 0
-// (cp.async); read once.
-bool wsf_bulk() {
-  static const int env = env_one_of("GLM5RT_MLA_V16_COPY", 1, 0, 0);
-  return env == 1;
-}
-
 int wsp_lead() {
   static const int env = env_one_of("GLM5RT_MLA_V14_LEAD", 2, 1, 3);
   return env;
@@ -1019,7 +1004,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(wsf_warps(), wsf_bulk(), a, stream);
+    err = sparse_mla_detail::launch_wsf_fp8(a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

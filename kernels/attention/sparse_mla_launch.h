@@ -41,10 +41,8 @@ cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 // checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 16: FP8 records, 8 heads per CTA, a consumer warp per 16-token step (sparse_mla_wsf_kernel.cuh;
-// sm_90+: the caller runs variant 7 elsewhere); warps: its consumer warps, 3 or 4; bulk: the gather by bulk copies
-// (else cp.async).
-cudaError_t launch_wsf_fp8(int warps, bool bulk, const KernelArgs& a, cudaStream_t stream);
-inline int wsf_smem_bytes(int warps) { return warps == 3 ? WsfCfg<3>::kSmemBytes : WsfCfg<4>::kSmemBytes; }
+// sm_90+: the caller runs variant 7 elsewhere).
+cudaError_t launch_wsf_fp8(const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -70,7 +68,7 @@ inline bool runs_wsp(int variant, int hc) { return variant == 14 && hc == 64; }
 // Variant 16 with 8 heads per CTA and FP8 records (sm_90+; the launcher checks the architecture); elsewhere variant 7.
 inline bool runs_wsf(int variant, int hc, bool fp8) { return variant == 16 && hc == 8 && fp8; }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
-  if (runs_wsf(variant, hc, fp8)) return WsfCfg<4>::kSmemBytes;  // (3 warps: the same but for 256 bytes)
+  if (runs_wsf(variant, hc, fp8)) return WsfCfg<3>::kSmemBytes;
   if (variant == 16) variant = 7;
   if (runs_wsp(variant, hc)) return fp8 ? WspCfg<true>::kSmemBytes : WspCfg<false>::kSmemBytes;
   if (variant == 1) return smem_of<Cfg>(hc, fp8);

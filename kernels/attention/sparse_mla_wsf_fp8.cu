@@ -3,12 +3,10 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-cudaError_t launch_wsf_fp8(int warps, bool bulk, const KernelArgs& a, cudaStream_t stream) {
-  if (warps == 3)
-    return bulk ? launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3, true>, kCarveoutShared, a, stream)
-                : launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3, false>, kCarveoutShared, a, stream);
-  return bulk ? launch_grid<WsfCfg<4>, 8>(sparse_mla_wsf_kernel<4, true>, kCarveoutShared, a, stream)
-              : launch_grid<WsfCfg<4>, 8>(sparse_mla_wsf_kernel<4, false>, kCarveoutShared, a, stream);
+cudaError_t launch_wsf_fp8(const KernelArgs& a, cudaStream_t stream) {
+  // Three consumer warps: 222 registers on sm_90, no spill, two CTAs per SM (four were capped at 168 registers and
+  // spilled 80 bytes: 1.03-1.10x slower, H200 session 26 call 3).
+  return launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3>, kCarveoutShared, a, stream);
 }
 
 }  // namespace glm5rt::kernels::sparse_mla_detail

@@ -33,7 +33,8 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-// NW consumer warps (3: 222 registers on sm_90, no spill; 4: capped at 168 for two CTAs per SM, a few spills).
+// NW consumer warps (3, the one instantiated: 222 registers on sm_90, no spill; 4 were capped at 168 for two CTAs per
+// SM and spilled, 1.03-1.10x slower).
 template <int NW>
 struct WsfCfg {
   static constexpr int kHC = 8;
@@ -96,9 +97,7 @@ __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, co
   mbar_arrive(bar);
 }
 
-// KBULK: the producer's gather by one bulk copy per record (the copy engine) or by 16-byte cp.async of every lane
-// (the load path; each lane's copies signal the slot's "full" barrier as they land, cp.async.mbarrier.arrive).
-template <int NW, bool KBULK>
+template <int NW>
 __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) sparse_mla_wsf_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using C = WsfCfg<NW>;
@@ -143,29 +142,12 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
   if (warp == C::kConsumerWarps) {
     // Producer: lanes 0-15 copy the step's 16 records, in step order, each slot once its last reader released it.
     const bool act = lane < C::kBT;
-    constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41 per record
     for (int step = 0; step < nsteps; ++step) {
       const int slot = step % NST, use = step / NST;
       if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-      if constexpr (KBULK) {
-        wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1,
-                     act, rc.base, bar_full + slot * 8, lane);
-      } else {
-        const uint32_t dst0 = smem_addr(smem + slot * C::kSlotBytes);
-#pragma unroll
-        for (int i = 0; i < (C::kBT * kChunks + 31) / 32; ++i) {
-          const int c = lane + 32 * i;
-          if (c < C::kBT * kChunks) {
-            const int r = c / kChunks, col = c - r * kChunks;
-            const int idx = s_idx[step * C::kBT + r];
-            const uint8_t* src = (idx >= 0 ? rc.base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes : rc.base) + col * 16;
-            cp_async_16_nohint(dst0 + r * kLR + col * 16, src, idx >= 0 ? 16 : 0);  // unused: zero-filled
-          }
-        }
-        cp_async_mbar_arrive_noinc(bar_full + slot * 8);
-      }
+      wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
+                   rc.base, bar_full + slot * 8, lane);
     }
-    if constexpr (!KBULK) cp_async_wait_all();
   } else {
     // Q's rope fragments (bf16, GEMM1's B over the 4 rope k-steps: head g, dims 512 + 16 ks + 2t (+ 8)).
     uint32_t qr[4][2];
