@@ -183,6 +183,25 @@ __device__ __forceinline__ void stage_split_indices(int* s_idx, const int32_t* r
   }
 }
 
+// Scores as C fragments with tokens on the MMA M side (lane (g, t): rows g / g + 8 = two tokens, columns 2t / 2t + 1 =
+// two heads) scaled to base 2, the tokens not used (ok0: row g's, ok1: row g + 8's) -inf; mx0 / mx1: the two heads'
+// maxima over the 16 rows (this lane's two, then the eight g lanes). Variants 1 and 16.
+__device__ __forceinline__ void mask_scores_head_max(float (&c)[4], bool ok0, bool ok1, float scale_log2, float& mx0,
+                                                     float& mx1) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  c[0] = ok0 ? c[0] * scale_log2 : kNegInf;
+  c[1] = ok0 ? c[1] * scale_log2 : kNegInf;
+  c[2] = ok1 ? c[2] * scale_log2 : kNegInf;
+  c[3] = ok1 ? c[3] * scale_log2 : kNegInf;
+  mx0 = fmaxf(c[0], c[2]);
+  mx1 = fmaxf(c[1], c[3]);
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+}
+
 // Acc[..][..][4] = 0: the O^T accumulators before the first step.
 template <int MT, int NT>
 __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4]) {

@@ -176,16 +176,8 @@ __global__ void __launch_bounds__(Cfg<HC, FP8>::kThreads, 1) sparse_mla_kernel(c
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) c[i] = (s[0][i] + s[1][i]) + (s[2][i] + s[3][i]);
-      c[0] = v0 ? c[0] * a.scale_log2 : kNegInf;
-      c[1] = v0 ? c[1] * a.scale_log2 : kNegInf;
-      c[2] = v1 ? c[2] * a.scale_log2 : kNegInf;
-      c[3] = v1 ? c[3] * a.scale_log2 : kNegInf;
-      float mx0 = fmaxf(c[0], c[2]), mx1 = fmaxf(c[1], c[3]);
-#pragma unroll
-      for (int off = 4; off < 32; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-      }
+      float mx0, mx1;
+      mask_scores_head_max(c, v0, v1, a.scale_log2, mx0, mx1);
       if (g == 0) {
         red_max[wt * HC + h0] = mx0;
         red_max[wt * HC + h0 + 1] = mx1;

@@ -106,6 +106,25 @@ __device__ __forceinline__ uint32_t e4m3_pair_to_bf16x2_m120(uint32_t x, uint32_
   constexpr uint32_t kSel = I | (I + 8) << 4 | (I + 4) << 8 | (I + 12) << 12;
   return (mma::prmt(x, y, kSel) << 4) & 0x87f087f0u;
 }
+// GEMM2's A fragments of two m16 tiles of V^T (as bf16 value * 2^-120) from a raw FP8 slot (variants 7 and 16): vb =
+// token t's row (rows LR bytes apart) at this lane's 4 dims 4g .. 4g + 3 of a 32-dim group. Tile ax: rows g / g + 8 =
+// dims 4g / 4g + 1 (bytes 0 / 1 of the words); tile ay: dims 4g + 2 / 4g + 3 (bytes 2 / 3); columns (tokens) t, t + 4
+// from rows t / t + 4 and t + 8, t + 12 from rows t + 8 / t + 12.
+template <int LR>
+__device__ __forceinline__ void fp8_v_fragments(const uint8_t* vb, uint32_t (&ax)[4], uint32_t (&ay)[4]) {
+  const uint32_t wA = *reinterpret_cast<const uint32_t*>(vb);
+  const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * LR);
+  const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * LR);
+  const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * LR);
+  ax[0] = e4m3_pair_to_bf16x2_m120<0>(wA, wB);
+  ax[1] = e4m3_pair_to_bf16x2_m120<1>(wA, wB);
+  ax[2] = e4m3_pair_to_bf16x2_m120<0>(wC, wD);
+  ax[3] = e4m3_pair_to_bf16x2_m120<1>(wC, wD);
+  ay[0] = e4m3_pair_to_bf16x2_m120<2>(wA, wB);
+  ay[1] = e4m3_pair_to_bf16x2_m120<3>(wA, wB);
+  ay[2] = e4m3_pair_to_bf16x2_m120<2>(wC, wD);
+  ay[3] = e4m3_pair_to_bf16x2_m120<3>(wC, wD);
+}
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t w) {
   __nv_bfloat162 b;
   *reinterpret_cast<uint32_t*>(&b) = w;
@@ -285,16 +304,8 @@ __global__ void __launch_bounds__(RegCfg<HC, DENSE>::kThreads, RegCfg<HC, DENSE>
     const uint8_t* vb = lat + tq * kLR + d0 + 4 * g;
 #pragma unroll
     for (int grp = 0; grp < C::kGroups2; ++grp) {
-      const uint32_t wA = *reinterpret_cast<const uint32_t*>(vb + grp * 32);
-      const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * kLR + grp * 32);
-      const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * kLR + grp * 32);
-      const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * kLR + grp * 32);
-      // Tile 2 grp: rows g / g + 8 = dims 4g / 4g + 1 (bytes 0 / 1 of the words); tile 2 grp + 1: dims 4g + 2 /
-      // 4g + 3 (bytes 2 / 3); columns (tokens) t, t + 4 from A / B and t + 8, t + 12 from C / D.
-      const uint32_t ax[4] = {e4m3_pair_to_bf16x2_m120<0>(wA, wB), e4m3_pair_to_bf16x2_m120<1>(wA, wB),
-                              e4m3_pair_to_bf16x2_m120<0>(wC, wD), e4m3_pair_to_bf16x2_m120<1>(wC, wD)};
-      const uint32_t ay[4] = {e4m3_pair_to_bf16x2_m120<2>(wA, wB), e4m3_pair_to_bf16x2_m120<3>(wA, wB),
-                              e4m3_pair_to_bf16x2_m120<2>(wC, wD), e4m3_pair_to_bf16x2_m120<3>(wC, wD)};
+      uint32_t ax[4], ay[4];
+      fp8_v_fragments<kLR>(vb + grp * 32, ax, ay);
 #pragma unroll
       for (int nt = 0; nt < C::kNT2; ++nt) {
         mma_bf16_16816(acc[2 * grp][nt], ax, bfr[nt][0], bfr[nt][1]);

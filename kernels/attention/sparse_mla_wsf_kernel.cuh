@@ -215,16 +215,8 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
 
       // Softmax: mask, the heads' maxima over the 16 tokens (the two rows, then the g lanes), the lazy frame.
       const bool oka = s_idx[step * C::kBT + tok_a] >= 0, okb = s_idx[step * C::kBT + tok_b] >= 0;
-      x[0] = oka ? x[0] * a.scale_log2 : kNegInf;
-      x[1] = oka ? x[1] * a.scale_log2 : kNegInf;
-      x[2] = okb ? x[2] * a.scale_log2 : kNegInf;
-      x[3] = okb ? x[3] * a.scale_log2 : kNegInf;
-      float mx0 = fmaxf(x[0], x[2]), mx1 = fmaxf(x[1], x[3]);
-#pragma unroll
-      for (int o = 4; o < 32; o <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
-      }
+      float mx0, mx1;
+      mask_scores_head_max(x, oka, okb, a.scale_log2, mx0, mx1);
       float mu0, mu1, al0, al1;
       lazy_frame(mx0, mx1, m0, m1, mu0, mu1, al0, al1);
       const float p0 = fast_exp2(x[0] - mu0), p1 = fast_exp2(x[1] - mu1);
@@ -257,14 +249,8 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
       const uint8_t* vb = lat + tq * kLR + 4 * g;
 #pragma unroll
       for (int grp = 0; grp < 16; ++grp) {
-        const uint32_t wA = *reinterpret_cast<const uint32_t*>(vb + grp * 32);
-        const uint32_t wB = *reinterpret_cast<const uint32_t*>(vb + 4 * kLR + grp * 32);
-        const uint32_t wC = *reinterpret_cast<const uint32_t*>(vb + 8 * kLR + grp * 32);
-        const uint32_t wD = *reinterpret_cast<const uint32_t*>(vb + 12 * kLR + grp * 32);
-        const uint32_t ax[4] = {e4m3_pair_to_bf16x2_m120<0>(wA, wB), e4m3_pair_to_bf16x2_m120<1>(wA, wB),
-                                e4m3_pair_to_bf16x2_m120<0>(wC, wD), e4m3_pair_to_bf16x2_m120<1>(wC, wD)};
-        const uint32_t ay[4] = {e4m3_pair_to_bf16x2_m120<2>(wA, wB), e4m3_pair_to_bf16x2_m120<3>(wA, wB),
-                                e4m3_pair_to_bf16x2_m120<2>(wC, wD), e4m3_pair_to_bf16x2_m120<3>(wC, wD)};
+        uint32_t ax[4], ay[4];
+        fp8_v_fragments<kLR>(vb + grp * 32, ax, ay);
         mma_bf16_16816(acc[2 * grp], ax, pb[grp >> 2][0], pb[grp >> 2][1]);
         mma_bf16_16816(acc[2 * grp + 1], ay, pb[grp >> 2][0], pb[grp >> 2][1]);
       }
