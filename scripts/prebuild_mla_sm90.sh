@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on the development machine, the sparse MLA GPU tests (test_sparse_mla.cu + test_multi_pool.cu)
-# and the sparse MLA benchmarks (sparse_mla_bench, mla_timeline, mla_item_timeline) for sm_90 with nvcc directly (no CMake, no other kernel families), so that a
+# and the sparse MLA benchmarks (sparse_mla_bench, mla_timeline, mla_item_timeline, gather_paths) for sm_90 with nvcc directly (no CMake, no other kernel families), so that a
 # device call spends no time building: scripts/gpu_mla_plan.sh runs them from $P/bin.
 #   scripts/prebuild_mla_sm90.sh [OUTDIR]     (default prebuilt-mla; JOBS=2; NVCC_EXTRA: more nvcc options)
 set -euo pipefail
@@ -37,4 +37,6 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 # shellcheck disable=SC2046  # the object list: words
 nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_mla_item_timeline" $(echo "$K" | grep -v _sparse_mla_wsp_) "$P"/obj/probe_wsp_*.o \
   "$P/obj/bench_mla_item_timeline.o"
+# Session 27: the copy paths on the gather alone (CUDA runtime only).
+nvcc "${FLAGS[@]}" -o "$P/bin/glm5rt_bench_gather_paths" bench/sparse_mla/gather_paths.cu
 ls -la "$P/bin"

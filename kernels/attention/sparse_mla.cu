@@ -123,6 +123,13 @@ bool v16_auto(const SparseMlaParams& p, int hc) {
          p.num_tokens <= 128;
 }
 
+// Session 27 (an A / B): GLM5RT_MLA_V16_COPY (read once) = 1 gathers variant 16's records by cp.async, 2 half by
+// cp.async and half by bulk copies; 0 (the default) by bulk copies only.
+int v16_copy() {
+  static const int mode = env_in_range("GLM5RT_MLA_V16_COPY", 0, 0, 2);
+  return mode;
+}
+
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
 // docs/PERFORMANCE.md, "Round 3"; every variant timed on the same inputs):
 //   bf16 records: variant 5 (warp-specialized, one bulk copy per record on sm_90+) for every shape except
@@ -1004,7 +1011,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(a, stream);
+    err = sparse_mla_detail::launch_wsf_fp8(v16_copy(), a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

@@ -78,6 +78,8 @@ __device__ __forceinline__ int wsf_token(int i) { return (i >> 1) + ((i & 1) << 
 inline constexpr float kTwoPow112 = 5.192296858534828e33f;  // 2^112, exact
 
 // One producer lane's share of a step (variant 5's ws_copy_row for 656-byte records in 672-byte rows).
+// (ARRIVE false: the caller arrives for the lane itself, session 27's mixed producer.)
+template <bool ARRIVE = true>
 __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
                                              int lane) {
   using namespace mma;
@@ -94,10 +96,40 @@ __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, co
       for (int c = 0; c < kMlaFp8RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
     }
   }
-  mbar_arrive(bar);
+  if constexpr (ARRIVE) mbar_arrive(bar);
 }
 
-template <int NW>
+// Session 27 (an A / B, GLM5RT_MLA_V16_COPY): the producer's step by cp.async instead of the copy engine. Rows
+// [first, 16) of a step as 16-byte cp.async.cg of all 32 lanes (41 chunks per record; an unused slot's row
+// zero-filled by a source size of 0), each lane arriving on the slot's "full" barrier once its copies landed (.noinc:
+// one of the barrier's 32 arrivals). Rows [0, first) go by bulk copies (wsf_copy_row's lanes 0 .. first - 1).
+template <int FIRST>
+__device__ __forceinline__ void wsf_copy_step_cp(uint8_t* slot_p, const int* sidx, const uint8_t* base, uint32_t bar,
+                                                 int lane) {
+  using namespace mma;
+  constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41
+  constexpr int kCp = (16 - FIRST) * kChunks;
+  constexpr int kLR = WsfCfg<3>::kRowBytes;
+  if constexpr (FIRST > 0) {
+    const bool act = lane < FIRST;
+    wsf_copy_row<false>(slot_p + (act ? lane : 0) * kLR, act ? sidx[lane] : -1, act, base, bar, lane);
+  }
+  const uint32_t dst0 = smem_addr(slot_p);
+#pragma unroll
+  for (int i = 0; i < (kCp + 31) / 32; ++i) {
+    const int c = lane + 32 * i;
+    if (c < kCp) {
+      const int r = FIRST + c / kChunks, col = c - (r - FIRST) * kChunks;
+      const int idx = sidx[r];
+      const uint8_t* src = (idx >= 0 ? base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes : base) + col * 16;
+      cp_async_16_nohint(dst0 + r * kLR + col * 16, src, idx >= 0 ? 16 : 0);
+    }
+  }
+  cp_async_mbar_arrive_noinc(bar);
+}
+
+// KCOPY: the producer's copies: 0 bulk (the default), 1 cp.async, 2 rows 0-7 bulk and 8-15 cp.async (session 27's A / B).
+template <int NW, int KCOPY>
 __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) sparse_mla_wsf_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using C = WsfCfg<NW>;
@@ -145,9 +177,15 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
     for (int step = 0; step < nsteps; ++step) {
       const int slot = step % NST, use = step / NST;
       if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-      wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
-                   rc.base, bar_full + slot * 8, lane);
+      if constexpr (KCOPY == 0) {
+        wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
+                     rc.base, bar_full + slot * 8, lane);
+      } else {
+        wsf_copy_step_cp<KCOPY == 2 ? 8 : 0>(smem + slot * C::kSlotBytes, s_idx + step * C::kBT, rc.base,
+                                              bar_full + slot * 8, lane);
+      }
     }
+    if constexpr (KCOPY != 0) cp_async_wait_all();
   } else {
     // Q's rope fragments (bf16, GEMM1's B over the 4 rope k-steps: head g, dims 512 + 16 ks + 2t (+ 8)).
     uint32_t qr[4][2];
