@@ -10,7 +10,7 @@
 # T=128 H=8 (the 1.6x target), bf16 T=1 H=128 (the 10 us target). SET=v7: variant 7 at T=128 H=8 with four and
 # with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=s9: variant 7 at FP8 T=128 H=8 and variant 10 at bf16 T=1
 # H=128 (session 9). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
-# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=v14pre: variant 14's persistent form at prefill 4096 x 64 (session 20). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18).
+# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=v16: variant 16 at FP8 T=128 H=8, DRAM and L2 (session 27). SET=v14pre: variant 14's persistent form at prefill 4096 x 64 (session 20). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18).
 # Per kernel: the details page, the per-instruction SASS page
 # (CSV) and its stall summary (bench/sparse_mla/sass_stalls.py), packed into $OUT/profile.tgz; a short summary is
 # printed.
@@ -42,6 +42,12 @@ profile() {
 }
 {
   case "${SET:-s5}" in
+    v16)
+      # Session 27: variant 16 (FP8, 8 heads per CTA, a consumer warp per step) at T=128 H=8 as the launcher runs it
+      # (2 splits), from DRAM and over one L2-resident pool (the prefill row).
+      profile v16-t128-h8 "sparse_mla_wsf_kernel" - --T 128 --H 8 --variants 0 --formats fp8
+      profile v16-l2-t128-h8 "sparse_mla_wsf_kernel" - --T "" --prefill-T 128 --prefill-H 8 --variants 0 --formats fp8
+      ;;
     v7)
       profile v7-reg4-1 "sparse_mla_reg_kernel" GLM5RT_MLA_REG4=1 --T 128 --H 8 --variants 7
       profile v7-reg4-0 "sparse_mla_reg_kernel" GLM5RT_MLA_REG4=0 --T 128 --H 8 --variants 7

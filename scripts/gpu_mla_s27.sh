@@ -9,21 +9,85 @@
 #   copy   variant 16's producer by bulk copies / cp.async / both (GLM5RT_MLA_V16_COPY 0 / 1 / 2) against variant 7,
 #          forced at split counts, FP8 T = 32 / 128 x H = 8 and the 1024 x 8 grid, RUNS rounds of alternating processes;
 #   range  variants 7 and 16 (bulk copies) forced at T = 16 / 24 / 192 / 256 x H = 8 (where 16 is not automatic yet).
+#   form   variant 16's forms (GLM5RT_MLA_V16_FORM 0: a producer warp, 1 / 2: four / three self-gathering consumer
+#          warps) forced at split counts, FP8 H=8 at T = FORM_T and prefill-like grids over one L2-resident pool
+#          (FORM_PT), RUNS rounds; then Nsight Compute's stall summary of form 1 at T=128 H=8 (PROFILE=0: none).
 #   P=.carry/s27/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s27.sh
+# (Call 1 measured the cp.async producer, GLM5RT_MLA_V16_COPY, slower everywhere; removed, its code in
+# bench/results/s27/patches/; the copy part and TEST_COPIES now change nothing.)
 set -uo pipefail
 source scripts/lib/device_prebuilt.sh
 PARTS=${PARTS:-tests paths copy range}
 
 if [[ " $PARTS " == *" tests "* ]]; then
-  stamp "tests as shipped"
-  timeout "${TESTS_S:-280}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
-  echo "rc $?"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
-  for cp in ${TEST_COPIES:-1 2}; do
+  if [ "${SHIPPED:-1}" = 1 ]; then
+    stamp "tests as shipped"
+    timeout "${TESTS_S:-280}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
+    echo "rc $?"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
+  fi
+  for cp in ${TEST_COPIES:-}; do
     stamp "tests GLM5RT_MLA_V16_COPY=$cp"
     GLM5RT_MLA_V16_COPY=$cp timeout 200 "$B/glm5rt_gpu_tests" \
       -tc="*every head count*,*top-k from 1*,*many query tokens*,*forced split*,*rising*" > "$OUT/tests-copy$cp.txt" 2>&1
     echo "rc $?"; tail -n 3 "$OUT/tests-copy$cp.txt"; grep -E "ERROR|FAIL" "$OUT/tests-copy$cp.txt" | head -10
   done
+fi
+
+if [[ " $PARTS " == *" tests "* ]]; then
+  for f in ${TEST_FORMS:-}; do
+    stamp "tests GLM5RT_MLA_V16_FORM=$f"
+    tc="*sparse MLA*,*multi*pool*"
+    [ "$f" != "${FULL_FORM:-1}" ] && tc="*every head count*,*top-k from 1*,*many query tokens*,*forced split*,*rising*"
+    GLM5RT_MLA_V16_FORM=$f timeout "${TESTS_S:-280}" "$B/glm5rt_gpu_tests" -tc="$tc" > "$OUT/tests-form$f.txt" 2>&1
+    echo "rc $?"; tail -n 3 "$OUT/tests-form$f.txt" | head -2; grep -E "ERROR|FAIL" "$OUT/tests-form$f.txt" | head -10
+  done
+fi
+
+if [[ " $PARTS " == *" form "* ]]; then
+  for run in $(seq 1 "${RUNS:-2}"); do
+    for f in ${FORMS:-0 1 2}; do
+      stamp "bench form $f run $run"
+      GLM5RT_MLA_V16_FORM=$f timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats fp8 --variants 7 \
+        --T ${FORM_T:-16,32,128,256} --H 8 --force-variants 16 --force-splits ${FORM_SPLITS:-1,2,4,8,16} \
+        --prefill-T ${FORM_PT:-128,1024} --prefill-H 8 --reps 9 > "$OUT/bench-form$f-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) |forced" "$OUT/bench-form$f-r$run.txt" | sed 's/  */ /g; s/ event .*//; s/ sets=.*auto/ auto/' |
+        sed "s/^/form=$f run=$run /"
+    done
+  done > "$OUT/form-log.txt"
+  # Best forced split count per (shape, form) and the automatic row, over the runs.
+  python3 - "$OUT/form-log.txt" <<'PY'
+import re, sys, collections
+best, auto, pending = collections.defaultdict(list), collections.defaultdict(list), []
+for line in open(sys.argv[1]):
+    m = re.match(r"form=(\d) run=\d+\s+v16 T=(\d+) H=8 fp8 forced (\d+) splits: ([\d.]+)", line)
+    if m:  # forced rows come before their shape's row, which names the phase
+        pending.append((int(m.group(2)), int(m.group(1)), float(m.group(4)), int(m.group(3))))
+        continue
+    m = re.match(r"form=(\d) run=\d+ (decode|prefill) fp8 T= ?(\d+) H= ?8 splits= ?(\d+) auto ([\d.]+)", line)
+    if m:
+        auto[(m.group(2), int(m.group(3)), int(m.group(1)))].append(float(m.group(5)))
+        for T, f, us, sp in pending:
+            best[(m.group(2), T, f)].append((us, sp))
+        pending = []
+for k in sorted(best):
+    v = sorted(best[k])
+    print("v16 %-7s T=%-5d form %d  best %8.2f us at %2d splits  (next %s)" % (k + (v[0][0], v[0][1], v[1:3])))
+for k in sorted(auto):
+    print("auto %-7s T=%-5d form %d  %s" % (k + (auto[k],)))
+PY
+  if [ "${PROFILE:-1}" = 1 ]; then
+    NCU=$(find_ncu)
+    stamp "profile form 1"
+    GLM5RT_MLA_V16_FORM=1 timeout 200 "$NCU" --clock-control none --set full --import-source no -k "regex:sparse_mla_wsf_kernel" \
+      --launch-count 1 -f -o "$OUT/v16f1" "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --reps 1 --T 128 --H 8 \
+      --variants 0 --formats fp8 > "$OUT/v16f1-run.txt" 2>&1
+    "$NCU" -i "$OUT/v16f1.ncu-rep" --page details > "$OUT/v16f1-details.txt" 2>&1
+    "$NCU" -i "$OUT/v16f1.ncu-rep" --page source --csv --print-source sass > "$OUT/v16f1-sass.csv" 2>&1
+    rm -f "$OUT/v16f1.ncu-rep"
+    python3 bench/sparse_mla/sass_stalls.py "$OUT/v16f1-sass.csv" --top 25 > "$OUT/v16f1-stalls.txt" 2>&1
+    grep -E "Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Active Warps Per|Registers Per" "$OUT/v16f1-details.txt" | head -8
+    head -12 "$OUT/v16f1-stalls.txt"
+  fi
 fi
 
 if [[ " $PARTS " == *" paths "* ]]; then
@@ -52,4 +116,6 @@ if [[ " $PARTS " == *" range "* ]]; then
   echo "rc $?"
   grep -E "^(decode|prefill) |forced" "$OUT/bench-range.txt" | sed 's/  */ /g; s/ event .*//'
 fi
+# At most 8 files come back from a device call: everything as one archive.
+tar -czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && rm -rf "${OUT:?}" && mkdir -p "$OUT" && mv "$OUT.tgz" "$OUT/"
 stamp done

@@ -35,6 +35,8 @@ int sm_count(const SparseMlaParams& p) {
 }
 
 int smem_per_sm() { return device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor); }
+// The most shared memory one block may opt in to (227 KB on H100 / H200, 99 KB on SM120).
+int smem_per_block() { return device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
 // The current device's compute capability major (0 when it cannot be read).
 int cc_major() { return device_attribute(cudaDevAttrComputeCapabilityMajor); }
@@ -123,11 +125,11 @@ bool v16_auto(const SparseMlaParams& p, int hc) {
          p.num_tokens <= 128;
 }
 
-// Session 27 (an A / B): GLM5RT_MLA_V16_COPY (read once) = 1 gathers variant 16's records by cp.async, 2 half by
-// cp.async and half by bulk copies; 0 (the default) by bulk copies only.
-int v16_copy() {
-  static const int mode = env_in_range("GLM5RT_MLA_V16_COPY", 0, 0, 2);
-  return mode;
+// Session 27 (an A / B): GLM5RT_MLA_V16_FORM (read once) = 1 runs variant 16 with four self-gathering consumer warps
+// (no producer warp), 2 with three; 0 (the default) with a producer warp. Form 1 only where an SM grants a block 113 KB.
+int v16_form() {
+  static const int form = env_in_range("GLM5RT_MLA_V16_FORM", 0, 0, 2);
+  return form == 1 && smem_per_block() < sparse_mla_detail::WsfCfg<4, true>::kSmemBytes ? 2 : form;
 }
 
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
@@ -1011,7 +1013,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(v16_copy(), a, stream);
+    err = sparse_mla_detail::launch_wsf_fp8(v16_form(), a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

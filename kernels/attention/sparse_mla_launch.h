@@ -41,9 +41,10 @@ cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 // checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 16: FP8 records, 8 heads per CTA, a consumer warp per 16-token step (sparse_mla_wsf_kernel.cuh;
-// sm_90+: the caller runs variant 7 elsewhere). copy: the producer's copies (0 bulk, 1 cp.async, 2 half each; session
-// 27's A / B).
-cudaError_t launch_wsf_fp8(int copy, const KernelArgs& a, cudaStream_t stream);
+// sm_90+: the caller runs variant 7 elsewhere).
+// form: 0 a producer warp, 1 / 2 four / three self-gathering consumer warps (session 27's A / B; 1 needs 113 KB of
+// shared memory per block).
+cudaError_t launch_wsf_fp8(int form, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.

@@ -33,17 +33,19 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
-// NW consumer warps (3, the one instantiated: 222 registers on sm_90, no spill; 4 were capped at 168 for two CTAs per
-// SM and spilled, 1.03-1.10x slower).
-template <int NW>
+// NW consumer warps. SELF false: a producer warp copies every step into a 7-slot ring shared by the consumers (three
+// consumer warps: 222 registers on sm_90, no spill; four were capped at 168 for two CTAs per SM and spilled, 1.03-1.10x
+// slower). SELF true (session 27): no producer warp; each consumer warp copies its own steps, two slots of its own,
+// the copies of its step k + 2 issued when it finishes step k.
+template <int NW, bool SELF = false>
 struct WsfCfg {
   static constexpr int kHC = 8;
   static constexpr int kConsumerWarps = NW;
-  static constexpr int kThreads = (kConsumerWarps + 1) * 32;
+  static constexpr int kThreads = (SELF ? kConsumerWarps : kConsumerWarps + 1) * 32;
   static constexpr int kBT = 16;
   static constexpr int kRowBytes = 672;  // 656-byte record + 16: 168 words (8 mod 32 banks)
   static constexpr int kSlotBytes = kBT * kRowBytes;
-  static constexpr int kRing = 7;
+  static constexpr int kRing = SELF ? 2 * NW : 7;
   static constexpr int kQRowBytes = 1088;  // 512 f16 + 64 bytes: 272 words (16 mod 32 banks: LDS.128 conflict-free)
   static constexpr int kOffQ = kRing * kSlotBytes;
   static constexpr int kOffIdx = kOffQ + kHC * kQRowBytes;
@@ -54,7 +56,10 @@ struct WsfCfg {
   // The merge's per-warp O buffers (fp32, the epilogue's staging layout) reuse the ring.
   static constexpr int kMergeBufFloats = kHC * kStgStride;
   static_assert(kConsumerWarps * kMergeBufFloats * 4 <= kOffQ, "merge buffers must fit in the ring");
-  static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
+  // SM120 allows at most 99 KB of shared memory per block: the launcher runs a form above it only where the device
+  // grants it (two CTAs per SM on H100 / H200: 113 KB each).
+  static constexpr bool kFitsSm120 = kSmemBytes <= 99 * 1024;
+  static_assert(kSmemBytes <= 113 * 1024, "two CTAs per SM on sm_90");
   static_assert(kOffQ % 16 == 0 && kOffIdx % 16 == 0 && kOffBar % 8 == 0, "alignment");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
   static constexpr int kMinBlocks = 1;
@@ -78,8 +83,6 @@ __device__ __forceinline__ int wsf_token(int i) { return (i >> 1) + ((i & 1) << 
 inline constexpr float kTwoPow112 = 5.192296858534828e33f;  // 2^112, exact
 
 // One producer lane's share of a step (variant 5's ws_copy_row for 656-byte records in 672-byte rows).
-// (ARRIVE false: the caller arrives for the lane itself, session 27's mixed producer.)
-template <bool ARRIVE = true>
 __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
                                              int lane) {
   using namespace mma;
@@ -96,43 +99,14 @@ __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, co
       for (int c = 0; c < kMlaFp8RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
     }
   }
-  if constexpr (ARRIVE) mbar_arrive(bar);
+  mbar_arrive(bar);
 }
 
-// Session 27 (an A / B, GLM5RT_MLA_V16_COPY): the producer's step by cp.async instead of the copy engine. Rows
-// [first, 16) of a step as 16-byte cp.async.cg of all 32 lanes (41 chunks per record; an unused slot's row
-// zero-filled by a source size of 0), each lane arriving on the slot's "full" barrier once its copies landed (.noinc:
-// one of the barrier's 32 arrivals). Rows [0, first) go by bulk copies (wsf_copy_row's lanes 0 .. first - 1).
-template <int FIRST>
-__device__ __forceinline__ void wsf_copy_step_cp(uint8_t* slot_p, const int* sidx, const uint8_t* base, uint32_t bar,
-                                                 int lane) {
-  using namespace mma;
-  constexpr int kChunks = kMlaFp8RecordBytes / 16;  // 41
-  constexpr int kCp = (16 - FIRST) * kChunks;
-  constexpr int kLR = WsfCfg<3>::kRowBytes;
-  if constexpr (FIRST > 0) {
-    const bool act = lane < FIRST;
-    wsf_copy_row<false>(slot_p + (act ? lane : 0) * kLR, act ? sidx[lane] : -1, act, base, bar, lane);
-  }
-  const uint32_t dst0 = smem_addr(slot_p);
-#pragma unroll
-  for (int i = 0; i < (kCp + 31) / 32; ++i) {
-    const int c = lane + 32 * i;
-    if (c < kCp) {
-      const int r = FIRST + c / kChunks, col = c - (r - FIRST) * kChunks;
-      const int idx = sidx[r];
-      const uint8_t* src = (idx >= 0 ? base + static_cast<int64_t>(idx) * kMlaFp8RecordBytes : base) + col * 16;
-      cp_async_16_nohint(dst0 + r * kLR + col * 16, src, idx >= 0 ? 16 : 0);
-    }
-  }
-  cp_async_mbar_arrive_noinc(bar);
-}
-
-// KCOPY: the producer's copies: 0 bulk (the default), 1 cp.async, 2 rows 0-7 bulk and 8-15 cp.async (session 27's A / B).
-template <int NW, int KCOPY>
-__global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) sparse_mla_wsf_kernel(const KernelArgs a) {
+template <int NW, bool SELF>
+__global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::kMinBlocks)
+    sparse_mla_wsf_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using C = WsfCfg<NW>;
+  using C = WsfCfg<NW, SELF>;
   using namespace mma;
   constexpr int NST = C::kRing;
   constexpr int kLR = C::kRowBytes;
@@ -171,21 +145,26 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
 
   float* ml_s = reinterpret_cast<float*>(smem + C::kOffMl);
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
-  if (warp == C::kConsumerWarps) {
+  // SELF: warp w's k-th step (w + k NW) into its slot 2 w + (k & 1), every lane arriving on the slot's "full"
+  // barrier (the zero-filled rows' stores then reach the warp's own reads through the barrier as well).
+  auto self_issue = [&](int k) {
+    const int step = warp + k * C::kConsumerWarps;
+    if (step < nsteps) {
+      const int slot = 2 * warp + (k & 1);
+      const bool act = lane < C::kBT;
+      wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
+                   rc.base, bar_full + slot * 8, lane);
+    }
+  };
+  if (!SELF && warp == C::kConsumerWarps) {
     // Producer: lanes 0-15 copy the step's 16 records, in step order, each slot once its last reader released it.
     const bool act = lane < C::kBT;
     for (int step = 0; step < nsteps; ++step) {
       const int slot = step % NST, use = step / NST;
       if (use > 0) mbar_wait_parity(bar_empty + slot * 8, (use - 1) & 1);
-      if constexpr (KCOPY == 0) {
-        wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
-                     rc.base, bar_full + slot * 8, lane);
-      } else {
-        wsf_copy_step_cp<KCOPY == 2 ? 8 : 0>(smem + slot * C::kSlotBytes, s_idx + step * C::kBT, rc.base,
-                                              bar_full + slot * 8, lane);
-      }
+      wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
+                   rc.base, bar_full + slot * 8, lane);
     }
-    if constexpr (KCOPY != 0) cp_async_wait_all();
   } else {
     // Q's rope fragments (bf16, GEMM1's B over the 4 rope k-steps: head g, dims 512 + 16 ks + 2t (+ 8)).
     uint32_t qr[4][2];
@@ -209,9 +188,14 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
     float m0 = kNegInf, m1 = kNegInf;  // running maxima (base 2) of heads 2t, 2t + 1 (the same on the g lanes)
     float l0 = 0.f, l1 = 0.f;          // this lane's share of their sums
 
-    for (int step = warp; step < nsteps; step += C::kConsumerWarps) {
-      const int slot = step % NST;
-      mbar_wait_parity(bar_full + slot * 8, (step / NST) & 1);
+    if constexpr (SELF) {
+      self_issue(0);
+      self_issue(1);
+    }
+    int k = 0;  // this warp's steps so far
+    for (int step = warp; step < nsteps; step += C::kConsumerWarps, ++k) {
+      const int slot = SELF ? 2 * warp + (k & 1) : step % NST;
+      mbar_wait_parity(bar_full + slot * 8, (SELF ? k >> 1 : step / NST) & 1);
       const uint8_t* lat = smem + slot * C::kSlotBytes;
       const uint8_t* ra = lat + tok_a * kLR + 8 * tq;
       const uint8_t* rb = lat + tok_b * kLR + 8 * tq;
@@ -292,7 +276,12 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
         mma_bf16_16816(acc[2 * grp], ax, pb[grp >> 2][0], pb[grp >> 2][1]);
         mma_bf16_16816(acc[2 * grp + 1], ay, pb[grp >> 2][0], pb[grp >> 2][1]);
       }
-      mbar_arrive(bar_empty + slot * 8);  // every lane: done reading the slot
+      if constexpr (SELF) {
+        __syncwarp();      // every lane done reading the slot (wsf_copy_row fences before the copies)
+        self_issue(k + 2);  // into the same slot
+      } else {
+        mbar_arrive(bar_empty + slot * 8);  // every lane: done reading the slot
+      }
     }
 
     // The warp's sums over its g lanes; its (max, sum) per head -> shared memory; the CTA's frame.
@@ -342,7 +331,7 @@ __global__ void __launch_bounds__(WsfCfg<NW>::kThreads, WsfCfg<NW>::kMinBlocks) 
       *reinterpret_cast<float2*>(buf + h1 * kStgStride + d) = make_float2(acc[mt][1] * f1, acc[mt][3] * f1);
     }
   }
-  __syncthreads();  // the four buffers complete (the producer warp joins here)
+  __syncthreads();  // every warp's buffer complete (a producer warp joins here)
   float* stg = reinterpret_cast<float*>(smem);
   for (int c = tid; c < 8 * 128; c += C::kThreads) {
     const int h = c >> 7, d = (c & 127) * 4;
