@@ -126,10 +126,12 @@ bool v16_auto(const SparseMlaParams& p, int hc) {
 }
 
 // Session 27 (an A / B): GLM5RT_MLA_V16_FORM (read once) = 1 runs variant 16 with four self-gathering consumer warps
-// (no producer warp), 2 with three; 0 (the default) with a producer warp. Form 1 only where an SM grants a block 113 KB.
+// (no producer warp), 2 with three, 3 / 4 the same with the copies spread over the previous step; 0 (the default) with
+// a producer warp. Forms 1 / 3 only where an SM grants a block 101 KB (else 2 / 4).
 int v16_form() {
-  static const int form = env_in_range("GLM5RT_MLA_V16_FORM", 0, 0, 2);
-  return form == 1 && smem_per_block() < sparse_mla_detail::WsfCfg<4, true>::kSmemBytes ? 2 : form;
+  static const int form = env_in_range("GLM5RT_MLA_V16_FORM", 0, 0, 4);
+  const bool four = form == 1 || form == 3;
+  return four && smem_per_block() < sparse_mla_detail::WsfCfg<4, true>::kSmemBytes ? form + 1 : form;
 }
 
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,

@@ -42,8 +42,8 @@ cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 16: FP8 records, 8 heads per CTA, a consumer warp per 16-token step (sparse_mla_wsf_kernel.cuh;
 // sm_90+: the caller runs variant 7 elsewhere).
-// form: 0 a producer warp, 1 / 2 four / three self-gathering consumer warps (session 27's A / B; 1 needs 113 KB of
-// shared memory per block).
+// form: 0 a producer warp, 1 / 2 four / three self-gathering consumer warps, 3 / 4 the same with the copies spread over
+// the previous step (session 27's A / B; 1 and 3 need 101 KB of shared memory per block).
 cudaError_t launch_wsf_fp8(int form, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner

@@ -102,10 +102,15 @@ __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, co
   mbar_arrive(bar);
 }
 
-template <int NW, bool SELF>
-__global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::kMinBlocks)
+// MODE (session 27's A / B): 0 a producer warp; 1 self-gathering consumer warps, a warp's step k + 2 copied when it
+// finishes step k; 2 self-gathering, the copies of its step k + 1 spread over step k's GEMM1 (lane r issues record r
+// after GEMM1's r-th k-block), so that each copy's issue latency (~60 clocks: the lane loop's uniform registers are
+// read by the copy engine before the next copy may rewrite them) hides under the MMAs.
+template <int NW, int MODE>
+__global__ void __launch_bounds__(WsfCfg<NW, MODE != 0>::kThreads, WsfCfg<NW, MODE != 0>::kMinBlocks)
     sparse_mla_wsf_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool SELF = MODE != 0;
   using C = WsfCfg<NW, SELF>;
   using namespace mma;
   constexpr int NST = C::kRing;
@@ -190,13 +195,32 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::
 
     if constexpr (SELF) {
       self_issue(0);
-      self_issue(1);
+      if constexpr (MODE == 1) self_issue(1);
     }
     int k = 0;  // this warp's steps so far
     for (int step = warp; step < nsteps; step += C::kConsumerWarps, ++k) {
       const int slot = SELF ? 2 * warp + (k & 1) : step % NST;
       mbar_wait_parity(bar_full + slot * 8, (SELF ? k >> 1 : step / NST) & 1);
       const uint8_t* lat = smem + slot * C::kSlotBytes;
+      // MODE 2: this warp's next step into its other slot (free: its step k - 1 is done), the byte count registered
+      // and the unused rows zero-filled first, the copies below in GEMM1.
+      const int nstep = step + C::kConsumerWarps;
+      const bool has_next = MODE == 2 && nstep < nsteps;
+      const int nslot = 2 * warp + ((k + 1) & 1);
+      const uint32_t nbar = bar_full + nslot * 8;
+      int nidx = -1;
+      if (has_next) {
+        nidx = lane < C::kBT ? s_idx[nstep * C::kBT + lane] : -1;
+        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, nidx >= 0));
+        fence_proxy_async_smem();  // this warp's reads of the slot (step k - 1) and zero-fills before the copies
+        if (lane == 0) mbar_expect_tx(nbar, nvalid * kMlaFp8RecordBytes);
+        if (lane < C::kBT && nidx < 0) {
+          const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+          uint8_t* row = smem + nslot * C::kSlotBytes + lane * kLR;
+          for (int c = 0; c < kMlaFp8RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
+        }
+        __syncwarp();
+      }
       const uint8_t* ra = lat + tok_a * kLR + 8 * tq;
       const uint8_t* rb = lat + tok_b * kLR + 8 * tq;
 
@@ -219,8 +243,12 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::
           const uint32_t a1[4] = {e4m3x2_to_f16x2(w.y), e4m3x2_to_f16x2(u.y), e4m3x2_to_f16x2(w.y >> 16),
                                   e4m3x2_to_f16x2(u.y >> 16)};
           mma_f16_16816(cb[b], a1, qv.z, qv.w);
+          if (has_next && lane == 4 * j + b && nidx >= 0)
+            bulk_copy_g2s(smem_addr(smem + nslot * C::kSlotBytes + lane * kLR),
+                          rc.base + static_cast<int64_t>(nidx) * kMlaFp8RecordBytes, kMlaFp8RecordBytes, nbar);
         }
       }
+      if (has_next) mbar_arrive(nbar);  // every lane (its zero-fill stores before it)
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t ar[4];
@@ -276,9 +304,11 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::
         mma_bf16_16816(acc[2 * grp], ax, pb[grp >> 2][0], pb[grp >> 2][1]);
         mma_bf16_16816(acc[2 * grp + 1], ay, pb[grp >> 2][0], pb[grp >> 2][1]);
       }
-      if constexpr (SELF) {
+      if constexpr (MODE == 1) {
         __syncwarp();      // every lane done reading the slot (wsf_copy_row fences before the copies)
         self_issue(k + 2);  // into the same slot
+      } else if constexpr (MODE == 2) {
+        __syncwarp();  // every lane done reading the slot before the next step's fence and copies
       } else {
         mbar_arrive(bar_empty + slot * 8);  // every lane: done reading the slot
       }
