@@ -116,22 +116,23 @@ bool v10_enabled() {
 }
 
 // Session 26: variant 16 (FP8 records, 8 heads per CTA, a consumer warp per 16-token step) where it was measured
-// faster than variant 7: on sm_90 (two CTAs per SM; SM120's 100 KB hold one of either, never measured) at the token
-// counts measured, 32 <= T <= 128 (H200, docs/PERFORMANCE.md "Session 26, call 3": T=128 H=8 1.14x, T=32 1.06x at the
-// planner's split counts; a 1024-token grid 0.96x, so not above). GLM5RT_MLA_V16=0 (read once) keeps variant 7.
+// faster than variant 7: on sm_90 (two CTAs per SM; SM120's 100 KB hold one of either, never measured). Session 27,
+// with the self-gathering form and v16_splits' plans, from T=32 up: T=32 22.6 against 23.6 us, T=128 62.3 / 71.9,
+// T=256 106.4 / 127.1, over one L2-resident pool T=128 56.3 / 67.2 and the 1024-token grid 356 / 426 (H200,
+// docs/PERFORMANCE.md "Session 27"); at T=16 15.0 against 15.3 only at 8 splits, which no rule here picks, so not
+// below 32. GLM5RT_MLA_V16=0 (read once) keeps variant 7.
 bool v16_auto(const SparseMlaParams& p, int hc) {
   static const bool on = env_not_off("GLM5RT_MLA_V16");
-  return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 && p.num_tokens >= 32 &&
-         p.num_tokens <= 128;
+  return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 && p.num_tokens >= 32;
 }
 
-// Session 27 (an A / B): GLM5RT_MLA_V16_FORM (read once) = 1 runs variant 16 with four self-gathering consumer warps
-// (no producer warp), 2 with three, 3 / 4 the same with the copies spread over the previous step; 0 (the default) with
-// a producer warp. Forms 1 / 3 only where an SM grants a block 101 KB (else 2 / 4).
-int v16_form() {
-  static const int form = env_in_range("GLM5RT_MLA_V16_FORM", 0, 0, 4);
-  const bool four = form == 1 || form == 3;
-  return four && smem_per_block() < sparse_mla_detail::WsfCfg<4, true>::kSmemBytes ? form + 1 : form;
+// Session 27: variant 16 self-gathering (four consumer warps, no producer warp) wherever a block may have its 101 KB
+// (H100 / H200): FP8 H=8 T=128 62.95 -> 62.3 us from DRAM, 64.5 -> 56.3 over one L2-resident pool, the 1024-token
+// grid 445 -> 356, T=256 114 -> 106 (H200, docs/PERFORMANCE.md "Session 27, calls 4-5"); T=32 22.2 -> 22.6, the one
+// shape it lost. GLM5RT_MLA_V16_FORM=0 (read once) keeps the producer form, which SM120 runs (99 KB per block).
+bool v16_self_gathering() {
+  static const bool on = env_not_off("GLM5RT_MLA_V16_FORM");
+  return on && smem_per_block() >= sparse_mla_detail::WsfCfg<4, true>::kSmemBytes;
 }
 
 // Which kernel runs for `hc` heads per CTA: the fastest of the H200 run of record of round 3 (run 4,
@@ -322,6 +323,18 @@ int effective_splits(const SparseMlaParams& p, int want) {
   want = want < min_s ? min_s : want;
   const int tps = (ntiles + want - 1) / want;
   return (ntiles + tps - 1) / tps;
+}
+
+// Session 27: variant 16's split count: the most (a power of two) whose CTAs still fit one wave (two per H200 SM),
+// at least one. Its sweeps' best at every measured T: 8 at T=32, 2 at T=128, 1 at T=256 and at 1024 (H200,
+// docs/PERFORMANCE.md "Session 27, calls 4-5"), where session 10's model (fitted to variant 7's four CTAs per SM) took
+// 2 at T=256 (127 against 106 us).
+int v16_splits(const SparseMlaParams& p, int hc) {
+  const int64_t slots = static_cast<int64_t>(sm_count(p)) * ctas_per_sm(p, hc);
+  const int64_t base = static_cast<int64_t>(p.num_tokens) * (p.num_heads / hc);
+  int s = 1;
+  while (s < kMaxSplits && base * s * 2 <= slots) s *= 2;
+  return effective_splits(p, s);
 }
 
 // Round 4's split choice (SparseMlaParams::planner = 1, and every T > kMlaJointPlanMaxTokens): a CTA is
@@ -617,6 +630,7 @@ Plan plan(const SparseMlaParams& p) {
   // Variant 14 forced (or automatic above kMlaJointPlanMaxTokens): session 11's split model; its automatic plans at
   // T <= kMlaJointPlanMaxTokens come from small_t_v14_splits.
   if (hc0 == 64) return Plan{64, plan_splits_s10(p, 64)};
+  if (p.num_tokens > kMlaJointPlanMaxTokens && kernel_variant(p, hc0) == 16) return Plan{hc0, v16_splits(p, hc0)};
   if (p.num_tokens > kMlaJointPlanMaxTokens) return Plan{hc0, plan_splits_s10(p, hc0)};
   if (p.heads_per_cta != 0) return plan_r5_for(p, hc0);
   // bf16 partials: the merge of the sweeps' best variant-14 plans (all but one; that one 1% apart).
@@ -1015,7 +1029,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(v16_form(), a, stream);
+    err = sparse_mla_detail::launch_wsf_fp8(v16_self_gathering(), a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

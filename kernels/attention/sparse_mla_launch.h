@@ -42,9 +42,9 @@ cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 16: FP8 records, 8 heads per CTA, a consumer warp per 16-token step (sparse_mla_wsf_kernel.cuh;
 // sm_90+: the caller runs variant 7 elsewhere).
-// form: 0 a producer warp, 1 / 2 four / three self-gathering consumer warps, 3 / 4 the same with the copies spread over
-// the previous step (session 27's A / B; 1 and 3 need 101 KB of shared memory per block).
-cudaError_t launch_wsf_fp8(int form, const KernelArgs& a, cudaStream_t stream);
+// self_gathering: four consumer warps copying their own steps (WsfCfg<4, true>: 101 KB of shared memory per block, so
+// H100 / H200 only), else three and a producer warp (WsfCfg<3>: <= 99 KB).
+cudaError_t launch_wsf_fp8(bool self_gathering, const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -70,6 +70,7 @@ inline bool runs_wsp(int variant, int hc) { return variant == 14 && hc == 64; }
 // Variant 16 with 8 heads per CTA and FP8 records (sm_90+; the launcher checks the architecture); elsewhere variant 7.
 inline bool runs_wsf(int variant, int hc, bool fp8) { return variant == 16 && hc == 8 && fp8; }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
+  // (The producer form's size: both forms fit two CTAs on an H100 / H200 SM, and SM120 runs this one.)
   if (runs_wsf(variant, hc, fp8)) return WsfCfg<3>::kSmemBytes;
   if (variant == 16) variant = 7;
   if (runs_wsp(variant, hc)) return fp8 ? WspCfg<true>::kSmemBytes : WspCfg<false>::kSmemBytes;

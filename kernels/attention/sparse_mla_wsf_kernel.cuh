@@ -4,11 +4,19 @@
 // repeat per warp the bookkeeping a step needs (index loads, the gather's addresses, the rescale): 399 instructions
 // per warp and step on sm_90, ~1,600 per step, with ~45% of the issue slots used; over L2-resident records it is
 // only 7% faster than from DRAM (H200, docs/PERFORMANCE.md "Session 26, calls 1-2"), so its step, not the memory,
-// bounds FP8 at 8 heads. Here a step costs one warp ~800 instructions and no block barrier:
-//   producer warp  one bulk copy per record (lanes 0-15) into a ring slot of 16 rows of 672 bytes (the record and
-//                  16 bytes: 168 words, 8 banks apart), a "full" mbarrier per slot (32 arrivals: every producer lane)
+// bounds FP8 at 8 heads. Here a step costs one warp ~800 instructions and no block barrier. Two forms of the gather:
+//   self-gathering (session 27; H100 / H200)  four consumer warps, no producer: warp w copies its own steps into two
+//                  slots of its own, one bulk copy per record (lanes 0-15), its step k + 2 issued when it finishes
+//                  step k, a "full" mbarrier per slot (32 arrivals). Why: a bulk copy issued from per-lane operands
+//                  costs its warp ~60 clocks (the lane loop: the copy engine reads the uniform registers before the
+//                  next copy may rewrite them), so one producer warp per CTA issued too few copies: session 26's
+//                  kernel waited for its records 41% of its consumers' time (H200 profile, docs/PERFORMANCE.md
+//                  "Session 27"). 101 KB of shared memory, two CTAs per SM.
+//   producer warp (session 26; where a block gets <= 99 KB: SM120)  three consumer warps and a producer warp that
+//                  copies every step into a 7-slot ring, a "full" mbarrier per slot (32 arrivals: every producer lane)
 //                  and an "empty" one (32 arrivals: every lane of the one warp that read the slot).
-//   consumer warp w  steps w, w + 4, w + 8, ... of the split, each with its own online softmax and O accumulators:
+//   Ring rows: 16 per slot, of 672 bytes (the record and 16 bytes: 168 words, 8 banks apart).
+//   consumer warp w  steps w, w + NW, w + 2 NW, ... of the split, each with its own online softmax and O accumulators:
 //     GEMM1  S[16 tok x 8 heads] (tokens on the MMA M side) over the 512 latent values as four 128-value scale
 //            blocks, f16 MMAs on K converted by cvt.rn.f16x2.e4m3x2 (exact) and Q stored once as f16 in shared
 //            memory (variant 7's permuted k order: 8 bytes of a row per lane), each block's partial times its
@@ -22,10 +30,10 @@
 //            movmatrix into GEMM2's B fragments (P^T rows = heads).
 //     GEMM2  O^T[512 dims x 8 heads] += V^T P_b, V from the raw bytes as variant 7 builds it (prmt + shift + mask:
 //            value * 2^-120 in bf16, exact), 32 m16 tiles = 128 fp32 accumulators per lane.
-//   end    the four warps' (max, sum, O) merged in shared memory (the ring area), then the common epilogue.
+//   end    the warps' (max, sum, O) merged in shared memory (the ring area), then the common epilogue.
 // Precision as variant 7 (K, V exact in the MMAs; Q exact in f16; P_b rounded once to bf16). Only mma.sync,
 // ldmatrix, movmatrix, bulk copies and mbarriers (sm_90+ for the copies; sm_80 builds compile it out and the
-// launcher runs variant 7 there); <= 99 KB of shared memory, so one CTA per SM on SM120, two on H100 / H200.
+// launcher runs variant 7 there); the producer form fits SM120's 99 KB per block (one CTA per SM there).
 #pragma once
 
 #include "kernels/attention/sparse_mla_reg_kernel.cuh"
@@ -35,8 +43,8 @@ namespace glm5rt::kernels::sparse_mla_detail {
 
 // NW consumer warps. SELF false: a producer warp copies every step into a 7-slot ring shared by the consumers (three
 // consumer warps: 222 registers on sm_90, no spill; four were capped at 168 for two CTAs per SM and spilled, 1.03-1.10x
-// slower). SELF true (session 27): no producer warp; each consumer warp copies its own steps, two slots of its own,
-// the copies of its step k + 2 issued when it finishes step k.
+// slower). SELF true (session 27): no producer warp; each consumer warp copies its own steps, two slots of its own
+// (four warps: 224 registers, no spill; three were slower everywhere, H200 session 27 call 4).
 template <int NW, bool SELF = false>
 struct WsfCfg {
   static constexpr int kHC = 8;
@@ -102,15 +110,10 @@ __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, co
   mbar_arrive(bar);
 }
 
-// MODE (session 27's A / B): 0 a producer warp; 1 self-gathering consumer warps, a warp's step k + 2 copied when it
-// finishes step k; 2 self-gathering, the copies of its step k + 1 spread over step k's GEMM1 (lane r issues record r
-// after GEMM1's r-th k-block), so that each copy's issue latency (~60 clocks: the lane loop's uniform registers are
-// read by the copy engine before the next copy may rewrite them) hides under the MMAs.
-template <int NW, int MODE>
-__global__ void __launch_bounds__(WsfCfg<NW, MODE != 0>::kThreads, WsfCfg<NW, MODE != 0>::kMinBlocks)
+template <int NW, bool SELF>
+__global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::kMinBlocks)
     sparse_mla_wsf_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool SELF = MODE != 0;
   using C = WsfCfg<NW, SELF>;
   using namespace mma;
   constexpr int NST = C::kRing;
@@ -195,32 +198,13 @@ __global__ void __launch_bounds__(WsfCfg<NW, MODE != 0>::kThreads, WsfCfg<NW, MO
 
     if constexpr (SELF) {
       self_issue(0);
-      if constexpr (MODE == 1) self_issue(1);
+      self_issue(1);
     }
     int k = 0;  // this warp's steps so far
     for (int step = warp; step < nsteps; step += C::kConsumerWarps, ++k) {
       const int slot = SELF ? 2 * warp + (k & 1) : step % NST;
       mbar_wait_parity(bar_full + slot * 8, (SELF ? k >> 1 : step / NST) & 1);
       const uint8_t* lat = smem + slot * C::kSlotBytes;
-      // MODE 2: this warp's next step into its other slot (free: its step k - 1 is done), the byte count registered
-      // and the unused rows zero-filled first, the copies below in GEMM1.
-      const int nstep = step + C::kConsumerWarps;
-      const bool has_next = MODE == 2 && nstep < nsteps;
-      const int nslot = 2 * warp + ((k + 1) & 1);
-      const uint32_t nbar = bar_full + nslot * 8;
-      int nidx = -1;
-      if (has_next) {
-        nidx = lane < C::kBT ? s_idx[nstep * C::kBT + lane] : -1;
-        const uint32_t nvalid = __popc(__ballot_sync(0xffffffffu, nidx >= 0));
-        fence_proxy_async_smem();  // this warp's reads of the slot (step k - 1) and zero-fills before the copies
-        if (lane == 0) mbar_expect_tx(nbar, nvalid * kMlaFp8RecordBytes);
-        if (lane < C::kBT && nidx < 0) {
-          const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-          uint8_t* row = smem + nslot * C::kSlotBytes + lane * kLR;
-          for (int c = 0; c < kMlaFp8RecordBytes / 16; ++c) *reinterpret_cast<uint4*>(row + c * 16) = z;
-        }
-        __syncwarp();
-      }
       const uint8_t* ra = lat + tok_a * kLR + 8 * tq;
       const uint8_t* rb = lat + tok_b * kLR + 8 * tq;
 
@@ -243,12 +227,8 @@ __global__ void __launch_bounds__(WsfCfg<NW, MODE != 0>::kThreads, WsfCfg<NW, MO
           const uint32_t a1[4] = {e4m3x2_to_f16x2(w.y), e4m3x2_to_f16x2(u.y), e4m3x2_to_f16x2(w.y >> 16),
                                   e4m3x2_to_f16x2(u.y >> 16)};
           mma_f16_16816(cb[b], a1, qv.z, qv.w);
-          if (has_next && lane == 4 * j + b && nidx >= 0)
-            bulk_copy_g2s(smem_addr(smem + nslot * C::kSlotBytes + lane * kLR),
-                          rc.base + static_cast<int64_t>(nidx) * kMlaFp8RecordBytes, kMlaFp8RecordBytes, nbar);
         }
       }
-      if (has_next) mbar_arrive(nbar);  // every lane (its zero-fill stores before it)
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t ar[4];
@@ -304,11 +284,9 @@ __global__ void __launch_bounds__(WsfCfg<NW, MODE != 0>::kThreads, WsfCfg<NW, MO
         mma_bf16_16816(acc[2 * grp], ax, pb[grp >> 2][0], pb[grp >> 2][1]);
         mma_bf16_16816(acc[2 * grp + 1], ay, pb[grp >> 2][0], pb[grp >> 2][1]);
       }
-      if constexpr (MODE == 1) {
+      if constexpr (SELF) {
         __syncwarp();      // every lane done reading the slot (wsf_copy_row fences before the copies)
         self_issue(k + 2);  // into the same slot
-      } else if constexpr (MODE == 2) {
-        __syncwarp();  // every lane done reading the slot before the next step's fence and copies
       } else {
         mbar_arrive(bar_empty + slot * 8);  // every lane: done reading the slot
       }
