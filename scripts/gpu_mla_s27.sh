@@ -12,6 +12,9 @@
 #   form   variant 16's forms (GLM5RT_MLA_V16_FORM 0: a producer warp, 1 / 2: four / three self-gathering consumer
 #          warps) forced at split counts, FP8 H=8 at T = FORM_T and prefill-like grids over one L2-resident pool
 #          (FORM_PT), RUNS rounds; then Nsight Compute's stall summary of form 1 at T=128 H=8 (PROFILE=0: none).
+#   alt    another bundle's binaries (ALT) against P's: ALT's subset tests, then the automatic FP8 H=8 rows of both,
+#          alternating processes;
+#   record issue 6's benchmark of record from P (mla_record: P must carry the sm_120 objects, SM120=1).
 #   P=.carry/s27/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s27.sh
 # (Call 1 measured the cp.async producer, GLM5RT_MLA_V16_COPY, slower everywhere; removed, its code in
 # bench/results/s27/patches/; the copy part and TEST_COPIES now change nothing.)
@@ -88,6 +91,34 @@ PY
     grep -E "Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Active Warps Per|Registers Per" "$OUT/v16f1-details.txt" | head -8
     head -12 "$OUT/v16f1-stalls.txt"
   fi
+fi
+
+if [[ " $PARTS " == *" alt "* ]]; then
+  # Another bundle's binaries (ALT, e.g. built with an experiment's macro) against this one's, alternating processes:
+  # the sparse MLA subset tests with ALT, then the automatic FP8 H=8 rows, RUNS rounds.
+  ALT=${ALT:?set ALT}
+  [ -d "$ALT" ] || tar -xJf "$ALT.tar.xz" -C "$(dirname "$ALT")"
+  AB=$PWD/$ALT/bin
+  src2=$(cat "$ALT/SOURCE_DIR")  # its tests' compiled-in source path -> this copy (as device_prebuilt.sh does for P)
+  [ -e "$src2" ] || { mkdir -p "$(dirname "$src2")" && ln -sfn "$PWD" "$src2"; }
+  stamp "alt tests"
+  timeout 200 "$AB/glm5rt_gpu_tests" -tc="*every head count*,*top-k from 1*,*many query tokens*,*forced split*,*rising*" \
+    > "$OUT/tests-alt.txt" 2>&1
+  echo "rc $?"; tail -n 3 "$OUT/tests-alt.txt" | head -2; grep -E "ERROR|FAIL" "$OUT/tests-alt.txt" | head -10
+  for run in $(seq 1 "${RUNS:-2}"); do
+    for which in main alt; do
+      bin=$B; [ "$which" = alt ] && bin=$AB
+      timeout 200 "$bin/glm5rt_bench_sparse_mla" --no-sweep --quick --formats fp8 --variants 0 --T ${ALT_T:-32,128,256} \
+        --H 8 --prefill-T ${ALT_PT:-128,1024} --prefill-H 8 --reps 9 > "$OUT/bench-$which-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) " "$OUT/bench-$which-r$run.txt" | sed 's/  */ /g; s/ event .*//; s/ sets=.*auto/ auto/' |
+        sed "s/^/$which run=$run /"
+    done
+  done | tee "$OUT/alt-log.txt"
+fi
+
+if [[ " $PARTS " == *" record "* ]]; then
+  stamp "record"
+  mla_record
 fi
 
 if [[ " $PARTS " == *" paths "* ]]; then
