@@ -1,26 +1,23 @@
 #!/usr/bin/env bash
 # Session 27's device calls (run on the accelerator machine from the repository root; bundles from
-# scripts/pack_mla_bundle.sh): PARTS (default "tests paths copy range") picks
-#   tests  the sparse MLA and multi-pool GPU tests as shipped (variant 16 automatic on sm_90 for FP8 at 8 heads per
-#          CTA, 32 <= T <= 128), then a subset with GLM5RT_MLA_V16_COPY=1 and =2 (variant 16 gathering by cp.async,
-#          or half by cp.async: it runs in every case's variant loop);
+# scripts/pack_mla_bundle.sh): PARTS (default "tests paths range") picks
+#   tests  the sparse MLA and multi-pool GPU tests as shipped (SHIPPED=0: not), then TEST_FORMS' runs with
+#          GLM5RT_MLA_V16_FORM set (FULL_FORM's the whole suite, the others a subset);
 #   paths  bench/sparse_mla/gather_paths.cu: the gather of T=128 x 2048 records alone by bulk copies, cp.async, both
 #          and 16-byte loads, in the kernels' shapes, from DRAM and from an L2-resident pool (JSON in $OUT);
-#   copy   variant 16's producer by bulk copies / cp.async / both (GLM5RT_MLA_V16_COPY 0 / 1 / 2) against variant 7,
-#          forced at split counts, FP8 T = 32 / 128 x H = 8 and the 1024 x 8 grid, RUNS rounds of alternating processes;
-#   range  variants 7 and 16 (bulk copies) forced at T = 16 / 24 / 192 / 256 x H = 8 (where 16 is not automatic yet).
-#   form   variant 16's forms (GLM5RT_MLA_V16_FORM 0: a producer warp, 1 / 2: four / three self-gathering consumer
-#          warps) forced at split counts, FP8 H=8 at T = FORM_T and prefill-like grids over one L2-resident pool
-#          (FORM_PT), RUNS rounds; then Nsight Compute's stall summary of form 1 at T=128 H=8 (PROFILE=0: none).
-#   alt    another bundle's binaries (ALT) against P's: ALT's subset tests, then the automatic FP8 H=8 rows of both,
-#          alternating processes;
+#   form   variant 16 at each GLM5RT_MLA_V16_FORM of FORMS, forced at split counts, FP8 H=8 at T = FORM_T and
+#          prefill-like grids over one L2-resident pool (FORM_PT), RUNS rounds, with the best split count per shape;
+#   range  variants 7 and 16 forced at T = 16 / 24 / 192 / 256 x H = 8;
+#   alt    another bundle's binaries (ALT, e.g. built with an experiment's macro) against P's: ALT's subset tests, then
+#          the automatic FP8 H=8 rows of both, alternating processes;
 #   record issue 6's benchmark of record from P (mla_record: P must carry the sm_120 objects, SM120=1).
 #   P=.carry/s27/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s27.sh
-# (Call 1 measured the cp.async producer, GLM5RT_MLA_V16_COPY, slower everywhere; removed, its code in
-# bench/results/s27/patches/; the copy part and TEST_COPIES now change nothing.)
+# Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
+# (Calls 1-5 measured variant 16's cp.async producer (GLM5RT_MLA_V16_COPY) and self-gathering forms 2-4 slower and
+# removed them, bench/results/s27/patches/; GLM5RT_MLA_V16_FORM is now 0 (producer form) or not 0 (the default).)
 set -uo pipefail
 source scripts/lib/device_prebuilt.sh
-PARTS=${PARTS:-tests paths copy range}
+PARTS=${PARTS:-tests paths range}
 
 if [[ " $PARTS " == *" tests "* ]]; then
   if [ "${SHIPPED:-1}" = 1 ]; then
@@ -28,15 +25,6 @@ if [[ " $PARTS " == *" tests "* ]]; then
     timeout "${TESTS_S:-280}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
     echo "rc $?"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
   fi
-  for cp in ${TEST_COPIES:-}; do
-    stamp "tests GLM5RT_MLA_V16_COPY=$cp"
-    GLM5RT_MLA_V16_COPY=$cp timeout 200 "$B/glm5rt_gpu_tests" \
-      -tc="*every head count*,*top-k from 1*,*many query tokens*,*forced split*,*rising*" > "$OUT/tests-copy$cp.txt" 2>&1
-    echo "rc $?"; tail -n 3 "$OUT/tests-copy$cp.txt"; grep -E "ERROR|FAIL" "$OUT/tests-copy$cp.txt" | head -10
-  done
-fi
-
-if [[ " $PARTS " == *" tests "* ]]; then
   for f in ${TEST_FORMS:-}; do
     stamp "tests GLM5RT_MLA_V16_FORM=$f"
     tc="*sparse MLA*,*multi*pool*"
@@ -78,19 +66,6 @@ for k in sorted(best):
 for k in sorted(auto):
     print("auto %-7s T=%-5d form %d  %s" % (k + (auto[k],)))
 PY
-  if [ "${PROFILE:-1}" = 1 ]; then
-    NCU=$(find_ncu)
-    stamp "profile form 1"
-    GLM5RT_MLA_V16_FORM=1 timeout 200 "$NCU" --clock-control none --set full --import-source no -k "regex:sparse_mla_wsf_kernel" \
-      --launch-count 1 -f -o "$OUT/v16f1" "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --reps 1 --T 128 --H 8 \
-      --variants 0 --formats fp8 > "$OUT/v16f1-run.txt" 2>&1
-    "$NCU" -i "$OUT/v16f1.ncu-rep" --page details > "$OUT/v16f1-details.txt" 2>&1
-    "$NCU" -i "$OUT/v16f1.ncu-rep" --page source --csv --print-source sass > "$OUT/v16f1-sass.csv" 2>&1
-    rm -f "$OUT/v16f1.ncu-rep"
-    python3 bench/sparse_mla/sass_stalls.py "$OUT/v16f1-sass.csv" --top 25 > "$OUT/v16f1-stalls.txt" 2>&1
-    grep -E "Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Active Warps Per|Registers Per" "$OUT/v16f1-details.txt" | head -8
-    head -12 "$OUT/v16f1-stalls.txt"
-  fi
 fi
 
 if [[ " $PARTS " == *" alt "* ]]; then
@@ -125,19 +100,6 @@ if [[ " $PARTS " == *" paths "* ]]; then
   stamp "gather paths"
   timeout 240 "$B/glm5rt_bench_gather_paths" --json "$OUT/gather_paths.json" ${PATHS_ARGS:-} | tee "$OUT/gather_paths.txt"
   echo "rc ${PIPESTATUS[0]}"
-fi
-
-if [[ " $PARTS " == *" copy "* ]]; then
-  for run in $(seq 1 "${RUNS:-2}"); do
-    for cp in ${COPIES:-0 1 2}; do
-      stamp "bench copy $cp run $run"
-      GLM5RT_MLA_V16_COPY=$cp timeout 200 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats fp8 --variants 7 \
-        --T ${COPY_T:-32,128} --H 8 --force-variants 16 --force-splits ${COPY_SPLITS:-2,4,8} --prefill-T 1024 \
-        --prefill-H 8 --reps 9 > "$OUT/bench-copy$cp-r$run.txt" 2>&1
-      grep -E "^(decode|prefill) |forced" "$OUT/bench-copy$cp-r$run.txt" | sed 's/  */ /g; s/ event .*//' |
-        sed "s/^/copy=$cp run=$run /"
-    done
-  done | tee "$OUT/copy-log.txt"
 fi
 
 if [[ " $PARTS " == *" range "* ]]; then

@@ -62,6 +62,23 @@ float time_ms(F&& f, int warm, int reps, cudaStream_t s) {
   return median(t);
 }
 
+// Median microseconds per call of a CUDA graph of `calls` calls enqueue(i) (i: the call's index) captured on `stream`,
+// replayed `reps` times after `warm` replays (the indexer and gather-path benchmarks' graph timing).
+template <typename F>
+double time_graph_us(cudaStream_t stream, int calls, F&& enqueue, int warm = 3, int reps = 15) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) enqueue(i);
+  BENCH_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const float ms = time_ms([&] { BENCH_CHECK_CUDA(cudaGraphLaunch(exec, stream)); }, warm, reps, stream);
+  BENCH_CHECK_CUDA(cudaGetLastError());
+  BENCH_CHECK_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CHECK_CUDA(cudaGraphDestroy(graph));
+  return ms * 1e3 / calls;
+}
+
 // Random e4m3 codes (never the NaN codes 0x7f / 0xff), limited to |v| <= 2^3 (exponent field <= 9) so that
 // sums of products stay moderate.
 __global__ inline void fill_fp8(uint8_t* p, size_t n, uint64_t seed) {

@@ -92,36 +92,7 @@ struct Result {
   double total_us = 0, total_fused_us = 0, total_unfused_us = 0, total_reg_us = 0, total_r1_us = 0, topk_reg_us = 0, scores_us = 0, topk_us = 0, topk_row_us = 0, topk_split_us = 0, bytes = 0, floor_us = 0, flops = 0;
 };
 
-template <class F>
-double time_graph_us(cudaStream_t stream, int calls, F&& enqueue) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) enqueue(i);
-  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-  std::vector<double> times;
-  for (int i = 0; i < 15; ++i) {
-    CHECK_CUDA(cudaEventRecord(a, stream));
-    CHECK_CUDA(cudaGraphLaunch(exec, stream));
-    CHECK_CUDA(cudaEventRecord(b, stream));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    times.push_back(ms * 1e3 / calls);
-  }
-  CHECK_CUDA(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using glm5rt_bench::time_graph_us;  // 3 warm-up replays, the median of 15
 
 __global__ void copy_kernel(const float4* __restrict__ src, float4* __restrict__ dst, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) dst[i] = __ldcs(src + i);

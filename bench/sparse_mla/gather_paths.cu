@@ -96,22 +96,6 @@ struct Config {
   int ctas_per_sm, warps, ring;
 };
 
-// Median microseconds per launch of a CUDA graph of `launches` calls of launch(i) (i: the call's index), replayed 5
-// times after one warm-up replay.
-template <typename F>
-double time_graph_us(F&& launch, int launches, cudaStream_t s) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  BENCH_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) launch(i);
-  BENCH_CHECK_CUDA(cudaStreamEndCapture(s, &graph));
-  BENCH_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  const float ms = glm5rt_bench::time_ms([&] { BENCH_CHECK_CUDA(cudaGraphLaunch(exec, s)); }, 1, 5, s);
-  BENCH_CHECK_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CHECK_CUDA(cudaGraphDestroy(graph));
-  return ms * 1e3 / launches;
-}
-
 template <int kRec, int kMode>
 double time_ring(const uint8_t* cache, const int32_t* const* sets, int nsets, int64_t nrec, const Config& cfg, int sms,
                  cudaStream_t s) {
@@ -121,8 +105,8 @@ double time_ring(const uint8_t* cache, const int32_t* const* sets, int nsets, in
   BENCH_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(sms * cfg.ctas_per_sm)), block(static_cast<unsigned>(32 * cfg.warps));
   const int64_t nsteps = nrec / kStepRows;
-  return time_graph_us(
-      [&](int i) { kernel<<<grid, block, smem, s>>>(cache, sets[i % nsets], nsteps, cfg.ring); }, 8, s);
+  return glm5rt_bench::time_graph_us(
+      s, 8, [&](int i) { kernel<<<grid, block, smem, s>>>(cache, sets[i % nsets], nsteps, cfg.ring); }, 1, 5);
 }
 
 }  // namespace
