@@ -37,7 +37,7 @@ enum Mode { kBulk = 0, kCpAsync = 1, kMixed = 2 };
 const char* const kModeNames[] = {"bulk", "cpasync", "mixed"};
 
 // Ring row stride: the record and 16 bytes (the kernels' padding: 672 for FP8, 1168 for bf16).
-constexpr int row_bytes(int rec) { return rec + 16; }
+__host__ __device__ constexpr int row_bytes(int rec) { return rec + 16; }
 
 // Each warp copies steps gw, gw + NW, ... (gw its index in the grid, NW the grid's warps) into its own ring of `ring`
 // slots, reusing a slot once its previous fill landed. The records' 16 indices of a step: one load by lanes 0-15,
