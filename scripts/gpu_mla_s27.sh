@@ -10,6 +10,7 @@
 #   range  variants 7 and 16 forced at T = 16 / 24 / 192 / 256 x H = 8;
 #   alt    another bundle's binaries (ALT, e.g. built with an experiment's macro) against P's: ALT's subset tests, then
 #          the automatic FP8 H=8 rows of both, alternating processes;
+#   final  the record's sparse MLA test cases and the automatic FP8 / bf16 rows at 8 heads (JSON), in little time;
 #   record issue 6's benchmark of record from P (mla_record: P must carry the sm_120 objects, SM120=1).
 #   P=.carry/s27/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s27.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
@@ -89,6 +90,20 @@ if [[ " $PARTS " == *" alt "* ]]; then
         sed "s/^/$which run=$run /"
     done
   done | tee "$OUT/alt-log.txt"
+fi
+
+if [[ " $PARTS " == *" final "* ]]; then
+  # The shipped defaults in little device time: the record's sparse MLA test cases, then the automatic FP8 and bf16
+  # rows at 8 heads (JSON in $OUT/final.json).
+  stamp "final tests"
+  timeout "${FINAL_TESTS_S:-90}" "$B/glm5rt_gpu_tests" -tc="sparse MLA*" > "$OUT/tests-final.txt" 2>&1
+  echo "rc $?"; tail -n 3 "$OUT/tests-final.txt" | head -2; grep -E "ERROR|FAIL" "$OUT/tests-final.txt" | head -10
+  stamp "final bench"
+  timeout 120 "$B/glm5rt_bench_sparse_mla" --json "$OUT/final.json" --no-sweep --quick --formats bf16,fp8 --variants 0 \
+    --T ${FINAL_T:-32,64,128,192,256} --H 8 --prefill-T ${FINAL_PT:-1024,4096} --prefill-H 8 --reps 9 \
+    > "$OUT/bench-final.txt" 2>&1
+  echo "rc $?"
+  grep -E "^(decode|prefill|gather) " "$OUT/bench-final.txt" | sed 's/  */ /g; s/ v1 .*//'
 fi
 
 if [[ " $PARTS " == *" record "* ]]; then
