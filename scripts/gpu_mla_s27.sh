@@ -99,7 +99,7 @@ if [[ " $PARTS " == *" final "* ]]; then
   timeout "${FINAL_TESTS_S:-90}" "$B/glm5rt_gpu_tests" -tc="sparse MLA*" > "$OUT/tests-final.txt" 2>&1
   echo "rc $?"; tail -n 3 "$OUT/tests-final.txt" | head -2; grep -E "ERROR|FAIL" "$OUT/tests-final.txt" | head -10
   stamp "final bench"
-  timeout 120 "$B/glm5rt_bench_sparse_mla" --json "$OUT/final.json" --no-sweep --quick --formats bf16,fp8 --variants 0 \
+  timeout 120 "$B/glm5rt_bench_sparse_mla" --json "$OUT/final.json" --commit "$COMMIT" --no-sweep --quick --formats bf16,fp8 --variants 0 \
     --T ${FINAL_T:-32,64,128,192,256} --H 8 --prefill-T ${FINAL_PT:-1024,4096} --prefill-H 8 --reps 9 \
     > "$OUT/bench-final.txt" 2>&1
   echo "rc $?"
