@@ -3,6 +3,8 @@
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
+static_assert(WsfCfg<3>::kFitsSm120, "the producer form is the one SM120 runs: at most 99 KB per block");
+
 cudaError_t launch_wsf_fp8(bool self_gathering, const KernelArgs& a, cudaStream_t stream) {
   if (self_gathering)
     return launch_grid<WsfCfg<4, true>, 8>(sparse_mla_wsf_kernel<4, true>, kCarveoutShared, a, stream);
