@@ -113,7 +113,7 @@ fi
 
 if [[ " $PARTS " == *" paths "* ]]; then
   stamp "gather paths"
-  timeout 240 "$B/glm5rt_bench_gather_paths" --json "$OUT/gather_paths.json" ${PATHS_ARGS:-} | tee "$OUT/gather_paths.txt"
+  timeout 240 "$B/glm5rt_bench_gather_paths" --json "$OUT/gather_paths.json" --commit "$COMMIT" ${PATHS_ARGS:-} | tee "$OUT/gather_paths.txt"
   echo "rc ${PIPESTATUS[0]}"
 fi
 

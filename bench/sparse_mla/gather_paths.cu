@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <numeric>
 #include <random>
 #include <string>
@@ -112,12 +113,14 @@ double time_ring(const uint8_t* cache, const int32_t* const* sets, int nsets, in
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path = "gather_paths.json";
+  std::string json_path = "gather_paths.json", commit = "unknown", command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   std::vector<int> recs = {656, 1152};
   std::vector<Config> configs = {{2, 1, 7}, {2, 2, 3}, {2, 4, 2}, {1, 1, 7}, {4, 1, 3}, {1, 4, 3}};
   int T = 128, topk = 2048, pool = 65536;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!std::strcmp(argv[i], "--records") && i + 1 < argc) recs = glm5rt_bench::parse_int_list(argv[++i]);
     else if (!std::strcmp(argv[i], "--T") && i + 1 < argc) T = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--configs") && i + 1 < argc) {  // "2x1x7,2x2x3": CTAs per SM x warps x ring
@@ -131,7 +134,7 @@ int main(int argc, char** argv) {
         if (*p == ',') ++p;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--records 656,1152] [--T 128] [--configs 2x1x7,2x4x2]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json PATH] [--commit SHA] [--records 656,1152] [--T 128] [--configs 2x1x7,2x4x2]\n", argv[0]);
       return 2;
     }
   }
@@ -167,7 +170,14 @@ int main(int argc, char** argv) {
   int32_t* dram_sets[2] = {draw(0, T, pool), draw(T, T, pool)};
   int32_t* l2_sets[1] = {draw(0, 1, 4096)};
 
-  std::string json = "{\n  \"benchmark\": \"gather_paths\",\n  \"device\": \"" + std::string(prop.name) + "\",\n  \"sm_count\": " +
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::string cmd;  // JSON-escaped
+  for (char ch : command) cmd += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+  std::string json = "{\n  \"benchmark\": \"gather_paths\",\n  \"command\": \"" + cmd + "\",\n  \"date\": \"" +
+                     date + "\",\n  \"git_commit\": \"" + commit + "\",\n  \"device\": \"" + std::string(prop.name) +
+                     "\",\n  \"sm_count\": " +
                      std::to_string(sms) + ",\n  \"records_per_launch\": " + std::to_string(nrec) + ",\n  \"rows\": [\n";
   std::printf("%-7s %-5s %-4s %-9s %10s %8s %14s\n", "mode", "rec", "pool", "cta/w/rng", "us", "TB/s", "ns/record/SM");
   bool first = true;
