@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,29 @@ inline bool write_text(const std::string& path, const std::string& text) {
   }
   const bool ok = std::fputs(text.c_str(), f) >= 0;
   return std::fclose(f) == 0 && ok;
+}
+
+// The current UTC time as the benchmarks' JSON "date" (2026-12-03T08:24:08Z).
+inline std::string utc_now_iso() {
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return date;
+}
+
+// `s` as the inside of a JSON string (a recorded command line, a card name): quotes and backslashes escaped, newlines
+// as \n.
+inline std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    if (ch == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += ch;
+  }
+  return o;
 }
 
 // "1,8,128" -> {1, 8, 128}; empty entries ("1,,8", a trailing comma) are skipped.

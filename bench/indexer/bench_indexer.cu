@@ -399,18 +399,7 @@ std::string join_us(const double* v, int n) {
   return o;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    if (ch == '\n') {
-      o += "\\n";
-      continue;
-    }
-    o += ch;
-  }
-  return o;
-}
+using glm5rt_bench::json_escape;
 
 // Opens the JSON output and writes the fields every run shares, up to the opening of its "cases" list
 // (extra: more "key": value lines); null (reported) when the file cannot be written.

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_cuda.cuh"  // json_escape
 #include "kernels/attention/sparse_mla_reg_kernel.cuh"
 
 #define CK(x)                                                                                       \
@@ -248,14 +249,7 @@ struct Result {
   uint32_t checksum = 0;
 };
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
+using glm5rt_bench::json_escape;
 
 }  // namespace
 

@@ -7,10 +7,11 @@
 //            the load / store unit path;
 //   mixed    rows 0-7 of a step by bulk copies, rows 8-15 by cp.async (both paths at once);
 //   ldg      gather_ceiling.cuh's kernel (16-byte loads into registers at full occupancy): the benchmark's "gather".
-// Why: variant 16 (FP8, 8 heads per CTA) takes ~62 ns per record per SM at T=128 whether its records come from DRAM
-// or L2, as does bf16's variant 5 at prefill sizes: if the copy engine costs a fixed time per copy, the FP8 kernel is
-// bound by it and not by its step; this measures the copy paths alone in the kernels' shapes (copy warps per CTA, CTAs
-// per SM, ring slots per warp) from DRAM and from an L2-resident pool.
+// Why: variant 16 (FP8, 8 heads per CTA) took ~62 ns per record per SM at T=128 whether its records came from DRAM
+// or L2; this measures the copy paths alone in the kernels' shapes (copy warps per CTA, CTAs per SM, ring slots per
+// warp) from DRAM and from an L2-resident pool. Session 27 (H200): not a fixed cost per copy of the engine but per
+// issuing warp (one copy every ~60-120 clocks): two copy warps per SM reach 34 ns per FP8 record, four the card's
+// gather ceiling (docs/PERFORMANCE.md "Session 27").
 // Output: a printed table and --json PATH (default gather_paths.json). Never run as a test.
 #include <cuda_runtime.h>
 
@@ -18,7 +19,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <numeric>
 #include <random>
 #include <string>
@@ -110,6 +110,12 @@ double time_ring(const uint8_t* cache, const int32_t* const* sets, int nsets, in
       s, 8, [&](int i) { kernel<<<grid, block, smem, s>>>(cache, sets[i % nsets], nsteps, cfg.ring); }, 1, 5);
 }
 
+// The ring timings by record size (656, 1152) and mode.
+using RingTimer = double (*)(const uint8_t*, const int32_t* const*, int, int64_t, const Config&, int, cudaStream_t);
+constexpr RingTimer kRingTimers[2][3] = {
+    {time_ring<656, kBulk>, time_ring<656, kCpAsync>, time_ring<656, kMixed>},
+    {time_ring<1152, kBulk>, time_ring<1152, kCpAsync>, time_ring<1152, kMixed>}};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,15 +176,10 @@ int main(int argc, char** argv) {
   int32_t* dram_sets[2] = {draw(0, T, pool), draw(T, T, pool)};
   int32_t* l2_sets[1] = {draw(0, 1, 4096)};
 
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  std::string cmd;  // JSON-escaped
-  for (char ch : command) cmd += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
-  std::string json = "{\n  \"benchmark\": \"gather_paths\",\n  \"command\": \"" + cmd + "\",\n  \"date\": \"" +
-                     date + "\",\n  \"git_commit\": \"" + commit + "\",\n  \"device\": \"" + std::string(prop.name) +
-                     "\",\n  \"sm_count\": " +
-                     std::to_string(sms) + ",\n  \"records_per_launch\": " + std::to_string(nrec) + ",\n  \"rows\": [\n";
+  std::string json = "{\n  \"benchmark\": \"gather_paths\",\n  \"command\": \"" + glm5rt_bench::json_escape(command) +
+                     "\",\n  \"date\": \"" + glm5rt_bench::utc_now_iso() + "\",\n  \"git_commit\": \"" + commit +
+                     "\",\n  \"device\": \"" + std::string(prop.name) + "\",\n  \"sm_count\": " + std::to_string(sms) +
+                     ",\n  \"records_per_launch\": " + std::to_string(nrec) + ",\n  \"rows\": [\n";
   std::printf("%-7s %-5s %-4s %-9s %10s %8s %14s\n", "mode", "rec", "pool", "cta/w/rng", "us", "TB/s", "ns/record/SM");
   bool first = true;
   auto row = [&](const char* mode, int rec, const char* where, const Config& c, double us) {
@@ -209,18 +210,8 @@ int main(int argc, char** argv) {
       row("ldg", rec, wname, Config{8, 8, 0},
           glm5rt_bench::time_gather_us(cache, rec, sets[0], nrec, sms, s));
       for (const Config& c : configs)
-        for (int mode = 0; mode < 3; ++mode) {
-          double us = 0;
-          if (rec == 656)
-            us = mode == 0 ? time_ring<656, kBulk>(cache, sets, nsets, nrec, c, sms, s)
-                 : mode == 1 ? time_ring<656, kCpAsync>(cache, sets, nsets, nrec, c, sms, s)
-                             : time_ring<656, kMixed>(cache, sets, nsets, nrec, c, sms, s);
-          else
-            us = mode == 0 ? time_ring<1152, kBulk>(cache, sets, nsets, nrec, c, sms, s)
-                 : mode == 1 ? time_ring<1152, kCpAsync>(cache, sets, nsets, nrec, c, sms, s)
-                             : time_ring<1152, kMixed>(cache, sets, nsets, nrec, c, sms, s);
-          row(kModeNames[mode], rec, wname, c, us);
-        }
+        for (int mode = 0; mode < 3; ++mode)
+          row(kModeNames[mode], rec, wname, c, kRingTimers[rec == 1152][mode](cache, sets, nsets, nrec, c, sms, s));
     }
     BENCH_CHECK_CUDA(cudaFree(cache));
   }

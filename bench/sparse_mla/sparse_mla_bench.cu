@@ -260,15 +260,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
     return false;
   }
-  {
-    char date[32];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    std::string cmd;  // JSON-escaped
-    for (char ch : command) cmd += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
-    std::fprintf(f, "{\n  \"command\": \"%s\",\n  \"date\": \"%s\",\n  \"git_commit\": \"%s\",", cmd.c_str(), date,
-                 commit.c_str());
-  }
+  std::fprintf(f, "{\n  \"command\": \"%s\",\n  \"date\": \"%s\",\n  \"git_commit\": \"%s\",",
+               glm5rt_bench::json_escape(command).c_str(), glm5rt_bench::utc_now_iso().c_str(), commit.c_str());
   std::fprintf(f, "\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"copy_tbps\": %.4f,\n  \"topk\": %d,\n  \"pool_tokens_per_sequence\": %d,\n",
                prop.name, prop.multiProcessorCount, copy_tbps, topk, pool);
   std::fprintf(f, "  \"results\": [\n");
