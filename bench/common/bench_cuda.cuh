@@ -1,8 +1,9 @@
 // Shared by the CUDA benchmarks in bench/: a check that stops a benchmark on the first CUDA error (a
 // benchmark has nothing to recover; the library itself never exits), the hash that seeds their
 // device-side random fills (splitmix64's finaliser: cheap, stateless, good enough to decorrelate inputs),
-// the event timer most of them report (median of repeated runs after warm-ups), the parser of their
-// comma-separated integer options ("--T 1,8,128") and the writer of a JSON text.
+// the event timer most of them report (median of repeated runs after warm-ups) and its CUDA-graph form, the parser of
+// their comma-separated integer options ("--T 1,8,128"), and their JSON's pieces: the date, string escaping, the
+// writer of the text.
 #pragma once
 
 #include <algorithm>
