@@ -121,9 +121,13 @@ bool v10_enabled() {
 // T=256 106.4 / 127.1, over one L2-resident pool T=128 56.3 / 67.2 and the 1024-token grid 356 / 426 (H200,
 // docs/PERFORMANCE.md "Session 27"); at T=16 15.0 against 15.3 only at 8 splits, which no rule here picks, so not
 // below 32. GLM5RT_MLA_V16=0 (read once) keeps variant 7.
+// Session 28: its 16-head form (two self-gathering warp pairs) likewise at 16 heads per CTA [measured: pending];
+// GLM5RT_MLA_V16_H16=0 (read once) keeps variant 7 there.
 bool v16_auto(const SparseMlaParams& p, int hc) {
   static const bool on = env_not_off("GLM5RT_MLA_V16");
-  return on && hc == 8 && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 && p.num_tokens >= 32;
+  static const bool on16 = env_not_off("GLM5RT_MLA_V16_H16");
+  return on && (hc == 8 || (hc == 16 && on16)) && p.format == MlaCacheFormat::kFp8 && cc_major() == 9 &&
+         p.num_tokens >= 32;
 }
 
 // Session 27: variant 16 self-gathering (four consumer warps, no producer warp) wherever a block may have its 101 KB
@@ -149,10 +153,10 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   // variant 11's choice.
   if (hc == 64) return 14;
   if (p.kernel_variant == 14) return 11;
-  // Session 26: variant 16 (FP8 records, a warp per 16-token step) has 8-head CTAs and bulk copies (sm_90+); elsewhere
-  // it runs variant 7's choice.
+  // Session 26: variant 16 (FP8 records, a warp per 16-token step) has 8-head CTAs (session 28: and 16-head ones) and
+  // bulk copies (sm_90+); elsewhere it runs variant 7's choice.
   if (p.kernel_variant == 16)
-    return p.format == MlaCacheFormat::kFp8 && hc == 8 && cc_major() >= 9 ? 16 : 7;
+    return p.format == MlaCacheFormat::kFp8 && (hc == 8 || hc == 16) && cc_major() >= 9 ? 16 : 7;
   if ((p.kernel_variant >= 1 && p.kernel_variant <= 7) || p.kernel_variant == 10 || p.kernel_variant == 11)
     return p.kernel_variant;  // 4 and 6 are rejected earlier
   if (p.format == MlaCacheFormat::kBf16) {
@@ -1029,7 +1033,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(v16_self_gathering(), a, stream);
+    err = sparse_mla_detail::launch_wsf_fp8(hc, v16_self_gathering(), a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
