@@ -1033,7 +1033,8 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       persistent_ctas(p, nsplit) == 0)
     a.pdl = 2;
   if (variant == 16) {
-    err = sparse_mla_detail::launch_wsf_fp8(hc, v16_self_gathering(), a, stream);
+    err = hc == 16 ? sparse_mla_detail::launch_wsf16_fp8(a, stream)
+                   : sparse_mla_detail::launch_wsf_fp8(v16_self_gathering(), a, stream);
   } else if (variant == 7) {
     err = fp8 ? sparse_mla_detail::launch_reg_fp8(hc, reg_dense(p, hc), a, stream)
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2

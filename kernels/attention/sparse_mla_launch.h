@@ -9,6 +9,7 @@
 #include "kernels/attention/sparse_mla_ws_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsp_kernel.cuh"
+#include "kernels/attention/sparse_mla_wsf16_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsf_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsr_kernel.cuh"
 #include "kernels/gemm/launch.cuh"
@@ -40,12 +41,14 @@ cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t 
 // dense: the 8-head kernel four CTAs per SM or the 16-head kernel three (RegCfg<hc, true>; the caller, reg_dense,
 // checks that they fit).
 cudaError_t launch_reg_fp8(int heads_per_cta, bool dense, const KernelArgs& a, cudaStream_t stream);
-// kernel_variant 16: FP8 records, 8 or 16 heads per CTA, a consumer warp per 16-token step and 8 heads
-// (sparse_mla_wsf_kernel.cuh; sm_90+: the caller runs variant 7 elsewhere).
-// 8 heads: self_gathering: four consumer warps copying their own steps (WsfCfg<4, true>: 101 KB of shared memory per
-// block, so H100 / H200 only), else three and a producer warp (WsfCfg<3>: <= 99 KB). 16 heads: two self-gathering warp
-// pairs (WsfCfg<4, true, 16>: 88 KB, every sm_90+ device).
-cudaError_t launch_wsf_fp8(int heads_per_cta, bool self_gathering, const KernelArgs& a, cudaStream_t stream);
+// kernel_variant 16: FP8 records, 8 heads per CTA, a consumer warp per 16-token step (sparse_mla_wsf_kernel.cuh;
+// sm_90+: the caller runs variant 7 elsewhere).
+// self_gathering: four consumer warps copying their own steps (WsfCfg<4, true>: 101 KB of shared memory per block, so
+// H100 / H200 only), else three and a producer warp (WsfCfg<3>: <= 99 KB).
+cudaError_t launch_wsf_fp8(bool self_gathering, const KernelArgs& a, cudaStream_t stream);
+// Its 16-head form: two warp pairs, each pair's warps splitting a step's latent dims (sparse_mla_wsf16_kernel.cuh;
+// Wsf16Cfg: <= 99 KB, every sm_90+ device).
+cudaError_t launch_wsf16_fp8(const KernelArgs& a, cudaStream_t stream);
 
 // Dynamic shared memory of the kernel that runs for (variant, heads per CTA, format): the split planner
 // uses it to count how many CTAs share an SM.
@@ -73,7 +76,7 @@ inline bool runs_wsp(int variant, int hc) { return variant == 14 && hc == 64; }
 inline bool runs_wsf(int variant, int hc, bool fp8) { return variant == 16 && (hc == 8 || hc == 16) && fp8; }
 inline int kernel_smem_bytes(int variant, int hc, bool fp8) {
   // (At 8 heads the producer form's size: both forms fit two CTAs on an H100 / H200 SM, and SM120 runs this one.)
-  if (runs_wsf(variant, hc, fp8)) return hc == 16 ? WsfCfg<4, true, 16>::kSmemBytes : WsfCfg<3>::kSmemBytes;
+  if (runs_wsf(variant, hc, fp8)) return hc == 16 ? Wsf16Cfg::kSmemBytes : WsfCfg<3>::kSmemBytes;
   if (variant == 16) variant = 7;
   if (runs_wsp(variant, hc)) return fp8 ? WspCfg<true>::kSmemBytes : WspCfg<false>::kSmemBytes;
   if (variant == 1) return smem_of<Cfg>(hc, fp8);

@@ -1,16 +1,11 @@
-// Instantiation of sparse MLA kernel variant 16 (FP8 records, 8 or 16 heads per CTA, a warp per 16-token step and 8
-// heads).
+// Instantiation of sparse MLA kernel variant 16 (FP8 records, 8 heads per CTA, a warp per 16-token step).
 #include "kernels/attention/sparse_mla_launch.h"
 
 namespace glm5rt::kernels::sparse_mla_detail {
 
 static_assert(WsfCfg<3>::kFitsSm120, "the producer form is the one SM120 runs: at most 99 KB per block");
 
-static_assert(WsfCfg<4, true, 16>::kFitsSm120, "the 16-head form runs on every sm_90+ device");
-
-cudaError_t launch_wsf_fp8(int heads_per_cta, bool self_gathering, const KernelArgs& a, cudaStream_t stream) {
-  if (heads_per_cta == 16)
-    return launch_grid<WsfCfg<4, true, 16>, 16>(sparse_mla_wsf_kernel<4, true, 16>, kCarveoutShared, a, stream);
+cudaError_t launch_wsf_fp8(bool self_gathering, const KernelArgs& a, cudaStream_t stream) {
   if (self_gathering)
     return launch_grid<WsfCfg<4, true>, 8>(sparse_mla_wsf_kernel<4, true>, kCarveoutShared, a, stream);
   return launch_grid<WsfCfg<3>, 8>(sparse_mla_wsf_kernel<3, false>, kCarveoutShared, a, stream);

@@ -45,36 +45,25 @@ namespace glm5rt::kernels::sparse_mla_detail {
 // consumer warps: 222 registers on sm_90, no spill; four were capped at 168 for two CTAs per SM and spilled, 1.03-1.10x
 // slower). SELF true (session 27): no producer warp; each consumer warp copies its own steps, two slots of its own
 // (four warps: 224 registers, no spill; three were slower everywhere, H200 session 27 call 4).
-// HC = 16 (session 28, self-gathering only): the CTA's warps in pairs, a pair per step, each warp of the pair the same
-// step's work for its 8 of the 16 heads (one gather feeds two warps: at 16 heads variant 7 ran FP8 slower than bf16,
-// 91.6 against 79.1 us at T=128, record e81ce04). Each warp copies half of a step's records; a pair has three slots
-// (two did not leave room for the end merge's two 16-head buffers) and meets at a 64-thread named barrier before it
-// refills the slot it just read.
-template <int NW, bool SELF = false, int HC = 8>
+template <int NW, bool SELF = false>
 struct WsfCfg {
-  static_assert(HC == 8 || (HC == 16 && SELF && NW % 2 == 0), "16 heads: pairs of self-gathering warps");
-  static constexpr int kHC = HC;
-  static constexpr int kWarpsPerStep = HC / 8;                  // each warp: 8 heads of the step
-  static constexpr int kGroups = NW / kWarpsPerStep;            // steps in flight per CTA
-  static constexpr int kGroupSlots = HC == 8 ? 2 : 3;           // SELF: a group's own slots
-  static constexpr int kCopyLanes = 16 / kWarpsPerStep;         // SELF: records a warp copies per step
+  static constexpr int kHC = 8;
   static constexpr int kConsumerWarps = NW;
   static constexpr int kThreads = (SELF ? kConsumerWarps : kConsumerWarps + 1) * 32;
   static constexpr int kBT = 16;
   static constexpr int kRowBytes = 672;  // 656-byte record + 16: 168 words (8 mod 32 banks)
   static constexpr int kSlotBytes = kBT * kRowBytes;
-  static constexpr int kRing = SELF ? kGroupSlots * kGroups : 7;
+  static constexpr int kRing = SELF ? 2 * NW : 7;
   static constexpr int kQRowBytes = 1088;  // 512 f16 + 64 bytes: 272 words (16 mod 32 banks: LDS.128 conflict-free)
   static constexpr int kOffQ = kRing * kSlotBytes;
   static constexpr int kOffIdx = kOffQ + kHC * kQRowBytes;
   static constexpr int kOffBar = kOffIdx + kMaxSplitEntries * 4;
-  static constexpr int kOffMl = kOffBar + 2 * kRing * 8;  // per warp and its 8 heads: max, sum
-  static constexpr int kOffLse = kOffMl + kConsumerWarps * 8 * 2 * 4;
+  static constexpr int kOffMl = kOffBar + 2 * kRing * 8;  // per warp and head: max, sum
+  static constexpr int kOffLse = kOffMl + kConsumerWarps * kHC * 2 * 4;
   static constexpr int kSmemBytes = kOffLse + kHC * 4;
-  // The merge's per-group O buffers (fp32, the epilogue's staging layout, the CTA's HC heads) reuse the ring and Q
-  // (both dead once every warp is past its last step).
+  // The merge's per-warp O buffers (fp32, the epilogue's staging layout) reuse the ring.
   static constexpr int kMergeBufFloats = kHC * kStgStride;
-  static_assert(kGroups * kMergeBufFloats * 4 <= kOffIdx, "merge buffers must fit in the ring and Q");
+  static_assert(kConsumerWarps * kMergeBufFloats * 4 <= kOffQ, "merge buffers must fit in the ring");
   // SM120 allows at most 99 KB of shared memory per block: the launcher runs a form above it only where the device
   // grants it (two CTAs per SM on H100 / H200: 113 KB each).
   static constexpr bool kFitsSm120 = kSmemBytes <= 99 * 1024;
@@ -101,6 +90,18 @@ __device__ __forceinline__ int wsf_token(int i) { return (i >> 1) + ((i & 1) << 
 
 inline constexpr float kTwoPow112 = 5.192296858534828e33f;  // 2^112, exact
 
+// Q's latent part of the CTA's HC heads as f16 rows of ROW bytes at smem + OFF (GEMM1's B operand, stored once per
+// CTA).
+template <int HC, int NTHREADS, int OFF, int ROW>
+__device__ __forceinline__ void stage_q_latent_f16(uint8_t* smem, const __nv_bfloat16* q_g, int tid) {
+  for (int c = tid; c < HC * 64; c += NTHREADS) {  // HC heads x 64 chunks of 8 values
+    const int h = c >> 6, d = (c & 63) * 8;
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(q_g + h * kMlaQkDim + d));
+    const uint4 f = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
+    *reinterpret_cast<uint4*>(smem + OFF + h * ROW + d * 2) = f;
+  }
+}
+
 // One producer lane's share of a step (variant 5's ws_copy_row for 656-byte records in 672-byte rows).
 __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
                                              int lane) {
@@ -121,12 +122,11 @@ __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, co
   mbar_arrive(bar);
 }
 
-template <int NW, bool SELF, int HC = 8>
-__global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SELF, HC>::kMinBlocks)
+template <int NW, bool SELF>
+__global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::kMinBlocks)
     sparse_mla_wsf_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using C = WsfCfg<NW, SELF, HC>;
-  constexpr int WPS = C::kWarpsPerStep, NG = C::kGroups, GS = C::kGroupSlots;
+  using C = WsfCfg<NW, SELF>;
   using namespace mma;
   constexpr int NST = C::kRing;
   constexpr int kLR = C::kRowBytes;
@@ -134,50 +134,41 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
   extern __shared__ __align__(16) uint8_t smem[];
 
   wait_for_predecessor();  // before any global access (PDL)
-  const CtaPlace place = cta_place<HC>(a);
+  const CtaPlace place = cta_place<8>(a);
   const int hg = place.hg, split = place.split, t = place.t;
   const RowCache rc = row_cache(a, t);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  // This warp's step group (steps sg, sg + NG, ...) and its 8 heads within the CTA's HC (hh, ..., hh + 7).
-  const int sg = warp / WPS, half = warp % WPS, hh = 8 * half;
   allow_dependent_launch();  // the combine kernel (PDL)
 
   const SplitSpan span = split_span<C::kBT>(a, t, split);
   const int nsteps = span.nsteps;
   const int32_t* row_idx = a.indices + static_cast<int64_t>(t) * a.topk;
-  const __nv_bfloat16* q_g = a.q + (static_cast<int64_t>(t) * a.num_heads + hg * HC) * kMlaQkDim;
+  const __nv_bfloat16* q_g = a.q + (static_cast<int64_t>(t) * a.num_heads + hg * 8) * kMlaQkDim;
 
   // Prologue: the split's indices (cleaned), Q's latent part as f16 rows, the ring's mbarriers.
   int* s_idx = reinterpret_cast<int*>(smem + C::kOffIdx);
   stage_split_indices<C::kThreads>(s_idx, row_idx, span, nsteps * C::kBT, rc.num_slots, tid);
-  for (int c = tid; c < HC * 64; c += C::kThreads) {  // HC heads x 64 chunks of 8 values
-    const int h = c >> 6, d = (c & 63) * 8;
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(q_g + h * kMlaQkDim + d));
-    const uint4 f = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
-    *reinterpret_cast<uint4*>(smem + C::kOffQ + h * C::kQRowBytes + d * 2) = f;
-  }
+  stage_q_latent_f16<8, C::kThreads, C::kOffQ, C::kQRowBytes>(smem, q_g, tid);
   const uint32_t bar_full = smem_addr(smem + C::kOffBar);
   const uint32_t bar_empty = bar_full + NST * 8;
   if (tid == 0)
     for (int s = 0; s < NST; ++s) {
-      mbar_init(bar_full + s * 8, 32 * WPS);  // every lane of the producer / the group's warps, once per fill
+      mbar_init(bar_full + s * 8, 32);   // every producer lane, once per fill
       mbar_init(bar_empty + s * 8, 32);  // every lane of the warp that read the slot
     }
   __syncthreads();
 
   float* ml_s = reinterpret_cast<float*>(smem + C::kOffMl);
   float* lse_s = reinterpret_cast<float*>(smem + C::kOffLse);
-  // SELF: group sg's k-th step (sg + k NG) into its slot GS sg + k % GS, each warp of the group copying its share
-  // of the records (rows half * kCopyLanes + lane), every lane arriving on the slot's "full" barrier (the zero-filled
-  // rows' stores then reach the group's reads through the barrier as well).
+  // SELF: warp w's k-th step (w + k NW) into its slot 2 w + (k & 1), every lane arriving on the slot's "full"
+  // barrier (the zero-filled rows' stores then reach the warp's own reads through the barrier as well).
   auto self_issue = [&](int k) {
-    const int step = sg + k * NG;
+    const int step = warp + k * C::kConsumerWarps;
     if (step < nsteps) {
-      const int slot = GS * sg + (GS == 2 ? k & 1 : k % GS);
-      const bool act = lane < C::kCopyLanes;
-      const int r0 = half * C::kCopyLanes;  // the warp's first row of the slot
-      wsf_copy_row(smem + slot * C::kSlotBytes + (r0 + (act ? lane : 0)) * kLR,
-                   act ? s_idx[step * C::kBT + r0 + lane] : -1, act, rc.base, bar_full + slot * 8, lane);
+      const int slot = 2 * warp + (k & 1);
+      const bool act = lane < C::kBT;
+      wsf_copy_row(smem + slot * C::kSlotBytes + (act ? lane : 0) * kLR, act ? s_idx[step * C::kBT + lane] : -1, act,
+                   rc.base, bar_full + slot * 8, lane);
     }
   };
   if (!SELF && warp == C::kConsumerWarps) {
@@ -193,14 +184,14 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
     // Q's rope fragments (bf16, GEMM1's B over the 4 rope k-steps: head g, dims 512 + 16 ks + 2t (+ 8)).
     uint32_t qr[4][2];
     {
-      const uint32_t* qrow = reinterpret_cast<const uint32_t*>(q_g + (hh + g) * kMlaQkDim + kMlaLatentDim);
+      const uint32_t* qrow = reinterpret_cast<const uint32_t*>(q_g + g * kMlaQkDim + kMlaLatentDim);
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         qr[ks][0] = __ldg(qrow + 8 * ks + tq);
         qr[ks][1] = __ldg(qrow + 8 * ks + tq + 4);
       }
     }
-    const uint8_t* q_s = smem + C::kOffQ + (hh + g) * C::kQRowBytes + 16 * tq;  // head hh + g, 8 values per chunk
+    const uint8_t* q_s = smem + C::kOffQ + g * C::kQRowBytes + 16 * tq;  // head g, this lane's 8 values per chunk
     const int tok_a = wsf_token(g), tok_b = 8 + tok_a;
     // ldmatrix rows of the rope A fragments: lane l -> A row (l & 7) + 8 ((l >> 3) & 1), k half (l >> 4).
     const int lrow = (lane & 7), ltok = ((lane >> 3) & 1) * 8 + wsf_token(lrow);
@@ -215,12 +206,11 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
     if constexpr (SELF) {
       self_issue(0);
       self_issue(1);
-      if constexpr (GS == 3) self_issue(2);
     }
-    int k = 0;  // this group's steps so far
-    for (int step = SELF ? sg : warp; step < nsteps; step += SELF ? NG : C::kConsumerWarps, ++k) {
-      const int slot = SELF ? GS * sg + (GS == 2 ? k & 1 : k % GS) : step % NST;
-      mbar_wait_parity(bar_full + slot * 8, (SELF ? (GS == 2 ? k >> 1 : k / GS) : step / NST) & 1);
+    int k = 0;  // this warp's steps so far
+    for (int step = warp; step < nsteps; step += C::kConsumerWarps, ++k) {
+      const int slot = SELF ? 2 * warp + (k & 1) : step % NST;
+      mbar_wait_parity(bar_full + slot * 8, (SELF ? k >> 1 : step / NST) & 1);
       const uint8_t* lat = smem + slot * C::kSlotBytes;
       const uint8_t* ra = lat + tok_a * kLR + 8 * tq;
       const uint8_t* rb = lat + tok_b * kLR + 8 * tq;
@@ -302,12 +292,8 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
         mma_bf16_16816(acc[2 * grp + 1], ay, pb[grp >> 2][0], pb[grp >> 2][1]);
       }
       if constexpr (SELF) {
-        // Every lane of the group done reading the slot (wsf_copy_row fences before the copies).
-        if constexpr (WPS == 1)
-          __syncwarp();
-        else
-          named_bar_sync(2 + sg, 32 * WPS);
-        self_issue(k + GS);  // into the same slot
+        __syncwarp();      // every lane done reading the slot (wsf_copy_row fences before the copies)
+        self_issue(k + 2);  // into the same slot
       } else {
         mbar_arrive(bar_empty + slot * 8);  // every lane: done reading the slot
       }
@@ -319,7 +305,7 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
       l0 += __shfl_xor_sync(0xffffffffu, l0, o);
       l1 += __shfl_xor_sync(0xffffffffu, l1, o);
     }
-    const int h0 = 2 * tq, h1 = h0 + 1;  // of this warp's 8 (the CTA's hh + h0, hh + h1)
+    const int h0 = 2 * tq, h1 = h0 + 1;
     if (g == 0) {
       ml_s[(warp * 8 + h0) * 2] = m0;
       ml_s[(warp * 8 + h0) * 2 + 1] = l0;
@@ -329,18 +315,15 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
     named_bar_sync(1, C::kConsumerWarps * 32);  // every warp's (max, sum) written, every warp past its last step
     float f0 = 0.f, f1 = 0.f;  // this warp's weights for heads h0 / h1
     {
-      // The same heads' warps of every group: w = gi WPS + half.
       float mm0 = kNegInf, mm1 = kNegInf;
 #pragma unroll
-      for (int gi = 0; gi < NG; ++gi) {
-        const int w = gi * WPS + half;
+      for (int w = 0; w < C::kConsumerWarps; ++w) {
         mm0 = fmaxf(mm0, ml_s[(w * 8 + h0) * 2]);
         mm1 = fmaxf(mm1, ml_s[(w * 8 + h1) * 2]);
       }
       float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-      for (int gi = 0; gi < NG; ++gi) {
-        const int w = gi * WPS + half;
+      for (int w = 0; w < C::kConsumerWarps; ++w) {
         const float mw0 = ml_s[(w * 8 + h0) * 2], mw1 = ml_s[(w * 8 + h1) * 2];
         s0 += mw0 == kNegInf ? 0.f : ml_s[(w * 8 + h0) * 2 + 1] * fast_exp2(mw0 - mm0);
         s1 += mw1 == kNegInf ? 0.f : ml_s[(w * 8 + h1) * 2 + 1] * fast_exp2(mw1 - mm1);
@@ -348,14 +331,14 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
       const float i0 = s0 > 0.f ? 1.f / s0 : 0.f, i1 = s1 > 0.f ? 1.f / s1 : 0.f;
       f0 = m0 == kNegInf ? 0.f : fast_exp2(m0 - mm0) * (i0 * 256.f);  // 256: P_b's 2^112 against V's 2^-120
       f1 = m1 == kNegInf ? 0.f : fast_exp2(m1 - mm1) * (i1 * 256.f);
-      if (sg == 0 && g == 0) {
-        lse_s[hh + h0] = s0 > 0.f ? mm0 + log2f(s0) : kNegInf;
-        lse_s[hh + h1] = s1 > 0.f ? mm1 + log2f(s1) : kNegInf;
+      if (warp == 0 && g == 0) {
+        lse_s[h0] = s0 > 0.f ? mm0 + log2f(s0) : kNegInf;
+        lse_s[h1] = s1 > 0.f ? mm1 + log2f(s1) : kNegInf;
       }
     }
-    // This warp's O, weighted, into its group's merge buffer (the ring and Q: every consumer is past its last step,
-    // so every copy has landed and been read).
-    float* buf = reinterpret_cast<float*>(smem) + sg * C::kMergeBufFloats + hh * kStgStride;
+    // This warp's O, weighted, into its merge buffer (the ring: every consumer is past its last step, so every
+    // copy has landed and been read).
+    float* buf = reinterpret_cast<float*>(smem) + warp * C::kMergeBufFloats;
 #pragma unroll
     for (int mt = 0; mt < 32; ++mt) {
       const int d = 32 * (mt >> 1) + 4 * g + 2 * (mt & 1);
@@ -365,11 +348,11 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
   }
   __syncthreads();  // every warp's buffer complete (a producer warp joins here)
   float* stg = reinterpret_cast<float*>(smem);
-  for (int c = tid; c < HC * 128; c += C::kThreads) {
+  for (int c = tid; c < 8 * 128; c += C::kThreads) {
     const int h = c >> 7, d = (c & 127) * 4;
     float4 s = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
 #pragma unroll
-    for (int w = 1; w < NG; ++w) {
+    for (int w = 1; w < C::kConsumerWarps; ++w) {
       const float4 v = *reinterpret_cast<const float4*>(stg + w * C::kMergeBufFloats + h * kStgStride + d);
       s.x += v.x;
       s.y += v.y;
@@ -379,7 +362,7 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF, HC>::kThreads, WsfCfg<NW, SEL
     *reinterpret_cast<float4*>(stg + h * kStgStride + d) = s;
   }
   __syncthreads();
-  write_outputs<HC, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
+  write_outputs<8, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 #endif
 }
 
