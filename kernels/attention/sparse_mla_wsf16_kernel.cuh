@@ -53,9 +53,10 @@ struct Wsf16Cfg {
 #endif
 };
 
-__global__ void __launch_bounds__(Wsf16Cfg::kThreads, Wsf16Cfg::kMinBlocks) sparse_mla_wsf16_kernel(const KernelArgs a) {
+// (A template on its configuration, Wsf16Cfg, so that only sparse_mla_wsf16_fp8.cu instantiates it.)
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) sparse_mla_wsf16_kernel(const KernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using C = Wsf16Cfg;
   using namespace mma;
   constexpr int GS = C::kPairSlots;
   constexpr int kLR = C::kRowBytes;
