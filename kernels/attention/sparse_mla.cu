@@ -121,8 +121,10 @@ bool v10_enabled() {
 // T=256 106.4 / 127.1, over one L2-resident pool T=128 56.3 / 67.2 and the 1024-token grid 356 / 426 (H200,
 // docs/PERFORMANCE.md "Session 27"); at T=16 15.0 against 15.3 only at 8 splits, which no rule here picks, so not
 // below 32. GLM5RT_MLA_V16=0 (read once) keeps variant 7.
-// Session 28: its 16-head form (two self-gathering warp pairs) likewise at 16 heads per CTA [measured: pending];
-// GLM5RT_MLA_V16_H16=0 (read once) keeps variant 7 there.
+// Session 28: its 16-head form (warp pairs splitting a step's dims) likewise at 16 heads per CTA, faster than variant 7
+// at every FP8 H=16 shape measured: T=32 28.2 against 32.8 us, T=64 44.9 / 53.4, T=128 75.0 / 92.3, T=256 132.8 /
+// 165.7, prefill 1024 x 16 515.8 / 604.7, 4096 x 16 2,037 / 2,307, v16_splits picking the best forced split count at
+// each (H200, docs/PERFORMANCE.md "Session 28, call 2"). GLM5RT_MLA_V16_H16=0 (read once) keeps variant 7 there.
 bool v16_auto(const SparseMlaParams& p, int hc) {
   static const bool on = env_not_off("GLM5RT_MLA_V16");
   static const bool on16 = env_not_off("GLM5RT_MLA_V16_H16");
