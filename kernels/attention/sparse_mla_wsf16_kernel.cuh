@@ -302,19 +302,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) sparse_mla_wsf16_k
   }
   __syncthreads();
   float* stg = reinterpret_cast<float*>(smem);
-  for (int c = tid; c < 16 * 128; c += C::kThreads) {
-    const int h = c >> 7, d = (c & 127) * 4;
-    float4 s = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
-#pragma unroll
-    for (int pr = 1; pr < C::kPairs; ++pr) {
-      const float4 v = *reinterpret_cast<const float4*>(stg + pr * C::kMergeBufFloats + h * kStgStride + d);
-      s.x += v.x;
-      s.y += v.y;
-      s.z += v.z;
-      s.w += v.w;
-    }
-    *reinterpret_cast<float4*>(stg + h * kStgStride + d) = s;
-  }
+  sum_merge_buffers<16, C::kThreads, C::kPairs, C::kMergeBufFloats>(stg, tid);
   __syncthreads();
   write_outputs<16, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 #endif

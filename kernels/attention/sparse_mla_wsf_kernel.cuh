@@ -102,6 +102,25 @@ __device__ __forceinline__ void stage_q_latent_f16(uint8_t* smem, const __nv_bfl
   }
 }
 
+// The end merge's NBUF per-warp (or per-pair) O buffers of BUF floats each, already weighted, summed into the first
+// (the epilogue's staging layout: HC heads of kStgStride floats).
+template <int HC, int NTHREADS, int NBUF, int BUF>
+__device__ __forceinline__ void sum_merge_buffers(float* stg, int tid) {
+  for (int c = tid; c < HC * 128; c += NTHREADS) {
+    const int h = c >> 7, d = (c & 127) * 4;
+    float4 s = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
+#pragma unroll
+    for (int w = 1; w < NBUF; ++w) {
+      const float4 v = *reinterpret_cast<const float4*>(stg + w * BUF + h * kStgStride + d);
+      s.x += v.x;
+      s.y += v.y;
+      s.z += v.z;
+      s.w += v.w;
+    }
+    *reinterpret_cast<float4*>(stg + h * kStgStride + d) = s;
+  }
+}
+
 // One producer lane's share of a step (variant 5's ws_copy_row for 656-byte records in 672-byte rows).
 __device__ __forceinline__ void wsf_copy_row(uint8_t* row, int idx, bool act, const uint8_t* base, uint32_t bar,
                                              int lane) {
@@ -348,19 +367,7 @@ __global__ void __launch_bounds__(WsfCfg<NW, SELF>::kThreads, WsfCfg<NW, SELF>::
   }
   __syncthreads();  // every warp's buffer complete (a producer warp joins here)
   float* stg = reinterpret_cast<float*>(smem);
-  for (int c = tid; c < 8 * 128; c += C::kThreads) {
-    const int h = c >> 7, d = (c & 127) * 4;
-    float4 s = *reinterpret_cast<const float4*>(stg + h * kStgStride + d);
-#pragma unroll
-    for (int w = 1; w < C::kConsumerWarps; ++w) {
-      const float4 v = *reinterpret_cast<const float4*>(stg + w * C::kMergeBufFloats + h * kStgStride + d);
-      s.x += v.x;
-      s.y += v.y;
-      s.z += v.z;
-      s.w += v.w;
-    }
-    *reinterpret_cast<float4*>(stg + h * kStgStride + d) = s;
-  }
+  sum_merge_buffers<8, C::kThreads, C::kConsumerWarps, C::kMergeBufFloats>(stg, tid);
   __syncthreads();
   write_outputs<8, C::kThreads>(a, stg, lse_s, t, hg, split, tid);
 #endif
