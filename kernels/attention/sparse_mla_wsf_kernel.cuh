@@ -34,6 +34,7 @@
 // Precision as variant 7 (K, V exact in the MMAs; Q exact in f16; P_b rounded once to bf16). Only mma.sync,
 // ldmatrix, movmatrix, bulk copies and mbarriers (sm_90+ for the copies; sm_80 builds compile it out and the
 // launcher runs variant 7 there); the producer form fits SM120's 99 KB per block (one CTA per SM there).
+// (16 heads per CTA: sparse_mla_wsf16_kernel.cuh, session 28, a pair of warps per step splitting its dims.)
 #pragma once
 
 #include "kernels/attention/sparse_mla_reg_kernel.cuh"
