@@ -107,6 +107,9 @@ struct SparseMlaParams {
   // Appended in session 26: 16 = FP8 records with 8 heads per CTA, each consumer warp running whole 16-token steps
   // (a producer warp gathers a 7-slot ring; no block barrier in the step loop; the warps' partial softmax states
   // merged at the end), sm_90+ (elsewhere, with bf16 records or other head counts per CTA, variant 7's choice runs).
+  // Session 27: on H100 / H200 four warps gathering their own steps (no producer warp). Session 28: also 16 heads per
+  // CTA (a pair of warps per step splitting its latent dims). The automatic FP8 kernel at 8 and 16 heads per CTA
+  // from T=32 on sm_90 (GLM5RT_MLA_V16=0 keeps variant 7; GLM5RT_MLA_V16_H16=0 at 16 heads only).
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.
