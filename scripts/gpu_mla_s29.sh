@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Session 29's device calls (run on the accelerator machine from the repository root; bundles from
+# scripts/pack_mla_bundle.sh): PARTS (default "tests raw") picks
+#   tests  the sparse MLA and multi-pool GPU tests as shipped (every case's variant loop forces variant 17, so
+#          variant 14's raw FP8 form runs wherever a case has FP8 records and 64 heads per CTA); if they fail,
+#          nothing else runs;
+#   raw    the automatic FP8 rows at H = RAW_H (variant 14 where it runs) with GLM5RT_MLA_V14_RAW=1 (the raw form) and
+#          0 (the in-place conversion), RUNS rounds in alternating processes, decode T = RAW_T and prefill RAW_PT, then
+#          the bf16 rows of the same shapes once (the ratio FP8 / bf16 in the same call);
+#   record issue 6's benchmark of record from P (mla_record: P must carry the sm_120 objects, SM120=1), with
+#          GLM5RT_MLA_V14_RAW=$RECORD_RAW (default: unset, the shipped default).
+#   P=.carry/s29/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s29.sh
+# Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
+set -uo pipefail
+source scripts/lib/device_prebuilt.sh
+PARTS=${PARTS:-tests raw}
+
+if [[ " $PARTS " == *" tests "* ]]; then
+  stamp "tests as shipped"
+  timeout "${TESTS_S:-320}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
+  rc=$?
+  echo "rc $rc"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
+  # (The full log is ~10 MB: keep the failures and doctest's summary.)
+  grep -E "ERROR|FAIL|^\[doctest\]" "$OUT/tests.txt" | head -200 > "$OUT/tests-summary.txt"; rm -f "$OUT/tests.txt"
+  [ "$rc" = 0 ] || PARTS="tests"  # a failing kernel is not timed
+fi
+
+bench_rows() {  # $1 formats, then the environment is the caller's
+  timeout 240 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats "$1" --variants 0 --T "${RAW_T:-8,32,128,256}" \
+    --H "${RAW_H:-64}" --prefill-T "${RAW_PT:-1024,4096}" --prefill-H "${RAW_H:-64}" --reps 9
+}
+if [[ " $PARTS " == *" raw "* ]]; then
+  for run in $(seq 1 "${RUNS:-2}"); do
+    for on in 1 0; do
+      stamp "raw run $run GLM5RT_MLA_V14_RAW=$on"
+      GLM5RT_MLA_V14_RAW=$on bench_rows fp8 > "$OUT/bench-raw$on-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) " "$OUT/bench-raw$on-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/raw=$on run=$run /"
+    done
+  done | tee "$OUT/raw-log.txt"
+  stamp "bf16 rows"
+  bench_rows bf16 > "$OUT/bench-bf16.txt" 2>&1
+  grep -E "^(decode|prefill) " "$OUT/bench-bf16.txt" | sed 's/  */ /g; s/ v1 .*//' | tee -a "$OUT/raw-log.txt"
+fi
+
+if [[ " $PARTS " == *" record "* ]]; then
+  stamp "record"
+  if [ -n "${RECORD_RAW:-}" ]; then export GLM5RT_MLA_V14_RAW=$RECORD_RAW; fi
+  mla_record
+fi
+# At most 8 files come back from a device call: everything as one archive.
+tar -czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && rm -rf "${OUT:?}" && mkdir -p "$OUT" && mv "$OUT.tgz" "$OUT/"
+stamp done
