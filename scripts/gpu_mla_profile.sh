@@ -10,7 +10,7 @@
 # T=128 H=8 (the 1.6x target), bf16 T=1 H=128 (the 10 us target). SET=v7: variant 7 at T=128 H=8 with four and
 # with three CTAs per SM (GLM5RT_MLA_REG4 = 1 / 0). SET=s9: variant 7 at FP8 T=128 H=8 and variant 10 at bf16 T=1
 # H=128 (session 9). SET=v10: variant 10 at bf16 T=128 H=64 and prefill 4096 x 64 (session 6). SET=v11: variants 11 and 10 at bf16 T=128 H=64 (session 7).
-# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=v16: variant 16 at FP8 T=128 H=8, DRAM and L2 (session 27). SET=v14pre: variant 14's persistent form at prefill 4096 x 64 (session 20). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18).
+# SET=v14: variant 14 at bf16 T=128 H=64 (session 11). SET=v16: variant 16 at FP8 T=128 H=8, DRAM and L2 (session 27). SET=v14pre: variant 14's persistent form at prefill 4096 x 64 (session 20). SET=s16: variant 10 at bf16 T=1 H=128 and 64, planned (session 16). SET=v14fp8: variant 14 at FP8 and bf16 T=128 H=64 (session 12). SET=v14p: variant 14's one-CTA and persistent forms at bf16 T=128 H=64 (session 18). SET=v14raw: variant 14 at FP8 T=128 H=64, raw and converting in place (session 29).
 # Per kernel: the details page, the per-instruction SASS page
 # (CSV) and its stall summary (bench/sparse_mla/sass_stalls.py), packed into $OUT/profile.tgz; a short summary is
 # printed.
@@ -47,6 +47,13 @@ profile() {
       # (2 splits), from DRAM and over one L2-resident pool (the prefill row).
       profile v16-t128-h8 "sparse_mla_wsf_kernel" - --T 128 --H 8 --variants 0 --formats fp8
       profile v16-l2-t128-h8 "sparse_mla_wsf_kernel" - --T "" --prefill-T 128 --prefill-H 8 --variants 0 --formats fp8
+      ;;
+    v14raw)
+      # Session 29: variant 14 at FP8 T=128 H=64 reading the records raw (kernel_variant 17's form) and converting them
+      # in place (the shipped form), as the launcher runs them (one split). Binaries of 1c1546e: the raw form was
+      # measured slower and removed.
+      profile v14raw-t128-h64 "sparse_mla_wsp_kernel" GLM5RT_MLA_V14_RAW=1 --T 128 --H 64 --variants 0 --formats fp8
+      profile v14conv-t128-h64 "sparse_mla_wsp_kernel" GLM5RT_MLA_V14_RAW=0 --T 128 --H 64 --variants 0 --formats fp8
       ;;
     v7)
       profile v7-reg4-1 "sparse_mla_reg_kernel" GLM5RT_MLA_REG4=1 --T 128 --H 8 --variants 7

@@ -4,6 +4,7 @@
 #   tests  the sparse MLA and multi-pool GPU tests as shipped (every case's variant loop forces variant 17, so
 #          variant 14's raw FP8 form runs wherever a case has FP8 records and 64 heads per CTA); if they fail,
 #          nothing else runs;
+#   (tests and raw need a bundle of commit 1c1546e, which had variant 14's raw FP8 form: measured slower and removed)
 #   raw    the automatic FP8 rows at H = RAW_H (variant 14 where it runs) with GLM5RT_MLA_V14_RAW=1 (the raw form) and
 #          0 (the in-place conversion), RUNS rounds in alternating processes, decode T = RAW_T and prefill RAW_PT, then
 #          the bf16 rows of the same shapes once (the ratio FP8 / bf16 in the same call);

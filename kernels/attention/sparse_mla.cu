@@ -79,16 +79,6 @@ bool v14_enabled() {
   return on;
 }
 
-// Session 29: kernel_variant 17 is variant 14 reading FP8 records raw (launch_wsp_raw_fp8); wherever the launcher
-// plans, it stands for 14.
-bool forces_v14(const SparseMlaParams& p) { return p.kernel_variant == 14 || p.kernel_variant == 17; }
-// Whether variant 14 reads this call's FP8 records raw: forced (17), or automatically where GLM5RT_MLA_V14_RAW=1
-// (read once; not yet the default: unmeasured).
-bool wsp_raw(const SparseMlaParams& p) {
-  static const bool on = env_one_of("GLM5RT_MLA_V14_RAW", 0, 0, 1) == 1;
-  return p.format == MlaCacheFormat::kFp8 && (p.kernel_variant == 17 || (p.kernel_variant != 14 && on));
-}
-
 // Heads per CTA as the caller forced it (8 / 16 / 32 / 64 dividing H; 64 is variant 14's only size); automatic: 64
 // where variant 14 runs (forced, or the automatic choice below), else round 4's default
 // min(H, 32); 0 = an invalid override. The planner may replace the default at T <= kMlaJointPlanMaxTokens (plan()).
@@ -105,7 +95,7 @@ int requested_heads_per_cta(const SparseMlaParams& p) {
     return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
   if (p.heads_per_cta != 0) return 0;
   if (p.num_heads % 64 == 0) {
-    if (forces_v14(p)) return 64;
+    if (p.kernel_variant == 14) return 64;
     if (p.kernel_variant == 0 && p.num_tokens > kMlaJointPlanMaxTokens && planner_mode(p) == 2 && cc_major() >= 9 &&
         v14_enabled())
       return 64;
@@ -164,7 +154,7 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
   // Session 11: variant 14 is the only kernel with 64 heads per CTA; forced where a CTA holds fewer, it runs
   // variant 11's choice.
   if (hc == 64) return 14;
-  if (forces_v14(p)) return 11;
+  if (p.kernel_variant == 14) return 11;
   // Session 26: variant 16 (FP8 records, a warp per 16-token step) has 8-head CTAs (session 28: and 16-head ones) and
   // bulk copies (sm_90+); elsewhere it runs variant 7's choice.
   if (p.kernel_variant == 16)
@@ -934,7 +924,7 @@ int tail_splits_env() {
 TailSplit tail_split(const SparseMlaParams& p) {
   TailSplit ts;
   if (!tail_enabled() || p.num_splits != 0 || (p.heads_per_cta != 0 && p.heads_per_cta != 64) ||
-      (p.kernel_variant != 0 && !forces_v14(p)) || p.topk < 1 || p.num_heads != 64 || p.num_tokens < 2)
+      (p.kernel_variant != 0 && p.kernel_variant != 14) || p.topk < 1 || p.num_heads != 64 || p.num_tokens < 2)
     return ts;
   const Plan pl = plan(p);
   if (pl.hc != 64 || pl.splits != 1) return ts;
@@ -975,7 +965,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
       (!multi && (p.num_slots < 1 || p.num_slots > 0x7fffffffLL + 1)) || !std::isfinite(p.softmax_scale) || requested_heads_per_cta(p) == 0 ||
       p.kernel_variant < 0 ||
       (p.kernel_variant > 7 && p.kernel_variant != 10 && p.kernel_variant != 11 && p.kernel_variant != 14 &&
-       p.kernel_variant != 16 && p.kernel_variant != 17) ||
+       p.kernel_variant != 16) ||
       p.kernel_variant == 4 ||
       p.kernel_variant == 6 || p.combine < 0 || p.combine > 5 || p.combine == 4 ||
       p.planner < 0 || p.planner > 2 || p.persistent < 0 || p.persistent > 2)
@@ -984,8 +974,9 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
   // everywhere), 8 never merged (session 4), 9 removed in session 5 (the alternating-step kernel, 1.6-2x slower
   // than 5; code at 19294ff), 12 in session 7 (variant 11's group over 16 warps without producer warps, 0.74x of
   // variant 11; code at af15c92), 13 in session 10 (variant 10's 16-head CTA as two token groups, 0.76-0.83x of
-  // variant 10; code at db43314), combine 4 in session 4 (the cluster merge): their numbers stay taken and are
-  // rejected above.)
+  // variant 10; code at db43314), 17 in session 29 (variant 14 reading FP8 records raw, each warp converting its own
+  // operands in registers: 0.83-0.93x of its in-place conversion on the H200; code at 1c1546e), combine 4 in session 4
+  // (the cluster merge): their numbers stay taken and are rejected above.)
   if (p.format != MlaCacheFormat::kBf16 && p.format != MlaCacheFormat::kFp8) return cudaErrorInvalidValue;
   if (p.num_tokens == 0) return cudaSuccess;
   if (!p.q || (!multi && !p.cache) || !p.indices || !p.out || !p.lse) return cudaErrorInvalidValue;
@@ -1052,9 +1043,7 @@ cudaError_t launch_plan(const SparseMlaParams& p, void* workspace, size_t worksp
               : sparse_mla_detail::launch_pipe_bf16(hc, false, a, stream);  // bf16 records: variant 2
   } else if (sparse_mla_detail::runs_wsp(variant, hc)) {
     a.grid_ctas = persistent_ctas(p, nsplit);
-    err = !fp8        ? sparse_mla_detail::launch_wsp_bf16(hc, a, stream)
-          : wsp_raw(p) ? sparse_mla_detail::launch_wsp_raw_fp8(hc, a, stream)
-                       : sparse_mla_detail::launch_wsp_fp8(hc, a, stream);
+    err = fp8 ? sparse_mla_detail::launch_wsp_fp8(hc, a, stream) : sparse_mla_detail::launch_wsp_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsg(variant, hc, fp8)) {
     err = sparse_mla_detail::launch_wsg_bf16(hc, a, stream);
   } else if (sparse_mla_detail::runs_wsr(variant == 11 ? 10 : variant, hc, fp8)) {  // 11 at 16 heads: 10

@@ -109,10 +109,9 @@ struct SparseMlaParams {
   // merged at the end), sm_90+ (elsewhere, with bf16 records or other head counts per CTA, variant 7's choice runs).
   // Session 27: on H100 / H200 four warps gathering their own steps (no producer warp). Session 28: also 16 heads per
   // CTA (a pair of warps per step splitting its latent dims). The automatic FP8 kernel at 8 and 16 heads per CTA
-  // from T=32 on sm_90 (GLM5RT_MLA_V16=0 keeps variant 7; GLM5RT_MLA_V16_H16=0 at 16 heads only).
-  // Appended in session 29: 17 = variant 14 reading FP8 records raw (no conversion pass: each warp turns its own MMA
-  // operands into 16-bit ones in registers, as variant 7); with bf16 records, or wherever 14 would not run, as 14.
-  // Automatic for FP8 records where variant 14 runs only with GLM5RT_MLA_V14_RAW=1 (read once) until measured.
+  // from T=32 on sm_90 (GLM5RT_MLA_V16=0 keeps variant 7; GLM5RT_MLA_V16_H16=0 at 16 heads only). 17 (session 29's
+  // variant 14 reading FP8 records raw, measured 0.83-0.93x of its in-place conversion and removed) is rejected as
+  // invalid, as 12 and 13.
   // Same results whichever runs (within the tests' tolerances).
   int kernel_variant = 0;
   // Appended (batched decode over several caches): rows whose records live in different pools, one launch.

@@ -37,9 +37,6 @@ cudaError_t launch_wsg_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t
 // only kernel with 64 heads per CTA). FP8 records (session 12) are converted to bf16 rows in shared memory.
 cudaError_t launch_wsp_bf16(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 cudaError_t launch_wsp_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
-// Session 29: variant 14 reading FP8 records raw (each warp converts its own operands in registers; the launcher's
-// kernel_variant 17, or automatically where measured faster).
-cudaError_t launch_wsp_raw_fp8(int heads_per_cta, const KernelArgs& a, cudaStream_t stream);
 // kernel_variant 7: FP8 records converted in registers by each warp (sparse_mla_reg_kernel.cuh); FP8 only.
 // dense: the 8-head kernel four CTAs per SM or the 16-head kernel three (RegCfg<hc, true>; the caller, reg_dense,
 // checks that they fit).

@@ -34,6 +34,9 @@
 // 0.94x), spread over every warp at the end of a step (0.96x) or before GEMM1 (0.95x), four rows at a time (0.99x,
 // spills), the copies by cp.async (0.94x), deferred when its copy has not landed (0.99-1.00x). 99,680 bytes; sm_90 255
 // registers (12 / 24 bytes of spill in the prologue / epilogue), sm_80 254, sm_120 255 with 24 / 16 bytes.
+// Session 29: the records read raw instead, each warp converting its own K / V operands in registers (variant 7's way;
+// code at 1c1546e): 0.83-0.93x, 1.4x the instructions, the conversion repeated by all four pairs (docs/PERFORMANCE.md
+// "Session 29").
 // Session 17, the persistent form (PERSIST, prefill: KernelArgs::grid_ctas caps the grid): a CTA takes work items
 // (token, split, head group) in turn with its steps numbered across them, so the ring, the fills and the exchange
 // run on at an item's end (the next item's first records land under this item's last steps, its Q loads at its
@@ -73,7 +76,6 @@
 // the loop).
 #pragma once
 
-#include "kernels/attention/sparse_mla_reg_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
@@ -146,15 +148,10 @@ inline constexpr bool kWspSpec = GLM5RT_MLA_WSP_SPEC != 0;
 
 // PERSIST (session 17): the persistent form (work items in turn, KernelArgs::grid_ctas), whose shared memory holds
 // per-warp item tables and fill indices instead of the CTA's staged indices.
-// RAW (session 29, FP8 only): the records stay as they landed and the MMAs read them raw (see "Session 29, raw FP8
-// records" below); otherwise FP8 records are converted in place into bf16 rows (wsp_convert_rows).
-template <bool FP8, bool PERSIST = false, bool RAW = false>
+template <bool FP8, bool PERSIST = false>
 struct WspCfg {
-  static_assert(FP8 || !RAW, "raw records are FP8 records");
   static constexpr bool kFP8 = FP8;
   static constexpr bool kPersist = PERSIST;
-  static constexpr bool kRaw = RAW;
-  static constexpr bool kConvert = FP8 && !RAW;  // the copying pair turns its rows into bf16 ones
   static constexpr int kHC = 64;
   static constexpr int kConsumerWarps = 8;  // 4 pairs; pair s % 4 also copies step s
   static constexpr int kThreads = kConsumerWarps * 32;
@@ -163,19 +160,16 @@ struct WspCfg {
   static constexpr int kBT = 16;
   static constexpr int kKSteps = 18;    // GEMM1 k16 steps per warp: 16 latent + 2 rope
   static constexpr int kDimTiles = 32;  // GEMM2 n8 tiles per warp: its 256 output dims
-  // 1168: rows 4 banks apart. RAW: the 656-byte record alone (164 words, 4 mod 32: ldmatrix rows 4 banks apart).
-  static constexpr int kRowBytes = RAW ? kMlaFp8RecordBytes : kMlaBf16RecordBytes + 16;
-  // Where a record lands in its row: bf16 (and RAW) at the start; converted FP8 (656 bytes) in the row's last 656
-  // bytes, so that converting a row in place into the bf16 layout reads and writes that row only (wsp_convert_rows).
+  static constexpr int kRowBytes = kMlaBf16RecordBytes + 16;  // 1168: rows 4 banks apart
+  // Where a record lands in its row: bf16 at the start; FP8 (656 bytes) in the row's last 656 bytes, so that
+  // converting a row in place into the bf16 layout reads and writes that row only (wsp_convert_rows).
   static constexpr int kRecBytes = FP8 ? kMlaFp8RecordBytes : kMlaBf16RecordBytes;
-  static constexpr int kLandOff = kConvert ? kRowBytes - kMlaFp8RecordBytes : 0;  // 512
+  static constexpr int kLandOff = FP8 ? kRowBytes - kMlaFp8RecordBytes : 0;  // 512
   // Where GEMM1 reads the rope: bf16 rows after the latent; FP8 rows where it landed (wsp_convert_rows leaves it).
-  static constexpr int kRopeOff = FP8 ? kLandOff + kMlaFp8RopeOffset : 2 * kMlaLatentDim;  // 1040 / 1024 / RAW 528
-  static constexpr int kTileBytes = kBT * kRowBytes;          // 18688 (RAW 10496)
+  static constexpr int kRopeOff = FP8 ? kLandOff + kMlaFp8RopeOffset : 2 * kMlaLatentDim;  // 1040 / 1024
+  static constexpr int kTileBytes = kBT * kRowBytes;          // 18688
   static constexpr int kRing = 4;
-  // (RAW: the ring, 41,984 bytes, is smaller than the one-CTA epilogue's staging of 32 heads, which sets the area.)
-  static constexpr int kStageAreaBytes =
-      kRing * kTileBytes > 32 * kStgStride * 4 ? kRing * kTileBytes : 32 * kStgStride * 4;  // 74752 (RAW 66048)
+  static constexpr int kStageAreaBytes = kRing * kTileBytes;  // 74752
   // Epilogue (one CTA per item): 32 heads at a time (two passes) staged in the ring.
   static_assert(32 * kStgStride * 4 <= kStageAreaBytes, "epilogue staging must fit in the ring");
   // Exchange: [step parity][warp][half][lane] float4 = the warp's two n tiles of C fragments, conflict-free.
@@ -196,11 +190,10 @@ struct WspCfg {
   static constexpr int kOffValid = kOffCur + kConsumerWarps * kCurStride;  // [kRing][2]: bit r of byte kh = row 8 kh + r
   // full[kRing], empty[kRing] (FP8: land[kRing])
   static constexpr int kOffBar = PERSIST ? kOffValid + 16 : kOffLse + kHC * 4;
-  static constexpr int kSmemBytes = kOffBar + (kConvert ? 3 : 2) * kRing * 8;
+  static constexpr int kSmemBytes = kOffBar + (FP8 ? 3 : 2) * kRing * 8;
   static_assert(kSmemBytes <= 99 * 1024, "SM120 allows at most 99 KB of shared memory per block");
   static_assert(kOffX % 16 == 0 && kOffCur % 16 == 0 && kOffBar % 8 == 0 && 2 * kRing <= 16, "alignment");
   static_assert(kLandOff % 16 == 0 && (!FP8 || kLandOff + kRecBytes == kRowBytes), "an FP8 record ends its row");
-  static_assert(kStageAreaBytes % 16 == 0, "alignment");
 };
 
 // Rows row0 .. row0 + kRows - 1 of a step into ring slot `slot`, by one warp; lane r < kRows holds row r's cleaned
@@ -272,113 +265,6 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
     }
   }
   mma::fence_proxy_async_smem();
-}
-
-// Session 29, raw FP8 records (WspCfg::kRaw): the MMAs read the 656-byte records as they landed, each warp turning
-// only its own operands into 16-bit ones in registers (variant 7's way, at 64 heads per CTA). Why: the in-place
-// conversion's stores and reloads cost the FP8 step 1.21-1.25x bf16's time (H200 profile, docs/PERFORMANCE.md
-// "Session 12, call 11": the MMAs wait on their ldmatrix operands behind ~2.6M extra shared-memory store wavefronts),
-// while the raw records halve the bytes every warp's ldmatrix reads per step (9 KB against 17 KB). Per warp and step:
-//   GEMM1  its 256 latent dims as 8 groups of 32: one ldmatrix.x4 per group (rows = tokens, 16-byte columns: lane
-//          (g, t) gets 4 consecutive e4m3 of token g / 8 + g), cvt.rn.f16x2.e4m3x2 (exact) into the B fragments of
-//          two k steps x two n tiles, with the k order permuted to "4 consecutive dims per lane" and Q's f16 A
-//          fragments loaded in the same order; one accumulator chain per scale block, each times its tokens' scale
-//          (one multiply per score), then the rope's two k steps (bf16 MMAs on the rope where it landed).
-//   P      per scale block b of the warp's dims: P_b = bf16(p * scale[tok][b] * 2^112) (variant 16's form: the lazy
-//          frame lets p reach 2^8, so P_b stays below bf16's 2^128 for scales below 2^8; O comes out 2^-8 small and
-//          the outputs' 1 / l carry the 2^8 back).
-//   GEMM2  the same 8 groups by ldmatrix.x4.trans (lane (g, t): e4m3 dims 2g, 2g + 1 of tokens 2t, 2t + 1), each
-//          (dim, token pair) made a bf16x2 holding value * 2^-120 by one sign-replicating prmt, a shift and a mask
-//          (exact); n tile (q, e) holds dims 16 q + 2 j + e of the warp's half, so a lane's O columns are dims
-//          16 q + 4 t .. + 3 (stage_mtile_quads / store_mtile_direct_quads write them back in order).
-// Precision as variant 7: K, V exact in the MMAs, Q exact in f16 (|q| < 65504), P_b rounded once to bf16.
-
-// Bytes E (low half) and E + 2 (high half) of x, two e4m3, as a bf16x2 holding value * 2^-120 exactly (as
-// e4m3_pair_to_bf16x2_m120, whose pairs come from two words).
-template <int E>
-__device__ __forceinline__ uint32_t e4m3_bytes_to_bf16x2_m120(uint32_t x) {
-  static_assert(E == 0 || E == 1, "byte pairs (0, 2) and (1, 3)");
-  constexpr uint32_t kSel = E | (E + 8) << 4 | (E + 2) << 8 | (E + 10) << 12;
-  return (mma::prmt(x, x, kSel) << 4) & 0x87f087f0u;
-}
-
-// The scales of this lane's four tokens (8 nt + 2t + j) for the warp's two scale blocks (2 kh, 2 kh + 1: .x, .y) from
-// a raw slot (rows LR bytes apart).
-template <int LR>
-__device__ __forceinline__ void wsp_raw_scales(const uint8_t* slot, int kh, int tq, float2 (&sc)[2][2]) {
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      sc[nt][j] = *reinterpret_cast<const float2*>(slot + (8 * nt + 2 * tq + j) * LR + kMlaFp8ScaleOffset + 8 * kh);
-}
-
-// 2^(x - r) as GEMM2's A fragments per scale block b (times the tokens' scales of block 2 kh + b and 2^112), rows g /
-// g + 8 in frames r0 / r1, and the rows' sums of the unscaled, unrounded values (wsp_p_fragments for raw records).
-__device__ __forceinline__ void wsp_p_fragments_raw(const float (&x)[2][4], float r0, float r1, const float2 (&sc)[2][2],
-                                                    uint32_t (&pb)[2][4], float& ps0, float& ps1) {
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const float e0 = fast_exp2(x[nt][0] - r0), e1 = fast_exp2(x[nt][1] - r0);
-    const float e2 = fast_exp2(x[nt][2] - r1), e3 = fast_exp2(x[nt][3] - r1);
-    ps0 += e0 + e1;
-    ps1 += e2 + e3;
-    constexpr float kTwoPow112 = kTwoPow120 / 256.f;
-    const float a0 = sc[nt][0].x * kTwoPow112, a1 = sc[nt][1].x * kTwoPow112;
-    const float b0 = sc[nt][0].y * kTwoPow112, b1 = sc[nt][1].y * kTwoPow112;
-    pb[0][2 * nt] = mma::pack_bf16x2(e0 * a0, e1 * a1);
-    pb[0][2 * nt + 1] = mma::pack_bf16x2(e2 * a0, e3 * a1);
-    pb[1][2 * nt] = mma::pack_bf16x2(e0 * b0, e1 * b1);
-    pb[1][2 * nt + 1] = mma::pack_bf16x2(e2 * b0, e3 * b1);
-  }
-}
-
-// Rows g and g + 8 of the raw form's O (n tile 2 q + e: columns 16 q + 4t + e, + 2) into the fp32 staging area, scaled
-// by the rows' 1 / l, in dim order: r0 = row g's column 4t of the warp's first dim.
-template <int NT>
-__device__ __forceinline__ void stage_mtile_quads(float* r0, const float (&acc)[NT][4], float i0, float i1) {
-  float* r1 = r0 + 8 * kStgStride;
-#pragma unroll
-  for (int q = 0; q < NT / 2; ++q) {
-    const float(&u)[4] = acc[2 * q];
-    const float(&v)[4] = acc[2 * q + 1];
-    *reinterpret_cast<float4*>(r0 + 16 * q) = make_float4(u[0] * i0, v[0] * i0, u[1] * i0, v[1] * i0);
-    *reinterpret_cast<float4*>(r1 + 16 * q) = make_float4(u[2] * i1, v[2] * i1, u[3] * i1, v[3] * i1);
-  }
-}
-
-// store_mtile_direct for the raw form's O layout: a lane's four consecutive dims per 16-dim group, so each lane
-// stores 8 bytes (bf16) or 16 (fp32) and a row's four lanes whole sectors, without shuffles.
-template <int NT>
-__device__ __forceinline__ void store_mtile_direct_quads(const KernelArgs& a, const float (&acc)[NT][4], int64_t row0,
-                                                         int split, int col0, int tq, float i0, float i1) {
-  const int64_t row = a.nsplit == 1 ? row0 : static_cast<int64_t>(split) * a.num_tokens * a.num_heads + row0;
-  if (a.nsplit == 1 || a.part_bf16) {
-    __nv_bfloat16* dst = (a.nsplit == 1 ? a.out : reinterpret_cast<__nv_bfloat16*>(a.part_o)) + row * kMlaLatentDim +
-                         col0 + 4 * tq;
-#pragma unroll
-    for (int q = 0; q < NT / 2; ++q) {
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const float inv = hi ? i1 : i0;
-        const float(&u)[4] = acc[2 * q];
-        const float(&v)[4] = acc[2 * q + 1];
-        *reinterpret_cast<uint2*>(dst + hi * 8 * kMlaLatentDim + 16 * q) =
-            make_uint2(mma::pack_bf16x2(u[2 * hi] * inv, v[2 * hi] * inv),
-                       mma::pack_bf16x2(u[2 * hi + 1] * inv, v[2 * hi + 1] * inv));
-      }
-    }
-  } else {
-    float* dst = a.part_o + row * kMlaLatentDim + col0 + 4 * tq;
-#pragma unroll
-    for (int q = 0; q < NT / 2; ++q) {
-      const float(&u)[4] = acc[2 * q];
-      const float(&v)[4] = acc[2 * q + 1];
-      *reinterpret_cast<float4*>(dst + 16 * q) = make_float4(u[0] * i0, v[0] * i0, u[1] * i0, v[1] * i0);
-      *reinterpret_cast<float4*>(dst + 8 * kMlaLatentDim + 16 * q) =
-          make_float4(u[2] * i1, v[2] * i1, u[3] * i1, v[3] * i1);
-    }
-  }
 }
 
 // Session 17: a CTA takes work items (token, split, 64-head group; blockIdx.x order) in turn, blockIdx.x, + gridDim.x,
@@ -627,11 +513,11 @@ __device__ __forceinline__ uint8_t* wsp_warp_area(uint8_t* smem, int warp) {
   return smem + C::kOffCur + warp * C::kCurStride;
 }
 
-template <int HC, bool FP8, bool PERSIST, bool RAW = false>
-__global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP8, PERSIST, RAW>::kMinBlocks)
+template <int HC, bool FP8, bool PERSIST>
+__global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PERSIST>::kMinBlocks)
     sparse_mla_wsp_kernel(const KernelArgs a) {
   static_assert(HC == 64, "variant 14 runs 64 heads per CTA");
-  using C = WspCfg<FP8, PERSIST, RAW>;
+  using C = WspCfg<FP8, PERSIST>;
   using namespace mma;
   constexpr float kNegInf = -__builtin_huge_valf();
   constexpr int NST = C::kRing;
@@ -666,13 +552,13 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
   const uint32_t bar_empty = bar_full + NST * 8;
   // FP8: the copies complete "land"; the slot is "full" once the converting pair has turned it into bf16 rows.
   const uint32_t bar_land = bar_empty + NST * 8;
-  const uint32_t bar_copied = C::kConvert ? bar_land : bar_full;
+  const uint32_t bar_copied = FP8 ? bar_land : bar_full;
   if (tid == 0) {
     for (int i = 0; i < NST; ++i) {
       // One arrival per filling warp, the two of a pair (sm_80: + one per lane, see wsp_fill_rows); FP8: one per
       // converting warp on "full".
       mbar_init(bar_copied + i * 8, kBulk ? 2 : 2 * 33);
-      if constexpr (C::kConvert) mbar_init(bar_full + i * 8, 2);
+      if constexpr (FP8) mbar_init(bar_full + i * 8, 2);
       mbar_init(bar_empty + i * 8, C::kConsumerWarps);  // one arrival per warp
     }
   }
@@ -721,20 +607,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
       const uint32_t* q0 =
           reinterpret_cast<const uint32_t*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
 #pragma unroll
-      for (int j = 0; j < C::kKSteps; ++j) {
-        if (C::kRaw && j < 16) {
-          // Raw records: the latent k steps as f16, a lane's 4 consecutive dims 16 j + 4t .. + 3 of the warp's half
-          // (k columns 2t, 2t + 1 and 2t + 8, 2t + 9: GEMM1's permuted order) for rows g and g + 8.
-          const uint2* r0 = reinterpret_cast<const uint2*>(q0) + (256 * ps.kh + 16 * j + 4 * ps.tq) / 4;
-          const uint2 v0 = __ldg(r0), v8 = __ldg(r0 + 8 * kMlaQkDim / 4);
-          qa[j][0] = bf16x2_to_f16x2(v0.x);
-          qa[j][1] = bf16x2_to_f16x2(v8.x);
-          qa[j][2] = bf16x2_to_f16x2(v0.y);
-          qa[j][3] = bf16x2_to_f16x2(v8.y);
-        } else {
-          load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
-        }
-      }
+      for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
     }
   };
   auto q_finish = [&](const WspPos& ps, int parity) {
@@ -815,7 +688,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
   const int lead = a.wsp_lead;
   int conv_next = hb;  // this pair's next global step to convert
   auto convert = [&]() {
-    if constexpr (C::kConvert) {
+    if constexpr (FP8) {
       mbar_wait_parity(bar_land + hb * 8, (conv_next / NST) & 1);
       wsp_convert_rows<C, C::kRowsPerWarp>(smem, hb, C::kRowsPerWarp * kh, lane);
       __syncwarp();  // every lane's writes (and fence) before lane 0's arrival (its release)
@@ -832,19 +705,16 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
   } else {
     if (hb < nsteps0) fill(0, fill_index());
   }
-  if (C::kConvert && hb < lead && conv_next < filled_end) convert();
+  if (FP8 && hb < lead && conv_next < filled_end) convert();
 
   // ldmatrix row addresses. K (B of GEMM1, non-transposed): (tok 0-7, k0), (tok 0-7, k0 + 8), (tok 8-15, k0),
   // (tok 8-15, k0 + 8) = both n tiles of one k step. V (B of GEMM2, transposed): (tok 0-7, d), (tok 8-15, d),
   // (tok 0-7, d + 8), (tok 8-15, d + 8) = two n tiles.
   const uint32_t k_off = ((lane & 7) + ((lane >> 4) << 3)) * C::kRowBytes + ((lane >> 3) & 1) * 16;
-  // Raw records (both GEMMs, one 32-dim group at v_off + 32 i): (tok 0-7, bytes d), (tok 8-15, d), (tok 0-7, d + 16),
-  // (tok 8-15, d + 16), d = 256 kh + 32 i.
-  const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes +
-                         (C::kRaw ? 256 * kh + (lane >> 4) * 16 : (256 * kh + (lane >> 4) * 8) * 2);
+  const uint32_t v_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * C::kRowBytes + (256 * kh + (lane >> 4) * 8) * 2;
   float4* xbuf = reinterpret_cast<float4*>(smem + C::kOffX);
   const int partner = warp ^ 1;
-  float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8 (raw: 256 kh + 16 (n / 2) + 4t + n % 2, + 2)
+  float acc[C::kDimTiles][4];  // O: dims 256 kh + 8 n + 2t (+1), rows g / g + 8
   int gs = 0;                  // global step
   int item = blockIdx.x;
   do {
@@ -891,46 +761,12 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
       for (int c = 0; c < 2; ++c)
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) s[c][nt][0] = s[c][nt][1] = s[c][nt][2] = s[c][nt][3] = 0.f;
-      if constexpr (C::kRaw) {
-        // Chains c = the scale block (2 kh + c) of the group; the groups of both blocks interleaved.
 #pragma unroll
-        for (int i4 = 0; i4 < 4; ++i4) {
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int i = i4 + 4 * c;
-            uint32_t r[4];
-            ldmatrix_x4(r, tile + v_off + 32 * i);
-            mma_f16_16816(s[c][0], qa[2 * i], e4m3x2_to_f16x2(r[0]), e4m3x2_to_f16x2(r[0] >> 16));
-            mma_f16_16816(s[c][1], qa[2 * i], e4m3x2_to_f16x2(r[1]), e4m3x2_to_f16x2(r[1] >> 16));
-            mma_f16_16816(s[c][0], qa[2 * i + 1], e4m3x2_to_f16x2(r[2]), e4m3x2_to_f16x2(r[2] >> 16));
-            mma_f16_16816(s[c][1], qa[2 * i + 1], e4m3x2_to_f16x2(r[3]), e4m3x2_to_f16x2(r[3] >> 16));
-          }
-        }
-        // Each block's partial times its tokens' scale, then the rope (unscaled) on both chains.
-        float2 sc[2][2];
-        wsp_raw_scales<C::kRowBytes>(smem + slot * C::kTileBytes, kh, tq, sc);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            s[0][nt][i] *= sc[nt][i & 1].x;
-            s[1][nt][i] *= sc[nt][i & 1].y;
-          }
-#pragma unroll
-        for (int j = 16; j < C::kKSteps; ++j) {
-          uint32_t b[4];
-          ldmatrix_x4(b, tile + k_off + C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2);
-          mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
-          mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < C::kKSteps; ++j) {
-          uint32_t b[4];
-          ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
-          mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
-          mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
-        }
+      for (int j = 0; j < C::kKSteps; ++j) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
+        mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+        mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
       }
       if constexpr (kSpec) take_pending_frame();
       float4 mine[2];
@@ -961,7 +797,6 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
       float x[2][4] = {{mine[0].x + o0.x, mine[0].y + o0.y, mine[0].z + o0.z, mine[0].w + o0.w},
                        {mine[1].x + o1.x, mine[1].y + o1.y, mine[1].z + o1.z, mine[1].w + o1.w}};
       uint32_t pa[4];  // P as GEMM2's A fragment: (row g, tok 2t..), (g + 8, 2t..), (g, 8 + 2t..), (g + 8, 8 + 2t..)
-      uint32_t pb[2][4];  // raw records: P_b of the warp's scale blocks 2 kh + b
       float ps0 = 0.f, ps1 = 0.f;
       scale_mask_scores(x, ok, a.scale_log2);
       // This lane's share of the rows' maxima (their shuffles wait until after the next step's GEMM1).
@@ -979,13 +814,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
         float mu0, mu1, al0, al1;
         lazy_frame(quad_max(lm0), quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
         ps0 = ps1 = 0.f;
-        if constexpr (C::kRaw) {
-          float2 sc[2][2];  // (loaded again: held from GEMM1 they would cost the step registers)
-          wsp_raw_scales<C::kRowBytes>(smem + slot * C::kTileBytes, kh, tq, sc);
-          wsp_p_fragments_raw(x, mu0, mu1, sc, pb, ps0, ps1);
-        } else {
-          wsp_p_fragments<false>(x, mu0, mu1, pa, ps0, ps1);
-        }
+        wsp_p_fragments<false>(x, mu0, mu1, pa, ps0, ps1);
         l0 = l0 * al0 + ps0;
         l1 = l1 * al1 + ps1;
         if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
@@ -996,24 +825,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
         pm0 = lm0;
         pm1 = lm1;
       }
-      if constexpr (C::kRaw) {
-        // GEMM2 over raw V: group i = dims 32 i .. + 31 of the warp's half (scale block 2 kh + i / 4), n tiles
-        // 4 i + 2 h + e = dims 32 i + 16 h + 2 j + e.
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          uint32_t r[4];
-          ldmatrix_x4_trans(r, tile + v_off + 32 * i);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            mma_bf16_16816(acc[4 * i + 2 * h], pb[i >> 2], e4m3_bytes_to_bf16x2_m120<0>(r[2 * h]),
-                           e4m3_bytes_to_bf16x2_m120<0>(r[2 * h + 1]));
-            mma_bf16_16816(acc[4 * i + 2 * h + 1], pb[i >> 2], e4m3_bytes_to_bf16x2_m120<1>(r[2 * h]),
-                           e4m3_bytes_to_bf16x2_m120<1>(r[2 * h + 1]));
-          }
-        }
-      } else {
-        pv_mtile<VPRE>(acc, pa, tile + v_off, vpre);  // GEMM2
-      }
+      pv_mtile<VPRE>(acc, pa, tile + v_off, vpre);  // GEMM2
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,
@@ -1034,7 +846,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
         }
       }
       // FP8: gs + lead was copied by this pair before (in the prologue, or above at the end of gs + lead - 3).
-      if (C::kConvert && conv_next == gs + lead && conv_next < filled_end) convert();
+      if (FP8 && conv_next == gs + lead && conv_next < filled_end) convert();
     }
     if constexpr (kSpec) take_pending_frame();  // the last step's
     // The item's outputs: the rows' total sums (the row's 4 lanes); both warps of a pair hold the same LSEs (kh 0
@@ -1060,12 +872,8 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
       auto store_outputs = [&]() {
         const CtaPlace pl = wsp_place_fresh<HC>(a, item);
         const int64_t row0 = static_cast<int64_t>(pl.t) * a.num_heads + pl.hg * HC + 16 * ps.hb + ps.g;
-        if constexpr (C::kRaw)  // (256: P_b's 2^112 against V's 2^-120)
-          store_mtile_direct_quads(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 256.f / l0 : 0.f,
-                                   l1 > 0.f ? 256.f / l1 : 0.f);
-        else
-          store_mtile_direct(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 1.f / l0 : 0.f,
-                             l1 > 0.f ? 1.f / l1 : 0.f);
+        store_mtile_direct(a, acc, row0, pl.split, 256 * ps.kh, ps.tq, l0 > 0.f ? 1.f / l0 : 0.f,
+                           l1 > 0.f ? 1.f / l1 : 0.f);
         if (ps.kh == 0 && ps.tq == 0) store_lse_pair_direct(a, row0, pl.split, m0, m1, l0, l1);
         wsp_item_stamp(a, item, ps, kWspStampStored);
       };
@@ -1105,12 +913,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST, RAW>::kThreads, WspCfg<FP
       const CtaPlace pl = place_of<HC>(a, blockIdx.x);
 #pragma unroll 1
       for (int pass = 0; pass < 2; ++pass) {
-        if ((hb >> 1) == pass) {
-          if constexpr (C::kRaw)  // (256: P_b's 2^112 against V's 2^-120)
-            stage_mtile_quads(stg + (16 * (hb & 1) + g) * kStgStride + 256 * kh + 4 * tq, acc, 256.f * i0, 256.f * i1);
-          else
-            stage_mtile(stg + (16 * (hb & 1) + g) * kStgStride + 256 * kh + 2 * tq, acc, i0, i1);
-        }
+        if ((hb >> 1) == pass) stage_mtile(stg + (16 * (hb & 1) + g) * kStgStride + 256 * kh + 2 * tq, acc, i0, i1);
         __syncthreads();
         write_outputs<32, C::kThreads>(a, stg, lse_s + 32 * pass, pl.t, 2 * pl.hg + pass, pl.split, tid);
         __syncthreads();

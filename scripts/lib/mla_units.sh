@@ -7,7 +7,7 @@
 # shellcheck disable=SC2034  # used by the scripts that source this
 MLA_TUS="sparse_mla_bf16 sparse_mla_fp8 sparse_mla_pipe_bf16 sparse_mla_pipe_fp8 sparse_mla_ws_bf16 sparse_mla_ws_fp8
          sparse_mla_wsr_bf16 sparse_mla_wsg_bf16 sparse_mla_wsp_bf16 sparse_mla_wsp_fp8 sparse_mla_reg_fp8 sparse_mla_wsf_fp8
-         sparse_mla_wsf16_fp8 sparse_mla_wspr_fp8 sparse_mla"
+         sparse_mla_wsf16_fp8 sparse_mla"
 # shellcheck disable=SC2034  # used by the scripts that source this
 MLA_SM120_FLAGS="-std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_120,code=sm_120 -Xptxas -v"
 # The nvcc flags every unit of a device bundle is compiled with (scripts/prebuild_mla_sm90.sh) and those of a

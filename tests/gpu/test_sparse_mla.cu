@@ -306,7 +306,7 @@ std::string describe(const Problem& pb) {
          (pb.use_lengths ? " lengths" : "");
 }
 
-constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 14, 16, 17, 0};  // 6 was removed in session 4 (rejected: see below)
+constexpr int kVariants[] = {1, 2, 3, 5, 7, 10, 11, 14, 16, 0};  // 6 was removed in session 4 (rejected: see below)
 // SparseMlaParams::combine: 1 = round 3's combine kernel, 2 = chunked kernel, 3 = fused (where the plan
 // allows it; elsewhere the launcher runs 2, so the fused path is exercised by the small-partial cases),
 // 5 = chunked combine over bf16 partials (session 4).
@@ -862,6 +862,8 @@ TEST_CASE("sparse MLA: invalid parameters are rejected without launching") {
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.persistent = 0;
   p.kernel_variant = 15;  // no such kernel
+  CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
+  p.kernel_variant = 17;  // session 29's variant 14 reading FP8 records raw: measured slower, removed
   CHECK(glm5rt::kernels::sparse_mla_forward(p, buf.p, 1 << 20, nullptr) == cudaErrorInvalidValue);
   p.kernel_variant = 0;
   // 64 heads per CTA: variant 14's size, H a multiple of 64 (either record format since session 12).
