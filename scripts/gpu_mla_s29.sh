@@ -8,6 +8,7 @@
 #   raw    the automatic FP8 rows at H = RAW_H (variant 14 where it runs) with GLM5RT_MLA_V14_RAW=1 (the raw form) and
 #          0 (the in-place conversion), RUNS rounds in alternating processes, decode T = RAW_T and prefill RAW_PT, then
 #          the bf16 rows of the same shapes once (the ratio FP8 / bf16 in the same call);
+#   f16    variant 14's FP8 form with f16 rows against 1c1546e's bf16 rows (below);
 #   record issue 6's benchmark of record from P (mla_record: P must carry the sm_120 objects, SM120=1), with
 #          GLM5RT_MLA_V14_RAW=$RECORD_RAW (default: unset, the shipped default).
 #   P=.carry/s29/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s29.sh
@@ -41,6 +42,24 @@ if [[ " $PARTS " == *" raw "* ]]; then
   stamp "bf16 rows"
   bench_rows bf16 > "$OUT/bench-bf16.txt" 2>&1
   grep -E "^(decode|prefill) " "$OUT/bench-bf16.txt" | sed 's/  */ /g; s/ v1 .*//' | tee -a "$OUT/raw-log.txt"
+fi
+
+# f16: variant 14's FP8 form converting to f16 rows (this bundle) against the bf16 rows of 1c1546e's benchmark binary
+# (OLD_BENCH: an xz file, GLM5RT_MLA_V14_RAW=0 there), RUNS rounds in alternating processes, FP8 rows at H = F16_H.
+if [[ " $PARTS " == *" f16 "* ]]; then
+  old=$OUT/../old_bench; xz -dc "${OLD_BENCH:?}" > "$old" && chmod +x "$old"
+  f16_rows() {  # $1 binary
+    timeout 240 "$1" --no-sweep --quick --formats fp8 --variants 0 --T "${F16_T:-8,32,128,256}" --H "${F16_H:-64,128}" \
+      --prefill-T "${F16_PT:-1024,4096}" --prefill-H 64 --reps 9
+  }
+  for run in $(seq 1 "${RUNS:-3}"); do
+    for which in new old; do
+      stamp "f16 run $run $which"
+      bin=$B/glm5rt_bench_sparse_mla; [ "$which" = old ] && bin=$old
+      GLM5RT_MLA_V14_RAW=0 f16_rows "$bin" > "$OUT/bench-$which-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) " "$OUT/bench-$which-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/$which run=$run /"
+    done
+  done | tee "$OUT/f16-log.txt"
 fi
 
 if [[ " $PARTS " == *" record "* ]]; then

@@ -76,6 +76,7 @@
 // the loop).
 #pragma once
 
+#include "kernels/attention/sparse_mla_reg_kernel.cuh"
 #include "kernels/attention/sparse_mla_wsg_kernel.cuh"
 
 namespace glm5rt::kernels::sparse_mla_detail {
@@ -107,7 +108,8 @@ inline constexpr float kWspSpecMax = 64.f;
 // variant 7: unpacking the rounded bf16 pairs cost ~25 instructions per step, session 11's profile; the rounding error
 // of P is the same either way). PINNED: the exp2s as volatile asm, which the compiler does not sink past the branch
 // that follows (into the only path that uses them), so that their latency overlaps the vote's.
-template <bool PINNED>
+// F16: the fragments as f16 (FP8 records since session 29: p <= 2^8 under the lazy frame), else bf16.
+template <bool PINNED, bool F16 = false>
 __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0, float r1, uint32_t (&pa)[4],
                                                 float& ps0, float& ps1) {
   auto ex = [](float v) {
@@ -125,8 +127,8 @@ __device__ __forceinline__ void wsp_p_fragments(const float (&x)[2][4], float r0
     const float e2 = ex(x[nt][2] - r1), e3 = ex(x[nt][3] - r1);
     ps0 += e0 + e1;
     ps1 += e2 + e3;
-    pa[2 * nt] = mma::pack_bf16x2(e0, e1);
-    pa[2 * nt + 1] = mma::pack_bf16x2(e2, e3);
+    pa[2 * nt] = F16 ? mma::pack_f16x2(e0, e1) : mma::pack_bf16x2(e0, e1);
+    pa[2 * nt + 1] = F16 ? mma::pack_f16x2(e2, e3) : mma::pack_bf16x2(e2, e3);
   }
 }
 
@@ -236,9 +238,25 @@ __device__ __forceinline__ void wsp_fill_rows(uint8_t* smem, int idx, const uint
   }
 }
 
+// Session 29: one 16-byte chunk (8 values, col < 64) of an f16 latent row from a raw 656-byte FP8 record: e4m3 -> f16
+// by cvt (exact), times the block's scale as f16 (one packed multiply per two values, against the earlier bf16 form's
+// f16 -> f32, two multiplies and a pack: 2 instructions per pair instead of 6). f16 holds the dequantized latent with
+// 11 significant bits (bf16: 8) wherever |value x scale| < 65504 and the scale is a normal f16 (>= 2^-14: a block
+// whose largest magnitude is at least 0.027); a smaller scale keeps fewer bits, of values that small.
+__device__ __forceinline__ uint4 dequant_chunk_f16(const uint8_t* rec, int col) {
+  const uint2 v = *reinterpret_cast<const uint2*>(rec + col * 8);
+  const __half2 s = __float2half2_rn(*reinterpret_cast<const float*>(rec + kMlaFp8ScaleOffset + (col >> 4) * 4));
+  auto conv = [&](uint32_t two) {
+    const uint32_t h = e4m3x2_to_f16x2(two);
+    const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&h), s);
+    return *reinterpret_cast<const uint32_t*>(&r);
+  };
+  return make_uint4(conv(v.x), conv(v.x >> 16), conv(v.y), conv(v.y >> 16));
+}
+
 // FP8 records: rows row0 .. row0 + kRows - 1 of ring slot `slot`, landed as raw 656-byte records in the last 656
-// bytes of their 1168-byte rows, turned in place into the bf16 latent the MMAs read at the row's start (e4m3 x its
-// block's scale rounded to bf16, as every earlier FP8 kernel but variant 7; unused entries were zero-filled by
+// bytes of their 1168-byte rows, turned in place into the f16 latent the MMAs read at the row's start (e4m3 x its
+// block's scale rounded to f16, dequant_chunk_f16; sessions 12-28: rounded to bf16; unused entries were zero-filled by
 // wsp_fill_rows). The rope stays where it landed, bytes 1040 .. 1167 (GEMM1 reads it there: kRopeOff), so only the
 // latent moves: one warp, two rows at a time, a row's 64 output chunks (lane: chunks lane and lane + 32) all read
 // before any is written (the warp barrier between); no row overlaps another, so nothing else orders them. The writes
@@ -253,8 +271,8 @@ __device__ __forceinline__ void wsp_convert_rows(uint8_t* smem, int slot, int ro
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const uint8_t* rec = tile + (r + i) * C::kRowBytes + C::kLandOff;
-      o[i][0] = dequant_chunk(rec, lane);
-      o[i][1] = dequant_chunk(rec, lane + 32);
+      o[i][0] = dequant_chunk_f16(rec, lane);
+      o[i][1] = dequant_chunk_f16(rec, lane + 32);
     }
     __syncwarp();  // every lane's reads of the two records before any write over them
 #pragma unroll
@@ -607,7 +625,13 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       const uint32_t* q0 =
           reinterpret_cast<const uint32_t*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
 #pragma unroll
-      for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
+      for (int j = 0; j < C::kKSteps; ++j) {
+        load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
+        // FP8 records (session 29): the latent k steps as f16, as the converted rows (exact for |q| < 65504, as
+        // variants 7 and 16 assume); the rope stays bf16.
+        if (FP8 && j < 16)
+          for (int r = 0; r < 4; ++r) qa[j][r] = bf16x2_to_f16x2(qa[j][r]);
+      }
     }
   };
   auto q_finish = [&](const WspPos& ps, int parity) {
@@ -765,8 +789,13 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       for (int j = 0; j < C::kKSteps; ++j) {
         uint32_t b[4];
         ldmatrix_x4(b, tile + k_off + (j < 16 ? kdim(j) * 2 : C::kRopeOff + (kdim(j) - kMlaLatentDim) * 2));
-        mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
-        mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+        if (FP8 && j < 16) {  // FP8 records: f16 latent rows (wsp_convert_rows)
+          mma_f16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+          mma_f16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+        } else {
+          mma_bf16_16816(s[j & 1][0], qa[j], b[0], b[1]);
+          mma_bf16_16816(s[j & 1][1], qa[j], b[2], b[3]);
+        }
       }
       if constexpr (kSpec) take_pending_frame();
       float4 mine[2];
@@ -814,7 +843,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         float mu0, mu1, al0, al1;
         lazy_frame(quad_max(lm0), quad_max(lm1), m0, m1, mu0, mu1, al0, al1);
         ps0 = ps1 = 0.f;
-        wsp_p_fragments<false>(x, mu0, mu1, pa, ps0, ps1);
+        wsp_p_fragments<false, FP8>(x, mu0, mu1, pa, ps0, ps1);
         l0 = l0 * al0 + ps0;
         l1 = l1 * al1 + ps1;
         if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) scale_mtile(acc, al0, al1);
@@ -825,7 +854,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         pm0 = lm0;
         pm1 = lm1;
       }
-      pv_mtile<VPRE>(acc, pa, tile + v_off, vpre);  // GEMM2
+      pv_mtile<VPRE, FP8>(acc, pa, tile + v_off, vpre);  // GEMM2 (FP8 records: f16 P and V)
       __syncwarp();
       if (lane == 0) mbar_arrive(bar_empty + slot * 8);  // this warp is done reading the slot (and its bits)
       // The refill: global step gs + NST - 1 into the slot gs - 1 used, once every warp has released it. (Session 11,

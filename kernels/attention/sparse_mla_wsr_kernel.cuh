@@ -146,7 +146,8 @@ __device__ __forceinline__ void stage_mtile(float* r0, const float (&acc)[NT][4]
 // GEMM2 of one 16-token step for a warp's m16 tile (variants 10 and 14): O[rows g / g + 8, NT n8 tiles] += P V, P as
 // A fragments (pa), V's n-tile pairs by ldmatrix.trans from v_addr + 32 n2; the first PRE pairs already loaded by
 // the caller into vpre (variant 14's bf16 form since session 22: before the pair barrier).
-template <int PRE, int NT, int N>
+// F16: P and V as f16 (variant 14's FP8 form since session 29), else bf16.
+template <int PRE, bool F16 = false, int NT, int N>
 __device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr,
                                          const uint32_t (&vpre)[N][4]) {
   static_assert(PRE <= N && PRE <= NT / 2, "preloaded n-tile pairs");
@@ -158,14 +159,19 @@ __device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&p
     } else {
       mma::ldmatrix_x4_trans(b, v_addr + n2 * 32);
     }
-    mma::mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
-    mma::mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+    if constexpr (F16) {
+      mma::mma_f16_16816(acc[2 * n2], pa, b[0], b[1]);
+      mma::mma_f16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+    } else {
+      mma::mma_bf16_16816(acc[2 * n2], pa, b[0], b[1]);
+      mma::mma_bf16_16816(acc[2 * n2 + 1], pa, b[2], b[3]);
+    }
   }
 }
-template <int NT>
+template <bool F16 = false, int NT>
 __device__ __forceinline__ void pv_mtile(float (&acc)[NT][4], const uint32_t (&pa)[4], uint32_t v_addr) {
   const uint32_t none[1][4] = {};
-  pv_mtile<0>(acc, pa, v_addr, none);
+  pv_mtile<0, F16>(acc, pa, v_addr, none);
 }
 
 // Session 15 (variant 10), shared with variant 14 since session 17: a warp's rows g / g + 8 of one m16 tile of O (C
