@@ -625,13 +625,7 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
       const uint32_t* q0 =
           reinterpret_cast<const uint32_t*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
 #pragma unroll
-      for (int j = 0; j < C::kKSteps; ++j) {
-        load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
-        // FP8 records (session 29): the latent k steps as f16, as the converted rows (exact for |q| < 65504, as
-        // variants 7 and 16 assume); the rope stays bf16.
-        if (FP8 && j < 16)
-          for (int r = 0; r < 4; ++r) qa[j][r] = bf16x2_to_f16x2(qa[j][r]);
-      }
+      for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
     }
   };
   auto q_finish = [&](const WspPos& ps, int parity) {
@@ -653,7 +647,14 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
         ldmatrix_x4(qa[2 * b + 1], ld + (((2 + lc) ^ lsw) << 4));
       }
     } else {
+      // FP8 records (session 29): the latent k steps as f16, as the converted rows (exact for |q| < 65504, as
+      // variants 7 and 16 assume); the rope stays bf16. (Here, not in q_issue: the prologue's first fills go out
+      // before this waits for Q's loads; H200: T=8 H=64 3.5% slower with the conversion beside the loads.)
       (void)ps, (void)parity;
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qa[j][r] = bf16x2_to_f16x2(qa[j][r]);
     }
   };
   {
@@ -661,12 +662,12 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     if constexpr (PERSIST) {
       if (tab[0].nsteps > 0) {  // the first item with steps
         q_issue(tab[0].qrow, ps0);
-        q_finish(ps0, 0);
+        if constexpr (!FP8) q_finish(ps0, 0);  // (FP8: after the first fill, below)
       }
     } else {
       const CtaPlace pl = place_of<HC>(a, blockIdx.x);
       q_issue(pl.t * a.num_heads + pl.hg * HC, ps0);
-      q_finish(ps0, 0);
+      if constexpr (!FP8) q_finish(ps0, 0);
     }
   }
   // Global step G is copied by pair G % 4 alone (warp kh: rows 8 kh .. 8 kh + 7), into slot G % NST = hb, at the end
@@ -728,6 +729,11 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
     if (f_first >= 0) fill(f_first, idx_first);  // into the empty ring
   } else {
     if (hb < nsteps0) fill(0, fill_index());
+  }
+  if constexpr (FP8) {
+    // Q's f16 latent once the first fills are out (the persistent form: if the CTA has an item with steps).
+    const WspPos ps0{warp, lane, hb, kh, g, tq};
+    if (!PERSIST || tab[0].nsteps > 0) q_finish(ps0, 0);
   }
   if (FP8 && hb < lead && conv_next < filled_end) convert();
 
