@@ -26,8 +26,9 @@
 // the staged indices and the barriers (99,648 bytes of SM120's 101,376). Registers: 254 on sm_90, 255 on sm_80, 255 on
 // sm_120 with 12 bytes spilled (outside the loop but for one L1 reload per step in GEMM1). 64 heads per CTA only.
 // FP8 records (session 12): each 656-byte record lands in the last 656 bytes of its row (its own "land" mbarrier) and
-// the pair that copied step s turns its latent in place into bf16 at the end of its step s - 2 (wsp_convert_rows; the
-// rope stays where it landed and GEMM1 reads it there), then arrives on "full"; the MMA loop is the bf16 one. H200
+// the pair that copied step s turns its latent in place into bf16 (f16 since session 29) at the end of its step s - 2
+// (wsp_convert_rows; the rope stays where it landed and GEMM1 reads it there), then arrives on "full"; the MMA loop is
+// the bf16 one. H200
 // (docs/PERFORMANCE.md "Session 12"): 1.73-1.75x over variant 7 at T=128 and prefill, 1.47x at T=32; 1.21x bf16's
 // time. Leaving the rope in place (no divergent copy by lanes 0-7) gained 1.18x; the conversion's math costs nothing
 // measurable. Measured and dropped: the conversion one step later (lead 1, 0.78x) or right after the copy (lead 3,
@@ -36,7 +37,9 @@
 // registers (12 / 24 bytes of spill in the prologue / epilogue), sm_80 254, sm_120 255 with 24 / 16 bytes.
 // Session 29: the records read raw instead, each warp converting its own K / V operands in registers (variant 7's way;
 // code at 1c1546e): 0.83-0.93x, 1.4x the instructions, the conversion repeated by all four pairs (docs/PERFORMANCE.md
-// "Session 29").
+// "Session 29"). Kept: the rows converted to f16 instead of bf16 (dequant_chunk_f16: cvt and one packed multiply per
+// value pair instead of six instructions; 11 significant bits instead of 8), Q's latent as f16 (q_finish), f16 MMAs on
+// the latent and for P V (the rope stays bf16): 1.015-1.025x at T >= 32; the FP8 unit's sm_90 build no longer spills.
 // Session 17, the persistent form (PERSIST, prefill: KernelArgs::grid_ctas caps the grid): a CTA takes work items
 // (token, split, head group) in turn with its steps numbered across them, so the ring, the fills and the exchange
 // run on at an item's end (the next item's first records land under this item's last steps, its Q loads at its
