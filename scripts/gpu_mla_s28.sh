@@ -15,11 +15,7 @@ source scripts/lib/device_prebuilt.sh
 PARTS=${PARTS:-tests h16}
 
 if [[ " $PARTS " == *" tests "* ]]; then
-  stamp "tests as shipped"
-  timeout "${TESTS_S:-280}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
-  rc=$?
-  echo "rc $rc"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
-  [ "$rc" = 0 ] || PARTS="tests"  # a failing kernel is not timed
+  mla_tests_shipped "${TESTS_S:-280}" || PARTS="tests"  # a failing kernel is not timed
 fi
 
 if [[ " $PARTS " == *" h16 "* ]]; then

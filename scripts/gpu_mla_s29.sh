@@ -18,13 +18,7 @@ source scripts/lib/device_prebuilt.sh
 PARTS=${PARTS:-tests raw}
 
 if [[ " $PARTS " == *" tests "* ]]; then
-  stamp "tests as shipped"
-  timeout "${TESTS_S:-320}" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
-  rc=$?
-  echo "rc $rc"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
-  # (The full log is ~10 MB: keep the failures and doctest's summary.)
-  grep -E "ERROR|FAIL|^\[doctest\]" "$OUT/tests.txt" | head -200 > "$OUT/tests-summary.txt"; rm -f "$OUT/tests.txt"
-  [ "$rc" = 0 ] || PARTS="tests"  # a failing kernel is not timed
+  mla_tests_shipped "${TESTS_S:-320}" || PARTS="tests"  # a failing kernel is not timed
 fi
 
 bench_rows() {  # $1 formats, then the environment is the caller's
@@ -69,4 +63,4 @@ if [[ " $PARTS " == *" record "* ]]; then
 fi
 # At most 8 files come back from a device call: everything as one archive.
 tar -czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && rm -rf "${OUT:?}" && mkdir -p "$OUT" && mv "$OUT.tgz" "$OUT/"
-stamp done
+stamp "done"

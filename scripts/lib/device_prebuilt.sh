@@ -29,6 +29,18 @@ sparse_mla_tests() {
   grep -E "ERROR|FAIL" "$OUT/mla-tests.txt" | head -20
 }
 
+# The sparse MLA and multi-pool GPU test cases as shipped (timeout $1 seconds): prints the exit status, doctest's
+# summary and any failure lines, keeps the failures and the summary in $OUT/tests-summary.txt (the full log is ~10
+# MB), and returns the binary's exit status (the session scripts time nothing after a failure).
+mla_tests_shipped() {
+  stamp "tests as shipped"
+  timeout "$1" "$B/glm5rt_gpu_tests" -tc="*sparse MLA*,*multi*pool*" > "$OUT/tests.txt" 2>&1
+  local rc=$?
+  echo "rc $rc"; tail -n 3 "$OUT/tests.txt"; grep -E "ERROR|FAIL" "$OUT/tests.txt" | head -10
+  grep -E "ERROR|FAIL|^\[doctest\]" "$OUT/tests.txt" | head -200 > "$OUT/tests-summary.txt"; rm -f "$OUT/tests.txt"
+  return "$rc"
+}
+
 # The whole GPU test binary of the bundle: prints its exit status and doctest's summary lines, keeps only those
 # ($OUT/gpu-tests-summary.txt).
 gpu_tests_all() {
