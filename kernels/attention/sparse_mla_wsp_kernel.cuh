@@ -34,7 +34,8 @@
 // measurable. Measured and dropped: the conversion one step later (lead 1, 0.78x) or right after the copy (lead 3,
 // 0.94x), spread over every warp at the end of a step (0.96x) or before GEMM1 (0.95x), four rows at a time (0.99x,
 // spills), the copies by cp.async (0.94x), deferred when its copy has not landed (0.99-1.00x). 99,680 bytes; sm_90 255
-// registers (12 / 24 bytes of spill in the prologue / epilogue), sm_80 254, sm_120 255 with 24 / 16 bytes.
+// registers (12 / 24 bytes of spill in the prologue / epilogue), sm_80 254, sm_120 255 with 24 / 16 bytes (session 29:
+// sm_90 no spill, sm_120 12 bytes in the one-CTA form, none in the persistent one).
 // Session 29: the records read raw instead, each warp converting its own K / V operands in registers (variant 7's way;
 // code at 1c1546e): 0.83-0.93x, 1.4x the instructions, the conversion repeated by all four pairs (docs/PERFORMANCE.md
 // "Session 29"). Kept: the rows converted to f16 instead of bf16 (dequant_chunk_f16: cvt and one packed multiply per
