@@ -602,59 +602,49 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // persistent form passes fresh ones).
   auto kdim = [&](int j) { return wsp_kdim(kh, j); };
   uint32_t qa[C::kKSteps][4];
-  // bf16 records (session 20): per 32-column block (two k steps) and row one 16-byte load per lane (q_issue, into the
+  // Session 20 (bf16 records; FP8 records since session 29): per 32-column block (two k steps) and row one 16-byte load per lane (q_issue, into the
   // block's own fragment registers: qa[2b] row g, qa[2b + 1] row g + 8), then (q_finish) through this warp's 1 KB of
   // the exchange area at the parity of the next step (its partner read it two steps ago and passed the pair barrier
   // since; the next step's exchange overwrites it after its GEMM1) and back by two ldmatrix.x4 into the A-fragment
   // layout: 18 global loads, 18 stores, 18 ldmatrix per thread instead of 72 four-byte loads touching 8 lines each
   // (H200 prefill 4096 x 64, with the transition's overlapped round trips: 1.024x at 2048 entries, 1.035x at 512;
   // docs/PERFORMANCE.md "Session 20, call 2"). Rows 64
-  // bytes apart, 16-byte chunk c of row r at c ^ ((r >> 1) & 3): conflict-free stores and ldmatrix. FP8 records keep
-  // the four-byte loads straight into the fragments (q_finish: nothing): there the wide form spilled in the step loop's
-  // fill path (0.97x).
-  constexpr bool kWideQ = !FP8;
+  // bytes apart, 16-byte chunk c of row r at c ^ ((r >> 1) & 3): conflict-free stores and ldmatrix. FP8 records took
+  // four-byte loads straight into the fragments until session 29 (the wide form spilled in the fill path then, 0.97x);
+  // with the f16 rows it fits without spill and measured 1.007-1.048x (T=8 H=64 1.048x, prefill 4096 x 64 1.013x:
+  // docs/PERFORMANCE.md "Session 29, call 6"); q_finish converts their latent to f16.
   auto q_issue = [&](int qrow, const WspPos& ps) {
-    if constexpr (kWideQ) {
-      const uint4* q0 =
-          reinterpret_cast<const uint4*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
-      const uint4* q8 = q0 + 8 * kMlaQkDim / 8;
+    const uint4* q0 = reinterpret_cast<const uint4*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
+    const uint4* q8 = q0 + 8 * kMlaQkDim / 8;
 #pragma unroll
-      for (int b = 0; b < C::kKSteps / 2; ++b) {
-        const int col = wsp_kdim(ps.kh, 2 * b);  // the block's first column
-        const uint4 r0 = __ldg(q0 + col / 8 + ps.tq), r8 = __ldg(q8 + col / 8 + ps.tq);
-        qa[2 * b][0] = r0.x, qa[2 * b][1] = r0.y, qa[2 * b][2] = r0.z, qa[2 * b][3] = r0.w;
-        qa[2 * b + 1][0] = r8.x, qa[2 * b + 1][1] = r8.y, qa[2 * b + 1][2] = r8.z, qa[2 * b + 1][3] = r8.w;
-      }
-    } else {
-      const uint32_t* q0 =
-          reinterpret_cast<const uint32_t*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
-#pragma unroll
-      for (int j = 0; j < C::kKSteps; ++j) load_q_a_fragment(qa[j], q0, wsp_kdim(ps.kh, j), ps.tq);
+    for (int b = 0; b < C::kKSteps / 2; ++b) {
+      const int col = wsp_kdim(ps.kh, 2 * b);  // the block's first column
+      const uint4 r0 = __ldg(q0 + col / 8 + ps.tq), r8 = __ldg(q8 + col / 8 + ps.tq);
+      qa[2 * b][0] = r0.x, qa[2 * b][1] = r0.y, qa[2 * b][2] = r0.z, qa[2 * b][3] = r0.w;
+      qa[2 * b + 1][0] = r8.x, qa[2 * b + 1][1] = r8.y, qa[2 * b + 1][2] = r8.z, qa[2 * b + 1][3] = r8.w;
     }
   };
   auto q_finish = [&](const WspPos& ps, int parity) {
-    if constexpr (kWideQ) {
-      uint8_t* scr = smem + C::kOffX + (parity * C::kConsumerWarps + ps.warp) * 2 * 32 * 16;
-      const int sw = (ps.g >> 1) & 3;  // rows g and g + 8 swizzle alike
-      uint4* st0 = reinterpret_cast<uint4*>(scr + ps.g * 64 + ((ps.tq ^ sw) << 4));
-      uint4* st8 = reinterpret_cast<uint4*>(scr + (ps.g + 8) * 64 + ((ps.tq ^ sw) << 4));
-      // ldmatrix: lanes 8 m .. 8 m + 7 address matrix m's rows (m & 1: rows 8-15, m >> 1: the k step's columns 8-15).
-      const int lr = 8 * ((ps.lane >> 3) & 1) + (ps.lane & 7), lsw = (lr >> 1) & 3, lc = ps.lane >> 4;
-      const uint32_t ld = smem_addr(scr) + lr * 64;
+    uint8_t* scr = smem + C::kOffX + (parity * C::kConsumerWarps + ps.warp) * 2 * 32 * 16;
+    const int sw = (ps.g >> 1) & 3;  // rows g and g + 8 swizzle alike
+    uint4* st0 = reinterpret_cast<uint4*>(scr + ps.g * 64 + ((ps.tq ^ sw) << 4));
+    uint4* st8 = reinterpret_cast<uint4*>(scr + (ps.g + 8) * 64 + ((ps.tq ^ sw) << 4));
+    // ldmatrix: lanes 8 m .. 8 m + 7 address matrix m's rows (m & 1: rows 8-15, m >> 1: the k step's columns 8-15).
+    const int lr = 8 * ((ps.lane >> 3) & 1) + (ps.lane & 7), lsw = (lr >> 1) & 3, lc = ps.lane >> 4;
+    const uint32_t ld = smem_addr(scr) + lr * 64;
 #pragma unroll
-      for (int b = 0; b < C::kKSteps / 2; ++b) {
-        __syncwarp();  // the previous block's ldmatrix reads before these stores
-        *st0 = make_uint4(qa[2 * b][0], qa[2 * b][1], qa[2 * b][2], qa[2 * b][3]);
-        *st8 = make_uint4(qa[2 * b + 1][0], qa[2 * b + 1][1], qa[2 * b + 1][2], qa[2 * b + 1][3]);
-        __syncwarp();
-        ldmatrix_x4(qa[2 * b], ld + (((0 + lc) ^ lsw) << 4));
-        ldmatrix_x4(qa[2 * b + 1], ld + (((2 + lc) ^ lsw) << 4));
-      }
-    } else {
+    for (int b = 0; b < C::kKSteps / 2; ++b) {
+      __syncwarp();  // the previous block's ldmatrix reads before these stores
+      *st0 = make_uint4(qa[2 * b][0], qa[2 * b][1], qa[2 * b][2], qa[2 * b][3]);
+      *st8 = make_uint4(qa[2 * b + 1][0], qa[2 * b + 1][1], qa[2 * b + 1][2], qa[2 * b + 1][3]);
+      __syncwarp();
+      ldmatrix_x4(qa[2 * b], ld + (((0 + lc) ^ lsw) << 4));
+      ldmatrix_x4(qa[2 * b + 1], ld + (((2 + lc) ^ lsw) << 4));
+    }
+    if constexpr (FP8) {
       // FP8 records (session 29): the latent k steps as f16, as the converted rows (exact for |q| < 65504, as
-      // variants 7 and 16 assume); the rope stays bf16. (Here, not in q_issue: the prologue's first fills go out
-      // before this waits for Q's loads; H200: T=8 H=64 3.5% slower with the conversion beside the loads.)
-      (void)ps, (void)parity;
+      // variants 7 and 16 assume); the rope stays bf16. (In q_finish, which the prologue runs after its first fills:
+      // beside Q's loads, the conversion made the warps wait for them before those fills, T=8 H=64 3.5% slower.)
 #pragma unroll
       for (int j = 0; j < 16; ++j)
 #pragma unroll
