@@ -28,7 +28,7 @@
 // FP8 records (session 12): each 656-byte record lands in the last 656 bytes of its row (its own "land" mbarrier) and
 // the pair that copied step s turns its latent in place into bf16 (f16 since session 29) at the end of its step s - 2
 // (wsp_convert_rows; the rope stays where it landed and GEMM1 reads it there), then arrives on "full"; the MMA loop is
-// the bf16 one. H200
+// the bf16 one (since session 29 with f16 MMAs on the latent and for P V). H200
 // (docs/PERFORMANCE.md "Session 12"): 1.73-1.75x over variant 7 at T=128 and prefill, 1.47x at T=32; 1.21x bf16's
 // time. Leaving the rope in place (no divergent copy by lanes 0-7) gained 1.18x; the conversion's math costs nothing
 // measurable. Measured and dropped: the conversion one step later (lead 1, 0.78x) or right after the copy (lead 3,
@@ -40,7 +40,8 @@
 // code at 1c1546e): 0.83-0.93x, 1.4x the instructions, the conversion repeated by all four pairs (docs/PERFORMANCE.md
 // "Session 29"). Kept: the rows converted to f16 instead of bf16 (dequant_chunk_f16: cvt and one packed multiply per
 // value pair instead of six instructions; 11 significant bits instead of 8), Q's latent as f16 (q_finish), f16 MMAs on
-// the latent and for P V (the rope stays bf16): 1.015-1.025x at T >= 32; the FP8 unit's sm_90 build no longer spills.
+// the latent and for P V (the rope stays bf16): 1.014-1.033x at every FP8 shape measured; the FP8 unit's sm_90 build
+// no longer spills; and Q by 16-byte loads as for bf16 records (q_issue / q_finish): 1.007-1.048x more.
 // Session 17, the persistent form (PERSIST, prefill: KernelArgs::grid_ctas caps the grid): a CTA takes work items
 // (token, split, head group) in turn with its steps numbered across them, so the ring, the fills and the exchange
 // run on at an item's end (the next item's first records land under this item's last steps, its Q loads at its
@@ -207,7 +208,7 @@ struct WspCfg {
 // `valid` (persistent form), read by the softmax once the slot is full; `scratch`: 8 ints of this warp's, sm_80
 // only). sm_90+: lanes 0 .. kRows - 1 issue one bulk copy of the record
 // or, for an unused entry, zero-fill it (then fence it from a later bulk copy into the same row, which only they
-// issue; an FP8 zero record converts to a bf16 zero row); lane 0 arrives with the warp's bytes registered (one arrival
+// issue; an FP8 zero record converts to a zero row); lane 0 arrives with the warp's bytes registered (one arrival
 // per filling warp; the phase completes when the bytes have landed, so the copies may follow the arrival). sm_80: the
 // rows' 16-byte chunks by cp.async (unused rows zero-filled by the zero-byte copy), each lane arriving when its copies
 // land, plus lane 0's plain arrival, which keeps the count uniform.
@@ -602,8 +603,9 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // persistent form passes fresh ones).
   auto kdim = [&](int j) { return wsp_kdim(kh, j); };
   uint32_t qa[C::kKSteps][4];
-  // Session 20 (bf16 records; FP8 records since session 29): per 32-column block (two k steps) and row one 16-byte load per lane (q_issue, into the
-  // block's own fragment registers: qa[2b] row g, qa[2b + 1] row g + 8), then (q_finish) through this warp's 1 KB of
+  // Session 20 (bf16 records; FP8 records since session 29): per 32-column block (two k steps) and row one 16-byte load
+  // per lane (q_issue, into the block's own fragment registers: qa[2b] row g, qa[2b + 1] row g + 8), then (q_finish)
+  // through this warp's 1 KB of
   // the exchange area at the parity of the next step (its partner read it two steps ago and passed the pair barrier
   // since; the next step's exchange overwrites it after its GEMM1) and back by two ldmatrix.x4 into the A-fragment
   // layout: 18 global loads, 18 stores, 18 ldmatrix per thread instead of 72 four-byte loads touching 8 lines each
@@ -614,7 +616,8 @@ __global__ void __launch_bounds__(WspCfg<FP8, PERSIST>::kThreads, WspCfg<FP8, PE
   // with the f16 rows it fits without spill and measured 1.007-1.048x (T=8 H=64 1.048x, prefill 4096 x 64 1.013x:
   // docs/PERFORMANCE.md "Session 29, call 6"); q_finish converts their latent to f16.
   auto q_issue = [&](int qrow, const WspPos& ps) {
-    const uint4* q0 = reinterpret_cast<const uint4*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
+    const uint4* q0 =
+        reinterpret_cast<const uint4*>(a.q + (static_cast<int64_t>(qrow) + 16 * ps.hb + ps.g) * kMlaQkDim);
     const uint4* q8 = q0 + 8 * kMlaQkDim / 8;
 #pragma unroll
     for (int b = 0; b < C::kKSteps / 2; ++b) {
