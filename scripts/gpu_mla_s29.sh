@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Session 29's device calls (run on the accelerator machine from the repository root; bundles from
-# scripts/pack_mla_bundle.sh): PARTS (default "tests raw") picks
-#   tests  the sparse MLA and multi-pool GPU tests as shipped (every case's variant loop forces variant 17, so
-#          variant 14's raw FP8 form runs wherever a case has FP8 records and 64 heads per CTA); if they fail,
-#          nothing else runs;
-#   (tests and raw need a bundle of commit 1c1546e, which had variant 14's raw FP8 form: measured slower and removed)
-#   raw    the automatic FP8 rows at H = RAW_H (variant 14 where it runs) with GLM5RT_MLA_V14_RAW=1 (the raw form) and
-#          0 (the in-place conversion), RUNS rounds in alternating processes, decode T = RAW_T and prefill RAW_PT, then
-#          the bf16 rows of the same shapes once (the ratio FP8 / bf16 in the same call);
-#   f16    variant 14's FP8 form with f16 rows against 1c1546e's bf16 rows (below);
+# scripts/pack_mla_bundle.sh): PARTS (default "tests") picks
+#   tests  the sparse MLA and multi-pool GPU tests as shipped (mla_tests_shipped; with 1c1546e's bundle every case's
+#          variant loop also forced variant 17, variant 14's raw FP8 form); if they fail, nothing else runs;
+#   raw    (needs a bundle of 1c1546e, which had the raw form: measured slower and removed) the automatic FP8 rows at
+#          H = RAW_H (variant 14 where it runs) with GLM5RT_MLA_V14_RAW=1 (the raw form) and 0 (the in-place
+#          conversion), RUNS rounds in alternating processes, decode T = RAW_T and prefill RAW_PT, then the bf16 rows
+#          of the same shapes once (the ratio FP8 / bf16 in the same call);
+#   f16    this bundle's benchmark against another benchmark binary (OLD_BENCH, below): the f16 rows' and the wide Q
+#          loads' A / Bs;
 #   record issue 6's benchmark of record from P (mla_record: P must carry the sm_120 objects, SM120=1), with
-#          GLM5RT_MLA_V14_RAW=$RECORD_RAW (default: unset, the shipped default).
-#   P=.carry/s29/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s29.sh
+#          GLM5RT_MLA_V14_RAW=$RECORD_RAW where set (read by 1c1546e's launcher only).
+#   P=.carry/s29/c7/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s29.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
 set -uo pipefail
 source scripts/lib/device_prebuilt.sh
-PARTS=${PARTS:-tests raw}
+PARTS=${PARTS:-tests}
 
 if [[ " $PARTS " == *" tests "* ]]; then
   mla_tests_shipped "${TESTS_S:-320}" || PARTS="tests"  # a failing kernel is not timed

@@ -53,7 +53,8 @@ __device__ __forceinline__ void scale_mtile(float (&acc)[NT][4], float a0, float
   }
 }
 
-// One GEMM1 A fragment of Q with heads on the MMA M side (variants 10, 11 and 14): rows g / g + 8 of the m16 tile whose
+// One GEMM1 A fragment of Q with heads on the MMA M side (variants 10 and 11; variant 14's FP8 form until session 29,
+// which loads Q by 16 bytes as its bf16 form does): rows g / g + 8 of the m16 tile whose
 // row g is q0 (that head's 576 bf16 values as 32-bit words), k columns d0 + 2t (+1) and d0 + 8 + 2t (+1).
 __device__ __forceinline__ void load_q_a_fragment(uint32_t (&f)[4], const uint32_t* q0, int d0, int tq) {
   const uint32_t* q8 = q0 + 8 * kMlaQkDim / 2;
