@@ -119,7 +119,7 @@ def main():
           f"v1 = round 1, v2 / v3 = round 2's ring (v3: two 32-head CTAs per SM), v5 = round 3's warp-specialized "
           f"kernel (one bulk copy per record on sm_90+), v7 = round 6's FP8 kernel converting in registers (FP8 records only; "
           f"the automatic FP8 kernel), v10 = session 6's variant 5 with the softmax in registers (bf16 records, 32 / 16 heads per "
-          f"CTA; the automatic bf16 kernel at 32), v11 = session 7's one 8-warp group for a CTA's 32 heads (bf16), v14 = session 11's four warp pairs for a CTA's 64 heads (H a multiple of 64; FP8 records converted to bf16 rows in shared memory since session 12; the automatic kernel there above T=8, and since session 13 at T <= 8 where its grid fills the SMs); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton "
+          f"CTA; the automatic bf16 kernel at 32), v11 = session 7's one 8-warp group for a CTA's 32 heads (bf16), v14 = session 11's four warp pairs for a CTA's 64 heads (H a multiple of 64; FP8 records converted to bf16 rows in shared memory since session 12, f16 rows since session 29; the automatic kernel there above T=8, and since session 13 at T <= 8 where its grid fills the SMs); v5/auto = v5's speedup over the run-time choice; TFLOP/s, TB/s, of roof, vs Triton "
           f"and fp8/bf16 are for the fastest (best) kernel, the automatic choice included; gather = the same records "
           f"read alone (decode T >= 32), of gth = gather us / best us (1.0 = at this access pattern's ceiling)")
     # Session 24: the SM clock after each prefill row's timings (the H200's 700 W cap lowers it under sustained prefill).
