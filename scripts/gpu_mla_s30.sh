@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Session 30's device call: the closing checks of issue 6 on the shipped kernels (run on the accelerator machine
-# from the repository root; bundle from scripts/pack_mla_bundle.sh with SM120=1). PARTS (default "all record anyh"):
-#   all     the whole GPU test binary (every gpu-labelled case, not only the sparse MLA ones); if it fails, nothing
-#           is timed;
+# from the repository root; bundles from scripts/pack_mla_bundle.sh, with SM120=1 for the record). PARTS (default
+# "tests record anyh"; call 1 ran "all record anyh", where "all" was the bundle's whole test binary, i.e. the same
+# cases as "tests"):
+#   tests   the sparse MLA and multi-pool GPU tests as shipped (mla_tests_shipped); if they fail, nothing is timed;
 #   record  issue 6's benchmark of record (mla_record: tests, benchmark, Triton baseline, ceilings, sm_120 report);
 #   anyh    T=1 at every head count the interface takes (8, 16, 32, 64, 128), both record formats, automatic plans,
 #           RUNS (default 3) processes: the "T=1, any H" target beyond the record's 64 / 16 / 8.
+#   kernels the automatic bf16 kernel beside variants 2, 5, 10 and 11 forced at its plan (the benchmark's columns),
+#           RUNS processes, decode T = KT x H = KH and prefill KPT x 32 heads: which kernel each head group size should
+#           run (call 1's record: at 32 heads per CTA variant 10 beat the automatic variant 11 at every row);
+#   plans   the plan sweep (heads per CTA x splits x merge) of bf16 T = 1, 2, 4, 8 x H = 32, 64, 128 with this bundle's
+#           kernel choices.
 #   P=.carry/s30/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s30.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
 set -uo pipefail
 source scripts/lib/device_prebuilt.sh
-PARTS=${PARTS:-all record anyh}
+PARTS=${PARTS:-tests record anyh}
 
-if [[ " $PARTS " == *" all "* ]]; then
-  stamp "the whole GPU test binary"
-  gpu_tests_all
-  grep -q "Status: SUCCESS" "$OUT/gpu-tests-summary.txt" || PARTS="all"  # a failing build is not timed
+if [[ " $PARTS " == *" tests "* ]]; then
+  mla_tests_shipped "${TESTS_S:-320}" || PARTS="tests"  # a failing kernel is not timed
 fi
 
 if [[ " $PARTS " == *" record "* ]]; then
@@ -30,6 +34,23 @@ if [[ " $PARTS " == *" anyh "* ]]; then
       --H 8,16,32,64,128 --reps 9 > "$OUT/anyh-r$run.txt" 2>&1
     grep -E "^decode " "$OUT/anyh-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/run=$run /"
   done | tee "$OUT/anyh-log.txt"
+fi
+if [[ " $PARTS " == *" kernels "* ]]; then
+  for run in $(seq 1 "${RUNS:-3}"); do
+    stamp "kernels run $run"
+    timeout 300 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --variants 0,2,5,10,11 \
+      --T "${KT:-2,4,8,32,128}" --H "${KH:-8,16,32,64,128}" --prefill-T "${KPT:-1024,4096}" --prefill-H 32 --reps 9 \
+      > "$OUT/kernels-r$run.txt" 2>&1
+    grep -E "^(decode|prefill) " "$OUT/kernels-r$run.txt" | sed 's/  */ /g' | sed "s/^/run=$run /"
+  done > "$OUT/kernels-log.txt"
+  tail -n 40 "$OUT/kernels-log.txt"
+fi
+
+if [[ " $PARTS " == *" plans "* ]]; then
+  stamp "plan sweep"
+  timeout 300 "$B/glm5rt_bench_sparse_mla" --plan-sweep --formats bf16 --T 1,2,4,8 --H 32,64,128 --reps 9 \
+    > "$OUT/plans.txt" 2>&1
+  grep -E "^plan " "$OUT/plans.txt"
 fi
 # At most 8 files come back from a device call: everything as one archive.
 tar -czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && rm -rf "${OUT:?}" && mkdir -p "$OUT" && mv "$OUT.tgz" "$OUT/"

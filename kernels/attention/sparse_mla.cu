@@ -103,9 +103,10 @@ int requested_heads_per_cta(const SparseMlaParams& p) {
   return sparse_mla_detail::heads_per_cta(p.num_heads);
 }
 
-// Session 7: GLM5RT_MLA_V11=0 (read once) keeps variant 10 where the automatic choice would run variant 11.
+// Session 7: variant 11 where 32 heads share a bf16 CTA; session 30: variant 10 there again (kernel_variant), and
+// GLM5RT_MLA_V11=1 (read once) runs variant 11 instead.
 bool v11_enabled() {
-  static const bool on = env_not_off("GLM5RT_MLA_V11");
+  static const bool on = env_one_of("GLM5RT_MLA_V11", 0, 0, 1) == 1;
   return on;
 }
 
