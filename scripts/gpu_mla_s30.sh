@@ -8,10 +8,10 @@
 #   anyh    T=1 at every head count the interface takes (8, 16, 32, 64, 128), both record formats, automatic plans,
 #           RUNS (default 3) processes: the "T=1, any H" target beyond the record's 64 / 16 / 8.
 #   kernels the automatic bf16 kernel beside variants 2, 5, 10 and 11 forced at its plan (the benchmark's columns),
-#           RUNS processes, decode T = KT x H = KH and prefill KPT x 32 heads: which kernel each head group size should
-#           run (call 1's record: at 32 heads per CTA variant 10 beat the automatic variant 11 at every row);
-#   plans   the plan sweep (heads per CTA x splits x merge) of bf16 T = 1, 2, 4, 8 x H = 32, 64, 128 with this bundle's
-#           kernel choices.
+#           RUNS processes, decode T = KT x H = KH and prefill KPT (none: no prefill) x 32 heads: which kernel each head
+#           group size should run (call 1's record: at 32 heads per CTA variant 10 beat the automatic variant 11);
+#   plans   PRUNS (default 1) plan sweeps (heads per CTA x splits x merge) of formats PF (bf16) at T = PT (1, 2, 4, 8) x
+#           H = PH (32, 64, 128) with this bundle's kernel choices.
 #   P=.carry/s30/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s30.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
 set -uo pipefail
@@ -38,19 +38,21 @@ fi
 if [[ " $PARTS " == *" kernels "* ]]; then
   for run in $(seq 1 "${RUNS:-3}"); do
     stamp "kernels run $run"
+    pre=(--prefill-T "${KPT:-1024,4096}" --prefill-H 32); [ "${KPT:-}" = none ] && pre=()
     timeout 300 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --variants 0,2,5,10,11 \
-      --T "${KT:-2,4,8,32,128}" --H "${KH:-8,16,32,64,128}" --prefill-T "${KPT:-1024,4096}" --prefill-H 32 --reps 9 \
-      > "$OUT/kernels-r$run.txt" 2>&1
+      --T "${KT:-2,4,8,32,128}" --H "${KH:-8,16,32,64,128}" "${pre[@]}" --reps 9 > "$OUT/kernels-r$run.txt" 2>&1
     grep -E "^(decode|prefill) " "$OUT/kernels-r$run.txt" | sed 's/  */ /g' | sed "s/^/run=$run /"
   done > "$OUT/kernels-log.txt"
   tail -n 40 "$OUT/kernels-log.txt"
 fi
 
 if [[ " $PARTS " == *" plans "* ]]; then
-  stamp "plan sweep"
-  timeout 300 "$B/glm5rt_bench_sparse_mla" --plan-sweep --formats bf16 --T 1,2,4,8 --H 32,64,128 --reps 9 \
-    > "$OUT/plans.txt" 2>&1
-  grep -E "^plan " "$OUT/plans.txt"
+  for run in $(seq 1 "${PRUNS:-1}"); do
+    stamp "plan sweep $run"
+    timeout 300 "$B/glm5rt_bench_sparse_mla" --plan-sweep --formats "${PF:-bf16}" --T "${PT:-1,2,4,8}" \
+      --H "${PH:-32,64,128}" --reps 9 > "$OUT/plans-r$run.txt" 2>&1
+    grep -E "^plan " "$OUT/plans-r$run.txt" | sed "s/^/run=$run /"
+  done
 fi
 # At most 8 files come back from a device call: everything as one archive.
 tar -czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && rm -rf "${OUT:?}" && mkdir -p "$OUT" && mv "$OUT.tgz" "$OUT/"
