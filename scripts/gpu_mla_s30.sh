@@ -12,6 +12,8 @@
 #           group size should run (call 1's record: at 32 heads per CTA variant 10 beat the automatic variant 11);
 #   plans   PRUNS (default 1) plan sweeps (heads per CTA x splits x merge) of formats PF (bf16) at T = PT (1, 2, 4, 8) x
 #           H = PH (32, 64, 128) with this bundle's kernel choices.
+#   ab      this bundle's automatic plans and kernels against another benchmark binary's (OLD_BENCH: an xz file),
+#           RUNS processes of each, alternating: decode T = AB_T x H = 8-128 and prefill 1024 x 32, both formats.
 #   P=.carry/s30/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s30.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
 set -uo pipefail
@@ -20,6 +22,20 @@ PARTS=${PARTS:-tests record anyh}
 
 if [[ " $PARTS " == *" tests "* ]]; then
   mla_tests_shipped "${TESTS_S:-320}" || PARTS="tests"  # a failing kernel is not timed
+fi
+
+if [[ " $PARTS " == *" ab "* ]]; then
+  old=$OUT/../old_bench; xz -dc "${OLD_BENCH:?}" > "$old" && chmod +x "$old"
+  for run in $(seq 1 "${RUNS:-3}"); do
+    for which in new old; do
+      stamp "ab run $run $which"
+      bin=$B/glm5rt_bench_sparse_mla; [ "$which" = old ] && bin=$old
+      timeout 300 "$bin" --no-sweep --quick --formats bf16,fp8 --variants 0 --T "${AB_T:-1,2,3,4,5,6,7,8,32,128}" \
+        --H 8,16,32,64,128 --prefill-T 1024 --prefill-H 32 --reps 9 > "$OUT/ab-$which-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) " "$OUT/ab-$which-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/$which run=$run /"
+    done
+  done > "$OUT/ab-log.txt"
+  echo "ab rows: $(grep -c . "$OUT/ab-log.txt")"
 fi
 
 if [[ " $PARTS " == *" record "* ]]; then

@@ -166,14 +166,20 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // Round 5 (second H200 call, every variant at the automatic plan): at T = 1 with 8-head CTAs of 64
     // splits (H = 8 / 16: two 16-token steps per CTA) the pipelined kernel beats the warp-specialized one,
     // 6.52 / 7.09 against 6.96 / 7.69 us; at T = 1 H = 64 (8 x 32) and at T = 8 it does not.
-    if (p.num_tokens == 1 && hc == 8 && p.num_heads <= 16 && planner_mode(p) == 2) return 2;
+    // Session 30 (H200, three processes, docs/PERFORMANCE.md "Session 30, call 3"): likewise wherever T x H <= 32
+    // (grids of at most 128 8-head CTAs of 2-4 steps at the measured plans): T=2 H=8 1.10x, T=2 H=16 (8 x 32) 1.03x,
+    // T=3 H=8 1.01x, T=4 H=8 1.03x over variant 5; not at T=4 H=16 (256 CTAs: 0.97x) or T = 5-7 x H = 8 (0.97-0.99x).
+    if (p.num_tokens * p.num_heads <= 32 && hc == 8 && planner_mode(p) == 2) return 2;
     // Session 6: variant 10 (the softmax in registers) wherever 32 heads share a CTA: T=128 H=64 1.13x, prefill
     // 4096 x 64 1.11x, T=8 H=64 1.08x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
     // CTA it was within -3% .. +2% of variant 5 / 2 (its 16-head build then spilled a little; session 9 gave it one CTA
     // per SM, no spill), so those keep theirs.
     // Session 7: variant 11 (one 8-warp group for the CTA's 32 heads) over variant 10 where 32 heads share a CTA:
     // T=128 H=64 1.03-1.04x, T=128 H=128 1.03x, T=8 H=64 1.03x, prefill 4096 x 64 1.01-1.03x (H200,
-    // docs/PERFORMANCE.md "Session 7").
+    // docs/PERFORMANCE.md "Session 7"). Session 30: variant 10 again, since its later changes (four GEMM1 chains,
+    // stores from registers) 1.05-1.12x faster than variant 11 at every 32-head shape timed (H200, three processes
+    // at the same plans, docs/PERFORMANCE.md "Session 30, call 2": T=4 H=128 1.12x, T=8 H=64 1.12x, T=32 / 128 x H=32
+    // 1.06x / 1.08x, prefill 1024 x 32 1.11x, 4096 x 32 1.05x); GLM5RT_MLA_V11=1 keeps variant 11.
     if (hc == 32 && v10_enabled() && v11_enabled()) return 11;
     if (hc == 32 && v10_enabled()) return 10;
     // Session 7: variant 10 for the 16-head CTAs of the small-T plans (16 splits of 8 steps): T=1 H=128, T=2 H=64,
@@ -515,6 +521,14 @@ constexpr PlanModel kPlanModel[2] = {
 // Session 15, after variant 10's direct stores (two H200 calls of plan sweeps at T = 1, 2, 4 x H = 32, 64, 128,
 // bench/results/s15/call3, call5): bf16 T=1 H=32 8x64 -> 16x32 with bf16 partials (8.09-8.13 -> 7.65-7.70 us, the one
 // entry >= 3% slower than the best in both); the rest within 3% or not the same best twice.
+// Session 30, three H200 plan sweeps of both formats at T = 1-8 x H = 8-128 after 32-head bf16 CTAs went back to
+// variant 10 (bench/results/s30/c3, read by bench/sparse_mla/plan_sweeps.py): the entries >= 3% slower than one plan in
+// all three sweeps took it: bf16 T=1 H=64 16x32 with bf16 partials (fp32 ones were 2% faster in session 8, now 4-5%
+// slower: 9.31 -> 8.91 us), T=2 H=16 8x32 -> 16x32 (8.31 -> 7.86), T=2 H=128 16x8 -> 32x16 (14.23 -> 13.59), T=3 H=64
+// 16x8 -> 32x16 (13.86 -> 13.27), T=4 H=16 8x32 -> 16x16 (10.50 -> 9.69), T=4 H=64 16x8 -> 32x16 (14.24 -> 13.76), T=5
+// H=32 16x8 -> 32x16 (13.78 -> 13.16); FP8 T=2 H=128 32x16 -> 64x32 (variant 14: 18.11 -> 16.86), T=3 H=64 and T=4 H=64
+// 32x16 -> 64x32 (17.46 -> 16.62, 18.34 -> 17.34); and bf16 T=2 H=32 its plan with bf16 partials (2.7-4.3% faster in
+// all three: 9.54 -> 9.22).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
@@ -524,16 +538,16 @@ struct MeasuredPlan {
 };
 constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kBf16, 1, 8, 8, 64},         {MlaCacheFormat::kBf16, 1, 16, 8, 64},
-    {MlaCacheFormat::kBf16, 1, 32, 16, 32, 5},    {MlaCacheFormat::kBf16, 1, 64, 16, 32, 2},
+    {MlaCacheFormat::kBf16, 1, 32, 16, 32, 5},    {MlaCacheFormat::kBf16, 1, 64, 16, 32, 5},
     {MlaCacheFormat::kBf16, 1, 128, 16, 16},      {MlaCacheFormat::kBf16, 2, 8, 8, 64, 2},
-    {MlaCacheFormat::kBf16, 2, 16, 8, 32, 2},     {MlaCacheFormat::kBf16, 2, 32, 16, 32, 2},
-    {MlaCacheFormat::kBf16, 2, 64, 16, 16},       {MlaCacheFormat::kBf16, 2, 128, 16, 8, 5},
+    {MlaCacheFormat::kBf16, 2, 16, 16, 32, 5},    {MlaCacheFormat::kBf16, 2, 32, 16, 32, 5},
+    {MlaCacheFormat::kBf16, 2, 64, 16, 16},       {MlaCacheFormat::kBf16, 2, 128, 32, 16, 5},
     {MlaCacheFormat::kBf16, 3, 8, 8, 32, 2},      {MlaCacheFormat::kBf16, 3, 16, 16, 32},
-    {MlaCacheFormat::kBf16, 3, 32, 16, 16},       {MlaCacheFormat::kBf16, 3, 64, 16, 8, 5},
-    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2},      {MlaCacheFormat::kBf16, 4, 16, 8, 32, 2},
-    {MlaCacheFormat::kBf16, 4, 32, 16, 16},       {MlaCacheFormat::kBf16, 4, 64, 16, 8, 5},
+    {MlaCacheFormat::kBf16, 3, 32, 16, 16},       {MlaCacheFormat::kBf16, 3, 64, 32, 16, 5},
+    {MlaCacheFormat::kBf16, 4, 8, 8, 32, 2},      {MlaCacheFormat::kBf16, 4, 16, 16, 16, 5},
+    {MlaCacheFormat::kBf16, 4, 32, 16, 16},       {MlaCacheFormat::kBf16, 4, 64, 32, 16, 5},
     {MlaCacheFormat::kBf16, 4, 128, 32, 8},       {MlaCacheFormat::kBf16, 5, 16, 16, 16},
-    {MlaCacheFormat::kBf16, 5, 32, 16, 8},        {MlaCacheFormat::kBf16, 6, 8, 8, 16},
+    {MlaCacheFormat::kBf16, 5, 32, 32, 16, 5},    {MlaCacheFormat::kBf16, 6, 8, 8, 16},
     {MlaCacheFormat::kBf16, 6, 16, 16, 16},       {MlaCacheFormat::kBf16, 6, 32, 16, 8},
     {MlaCacheFormat::kBf16, 7, 8, 8, 16},         {MlaCacheFormat::kBf16, 7, 16, 16, 16},
     {MlaCacheFormat::kBf16, 7, 32, 16, 8},        {MlaCacheFormat::kBf16, 8, 8, 8, 16},
@@ -543,11 +557,11 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
     {MlaCacheFormat::kFp8, 1, 32, 8, 32, 2},      {MlaCacheFormat::kFp8, 1, 64, 16, 32, 2},
     {MlaCacheFormat::kFp8, 1, 128, 16, 32},       {MlaCacheFormat::kFp8, 2, 8, 8, 64},
     {MlaCacheFormat::kFp8, 2, 16, 8, 32, 2},      {MlaCacheFormat::kFp8, 2, 32, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 2, 64, 16, 32},        {MlaCacheFormat::kFp8, 2, 128, 32, 16},
+    {MlaCacheFormat::kFp8, 2, 64, 16, 32},        {MlaCacheFormat::kFp8, 2, 128, 64, 32, 5},
     {MlaCacheFormat::kFp8, 3, 8, 8, 32, 2},       {MlaCacheFormat::kFp8, 3, 32, 16, 32, 2},
-    {MlaCacheFormat::kFp8, 3, 64, 32, 16, 5},     {MlaCacheFormat::kFp8, 4, 8, 8, 32, 2},
+    {MlaCacheFormat::kFp8, 3, 64, 64, 32, 5},     {MlaCacheFormat::kFp8, 4, 8, 8, 32, 2},
     {MlaCacheFormat::kFp8, 4, 16, 16, 32, 2},     {MlaCacheFormat::kFp8, 4, 32, 16, 32},
-    {MlaCacheFormat::kFp8, 4, 64, 32, 16},        {MlaCacheFormat::kFp8, 4, 128, 32, 8},
+    {MlaCacheFormat::kFp8, 4, 64, 64, 32, 5},     {MlaCacheFormat::kFp8, 4, 128, 32, 8},
     {MlaCacheFormat::kFp8, 5, 32, 32, 16},        {MlaCacheFormat::kFp8, 6, 16, 16, 32, 2},
     {MlaCacheFormat::kFp8, 6, 32, 32, 16},        {MlaCacheFormat::kFp8, 7, 16, 16, 16},
     {MlaCacheFormat::kFp8, 8, 8, 8, 32},          {MlaCacheFormat::kFp8, 8, 16, 16, 16},
@@ -644,7 +658,8 @@ Plan plan(const SparseMlaParams& p) {
   if (const int s = small_t_v14_splits(p)) return Plan{64, s, 5};
   if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
     for (const MeasuredPlan& m : kMeasuredPlans)
-      if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads)
+      if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads &&
+          (m.hc != 64 || (cc_major() >= 9 && v14_enabled())))  // 64 heads per CTA: variant 14's conditions
         return Plan{m.hc, effective_splits(p, m.splits), m.merge};
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).

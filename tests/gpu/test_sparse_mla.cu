@@ -598,6 +598,30 @@ TEST_CASE("sparse MLA: planner choices at T = 8 (short / padded / empty rows, ev
     }
 }
 
+TEST_CASE("sparse MLA: the automatic plans and kernels session 30 changed (T = 2-5, top-k 2048)") {
+  // On a 132-SM GPU these run the measured plans (kMeasuredPlans) taken from session 30's sweeps: 32-head bf16 CTAs
+  // on variant 10 (T=2 H=128, T=3 / 4 H=64, T=5 H=32), 16-head ones where 8-head CTAs ran (T=2 / 4 H=16), bf16
+  // partials (T=2 H=32), variant 14 at 64 x 32 for FP8 (T=2 H=128, T=3 / 4 H=64), and variant 2 for the 8-head CTAs
+  // of T x H <= 32 (T = 2-4 x H=8); elsewhere the model's plans of the same shapes.
+  struct Shape {
+    int T, H;
+    MlaCacheFormat fmt;
+  };
+  for (const Shape& sh : {Shape{2, 8, MlaCacheFormat::kBf16}, Shape{3, 8, MlaCacheFormat::kBf16},
+                          Shape{4, 8, MlaCacheFormat::kBf16}, Shape{2, 16, MlaCacheFormat::kBf16},
+                          Shape{4, 16, MlaCacheFormat::kBf16}, Shape{2, 32, MlaCacheFormat::kBf16},
+                          Shape{5, 32, MlaCacheFormat::kBf16}, Shape{2, 128, MlaCacheFormat::kBf16},
+                          Shape{3, 64, MlaCacheFormat::kBf16}, Shape{4, 64, MlaCacheFormat::kBf16},
+                          Shape{2, 128, MlaCacheFormat::kFp8}, Shape{3, 64, MlaCacheFormat::kFp8},
+                          Shape{4, 64, MlaCacheFormat::kFp8}}) {
+    Problem pb = shape(sh.T, sh.H, 2048, sh.fmt, 9000);
+    pb.scale = 0.0625f;  // GLM-5
+    pb.use_lengths = true;
+    pb.kinds = {RowKind::kFull, RowKind::kScatteredPad, RowKind::kShortLength, RowKind::kFull, RowKind::kEmpty};
+    run_and_check(pb);
+  }
+}
+
 TEST_CASE("sparse MLA: 128 splits (top-k 4096, the combine kernels' limit)") {
   for (MlaCacheFormat fmt : {MlaCacheFormat::kBf16, MlaCacheFormat::kFp8}) {
     Problem pb = shape(2, 64, 4096, fmt, 10000);
