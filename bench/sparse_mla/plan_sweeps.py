@@ -1,34 +1,45 @@
 #!/usr/bin/env python3
 """Compare the automatic small-T plans with the best plan of several plan sweeps (session 30).
 
-Reads every plans-r*.txt in a folder (the text output of `glm5rt_bench_sparse_mla --plan-sweep`, one file per
-process, as scripts/gpu_mla_s30.sh writes them) and prints, per (format, T, H), the automatic plan (heads per CTA,
+Reads every plans-r*.txt in a folder or a .tar.xz archive (the text output of `glm5rt_bench_sparse_mla --plan-sweep`,
+one file per process, as scripts/gpu_mla_s30.sh writes them) and prints, per (format, T, H), the automatic plan (heads per CTA,
 splits, merge) with its median time, the plan timed in every sweep with the lowest median, and the ratio automatic /
 best in each sweep. "***" marks a shape whose automatic plan was >= 3% slower than that plan in every sweep (the rule
 by which kMeasuredPlans in kernels/attention/sparse_mla.cu takes a swept plan), "*" one where only the median was.
 
-    python3 bench/sparse_mla/plan_sweeps.py bench/results/s30/c3
+    python3 bench/sparse_mla/plan_sweeps.py bench/results/s30/c3/plan-sweeps.tar.xz
 """
 import collections
 import glob
 import re
 import statistics
 import sys
+import tarfile
 
 CONFIG = re.compile(r"\s+T=(\d+) H=(\d+) (\w+) splits=(\d+) heads/cta=(\d+) variant=0 combine=(\d+): ([\d.]+) us")
 AUTO = re.compile(r"plan\s+(\w+)\s+T=\s*(\d+) H=\s*(\d+)\s+auto:\s*(\d+) heads/CTA x\s*(\d+) splits merge (\d+)"
                   r"\s+([\d.]+) us")
 
 
-def main(folder):
-    files = sorted(glob.glob(folder + "/plans-r*.txt"))
-    if not files:
-        sys.exit(f"no plans-r*.txt in {folder}")
+def sweep_texts(path):
+    """The plans-r*.txt texts of a folder or a .tar.xz archive, in name order."""
+    if path.endswith(".tar.xz"):
+        with tarfile.open(path) as tar:
+            members = sorted((m for m in tar.getmembers() if re.search(r"plans-r\d+\.txt$", m.name)),
+                             key=lambda m: m.name)
+            return [tar.extractfile(m).read().decode() for m in members]
+    return [open(f).read() for f in sorted(glob.glob(path + "/plans-r*.txt"))]
+
+
+def main(path):
+    texts = sweep_texts(path)
+    if not texts:
+        sys.exit(f"no plans-r*.txt in {path}")
     timed = collections.defaultdict(lambda: collections.defaultdict(list))  # shape -> (hc, splits, merge) -> [us]
     auto_us = collections.defaultdict(list)
     auto_plan = {}
-    for f in files:
-        for line in open(f):
+    for text in texts:
+        for line in text.splitlines():
             m = CONFIG.match(line)
             if m:
                 t, h, fmt, s, hc, cb, us = m.groups()
@@ -40,7 +51,7 @@ def main(folder):
                 key = (fmt, int(t), int(h))
                 auto_us[key].append(float(us))
                 auto_plan[key] = (int(hc), int(s), int(mg))
-    n = len(files)
+    n = len(texts)
     print(f"{n} sweeps")
     for key in sorted(auto_us):
         a = auto_us[key]

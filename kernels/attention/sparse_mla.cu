@@ -522,13 +522,13 @@ constexpr PlanModel kPlanModel[2] = {
 // bench/results/s15/call3, call5): bf16 T=1 H=32 8x64 -> 16x32 with bf16 partials (8.09-8.13 -> 7.65-7.70 us, the one
 // entry >= 3% slower than the best in both); the rest within 3% or not the same best twice.
 // Session 30, three H200 plan sweeps of both formats at T = 1-8 x H = 8-128 after 32-head bf16 CTAs went back to
-// variant 10 (bench/results/s30/c3, read by bench/sparse_mla/plan_sweeps.py): the entries >= 3% slower than one plan in
-// all three sweeps took it: bf16 T=1 H=64 16x32 with bf16 partials (fp32 ones were 2% faster in session 8, now 4-5%
-// slower: 9.31 -> 8.91 us), T=2 H=16 8x32 -> 16x32 (8.31 -> 7.86), T=2 H=128 16x8 -> 32x16 (14.23 -> 13.59), T=3 H=64
-// 16x8 -> 32x16 (13.86 -> 13.27), T=4 H=16 8x32 -> 16x16 (10.50 -> 9.69), T=4 H=64 16x8 -> 32x16 (14.24 -> 13.76), T=5
-// H=32 16x8 -> 32x16 (13.78 -> 13.16); FP8 T=2 H=128 32x16 -> 64x32 (variant 14: 18.11 -> 16.86), T=3 H=64 and T=4 H=64
-// 32x16 -> 64x32 (17.46 -> 16.62, 18.34 -> 17.34); and bf16 T=2 H=32 its plan with bf16 partials (2.7-4.3% faster in
-// all three: 9.54 -> 9.22).
+// variant 10 (bench/results/s30/c3/plan-sweeps.tar.xz, read by bench/sparse_mla/plan_sweeps.py): the entries >= 3%
+// slower than one plan in all three sweeps took it: bf16 T=1 H=64 16x32 with bf16 partials (fp32 ones were 2% faster in
+// session 8, now 4-5% slower: 9.31 -> 8.91 us), T=2 H=16 8x32 -> 16x32 (8.31 -> 7.86), T=2 H=128 16x8 -> 32x16 (14.23
+// -> 13.59), T=3 H=64 16x8 -> 32x16 (13.86 -> 13.27), T=4 H=16 8x32 -> 16x16 (10.50 -> 9.69), T=4 H=64 16x8 -> 32x16
+// (14.24 -> 13.76), T=5 H=32 16x8 -> 32x16 (13.78 -> 13.16); FP8 T=2 H=128 32x16 -> 64x32 (variant 14: 18.11 -> 16.86),
+// T=3 H=64 and T=4 H=64 32x16 -> 64x32 (17.46 -> 16.62, 18.34 -> 17.34); and bf16 T=2 H=32 its plan with bf16 partials
+// (2.7-4.3% faster in all three: 9.54 -> 9.22).
 struct MeasuredPlan {
   MlaCacheFormat format;
   int tokens, heads, hc, splits;
