@@ -12,7 +12,8 @@
 #           group size should run (call 1's record: at 32 heads per CTA variant 10 beat the automatic variant 11);
 #   plans   PRUNS (default 1) plan sweeps (heads per CTA x splits x merge) of formats PF (bf16) at T = PT (1, 2, 4, 8) x
 #           H = PH (32, 64, 128) with this bundle's kernel choices.
-#   ab      this bundle's automatic plans and kernels against another benchmark binary's (OLD_BENCH: an xz file),
+#   ab      this bundle's automatic plans and kernels against another benchmark binary's (OLD_BENCH: the binary or an
+#           xz file of it; inside the bundle, one xz archive keeps the two binaries' common bytes once),
 #           RUNS processes of each, alternating: decode T = AB_T x H = 8-128 and prefill 1024 x 32, both formats.
 #   P=.carry/s30/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s30.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
@@ -25,7 +26,8 @@ if [[ " $PARTS " == *" tests "* ]]; then
 fi
 
 if [[ " $PARTS " == *" ab "* ]]; then
-  old=$OUT/../old_bench; xz -dc "${OLD_BENCH:?}" > "$old" && chmod +x "$old"
+  old=$OUT/../old_bench
+  case "${OLD_BENCH:?}" in *.xz) xz -dc "$OLD_BENCH" > "$old" ;; *) cp "$OLD_BENCH" "$old" ;; esac; chmod +x "$old"
   for run in $(seq 1 "${RUNS:-3}"); do
     for which in new old; do
       stamp "ab run $run $which"
