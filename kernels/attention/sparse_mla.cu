@@ -581,8 +581,14 @@ constexpr int kMeasuredPlanSms = 132;
 // at each of the 14 shapes where it won, the fastest variant-14 split count was the rule's.
 // Returns that split count, or 0 where the rule keeps the smaller CTAs. Only where variant 14 may run automatically
 // (sm_90+, GLM5RT_MLA_V14 not 0, no kernel forced); unmeasured on other SM counts (SM120 cards: 170-188 SMs).
+// Whether the planner may give a small-T launch variant 14's 64-head CTAs: the automatic kernel choice, H a multiple
+// of 64, sm_90+ (its rows come by bulk copies), GLM5RT_MLA_V14 not off.
+bool small_t_v14_allowed(const SparseMlaParams& p) {
+  return p.kernel_variant == 0 && p.num_heads % 64 == 0 && cc_major() >= 9 && v14_enabled();
+}
+
 int small_t_v14_splits(const SparseMlaParams& p) {
-  if (p.kernel_variant != 0 || p.num_heads % 64 != 0 || cc_major() < 9 || !v14_enabled()) return 0;
+  if (!small_t_v14_allowed(p)) return 0;
   const int groups = p.num_tokens * (p.num_heads / 64);
   const int sms = sm_count(p) * ctas_per_sm(p, 64);
   const int min_tiles = p.format == MlaCacheFormat::kFp8 ? 4 : 8;
@@ -659,7 +665,7 @@ Plan plan(const SparseMlaParams& p) {
   if (p.topk == kMeasuredPlanTopk && sm_count(p) == kMeasuredPlanSms)
     for (const MeasuredPlan& m : kMeasuredPlans)
       if (m.format == p.format && m.tokens == p.num_tokens && m.heads == p.num_heads &&
-          (m.hc != 64 || (cc_major() >= 9 && v14_enabled())))  // 64 heads per CTA: variant 14's conditions
+          (m.hc != 64 || small_t_v14_allowed(p)))  // 64 heads per CTA: variant 14's conditions
         return Plan{m.hc, effective_splits(p, m.splits), m.merge};
   // Both automatic: every head group size dividing H, largest first (a tie keeps fewer groups: fewer
   // re-reads of the records from L2).

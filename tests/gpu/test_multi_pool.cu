@@ -262,8 +262,8 @@ TEST_CASE("multi-pool sparse MLA equals each pool run alone (bf16 and FP8 record
   check_mla_multi_pool(MlaCase{130, 16, 256, gk::MlaCacheFormat::kBf16, 0, 0}, rng);
   check_mla_multi_pool(MlaCase{130, 16, 256, gk::MlaCacheFormat::kFp8, 0, 0}, rng);
   // A GLM-5 decode batch of 8 rows at top-k 2048, automatic plan: on sm_90+ FP8 records run variant 14's small-T plan
-  // (64 heads x 16 splits, session 13's small_t_v14_splits), bf16 ones variant 11's; 5 rows at 128 heads: variant 14
-  // in both formats.
+  // (64 heads x 16 splits, session 13's small_t_v14_splits), bf16 ones variant 10's (session 30; was 11); 5 rows at
+  // 128 heads: variant 14 in both formats.
   for (auto fmt : {gk::MlaCacheFormat::kBf16, gk::MlaCacheFormat::kFp8}) {
     check_mla_multi_pool(MlaCase{8, 64, 2048, fmt, 0, 0}, rng);
     check_mla_multi_pool(MlaCase{5, 128, 2048, fmt, 0, 0}, rng);

@@ -791,6 +791,7 @@ TEST_CASE("sparse MLA: scores rising by steps (rescales, the speculative softmax
 // Session 13 (small_t_v14_splits): at T <= 8 the planner runs variant 14's 64-head CTAs where T * H / 64 head groups
 // x a power-of-two split count fill >= 0.6 of the SMs with splits of >= 4 (FP8) / 8 (bf16) 32-token tiles. The plans
 // on a forced 132-SM count (the H200 sweeps' card), then an odd token count end to end with the device's own plan.
+// Session 30: three measured plans (kMeasuredPlans) give FP8 T = 2-4 shapes 64 x 32 as well.
 TEST_CASE("sparse MLA: variant 14's plans at T <= 8 (the planner's rule, odd token counts)") {
   int dev = 0, major = 0;
   CUDA_REQUIRE(cudaGetDevice(&dev));
@@ -801,8 +802,9 @@ TEST_CASE("sparse MLA: variant 14's plans at T <= 8 (the planner's rule, odd tok
   };
   const Want wants[] = {
       {MlaCacheFormat::kFp8, 5, 64, 64, 16},  {MlaCacheFormat::kFp8, 3, 128, 64, 16},
-      {MlaCacheFormat::kFp8, 8, 128, 64, 8},  {MlaCacheFormat::kFp8, 4, 64, 0, 0},
-      {MlaCacheFormat::kFp8, 2, 128, 0, 0},   {MlaCacheFormat::kFp8, 1, 64, 0, 0},
+      {MlaCacheFormat::kFp8, 8, 128, 64, 8},  {MlaCacheFormat::kFp8, 4, 64, 64, 32},
+      {MlaCacheFormat::kFp8, 2, 128, 64, 32}, {MlaCacheFormat::kFp8, 1, 64, 0, 0},
+      {MlaCacheFormat::kFp8, 3, 64, 64, 32},  // session 30's measured plans (kMeasuredPlans)
       {MlaCacheFormat::kBf16, 5, 128, 64, 8}, {MlaCacheFormat::kBf16, 8, 64, 0, 0},
       {MlaCacheFormat::kBf16, 4, 128, 0, 0},  {MlaCacheFormat::kFp8, 8, 32, 0, 0},
   };
