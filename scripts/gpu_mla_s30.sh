@@ -15,6 +15,8 @@
 #   ab      this bundle's automatic plans and kernels against another benchmark binary's (OLD_BENCH: the binary or an
 #           xz file of it; inside the bundle, one xz archive keeps the two binaries' common bytes once),
 #           RUNS processes of each, alternating: decode T = AB_T x H = 8-128 and prefill 1024 x 32, both formats.
+#   h32     FP8 records at 32 heads: GLM5RT_MLA_V16_H32 = 1 (two 16-head CTAs per token on variant 16) and 0 (one 32-head
+#           CTA on variant 7), RUNS alternating processes, decode T = 32, 64, 128, 256 and prefill 1024 / 4096.
 #   P=.carry/s30/c1/prebuilt COMMIT=<sha> OUT=$OUT bash scripts/gpu_mla_s30.sh
 # Everything written under $OUT comes back as one archive ($OUT/<name>.tgz).
 set -uo pipefail
@@ -38,6 +40,17 @@ if [[ " $PARTS " == *" ab "* ]]; then
     done
   done > "$OUT/ab-log.txt"
   echo "ab rows: $(grep -c . "$OUT/ab-log.txt")"
+fi
+
+if [[ " $PARTS " == *" h32 "* ]]; then
+  for run in $(seq 1 "${RUNS:-3}"); do
+    for on in 1 0; do
+      stamp "h32 run $run GLM5RT_MLA_V16_H32=$on"
+      GLM5RT_MLA_V16_H32=$on timeout 300 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats fp8 --variants 0 \
+        --T 32,64,128,256 --H 32 --prefill-T 1024,4096 --prefill-H 32 --reps 9 > "$OUT/h32-$on-r$run.txt" 2>&1
+      grep -E "^(decode|prefill) " "$OUT/h32-$on-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/h32=$on run=$run /"
+    done
+  done | tee "$OUT/h32-log.txt"
 fi
 
 if [[ " $PARTS " == *" record "* ]]; then

@@ -90,6 +90,8 @@ bool v14_enabled() {
 // Session 12: the same for FP8 records (variant 14 converts them to bf16 rows in shared memory; it replaces variant
 // 7 there: 1.47x at T=32 H=64, 1.73-1.75x at T=128 and prefill on the H200, docs/PERFORMANCE.md "Session 12");
 // GLM5RT_MLA_V14=0 keeps variant 7.
+bool v16_auto(const SparseMlaParams& p, int hc);
+
 int requested_heads_per_cta(const SparseMlaParams& p) {
   if (p.heads_per_cta == 8 || p.heads_per_cta == 16 || p.heads_per_cta == 32 || p.heads_per_cta == 64)
     return p.num_heads % p.heads_per_cta == 0 ? p.heads_per_cta : 0;
@@ -100,6 +102,10 @@ int requested_heads_per_cta(const SparseMlaParams& p) {
         v14_enabled())
       return 64;
   }
+  // Session 30: FP8 records at 32 heads from T = 32 up (variant 16's range) in two 16-head CTAs per token on variant 16
+  // instead of one 32-head CTA on variant 7; GLM5RT_MLA_V16_H32=0 (read once) keeps the 32-head CTA.
+  static const bool h32_on16 = env_not_off("GLM5RT_MLA_V16_H32");
+  if (p.num_heads == 32 && p.kernel_variant == 0 && planner_mode(p) == 2 && h32_on16 && v16_auto(p, 16)) return 16;
   return sparse_mla_detail::heads_per_cta(p.num_heads);
 }
 

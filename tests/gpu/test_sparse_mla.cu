@@ -598,11 +598,12 @@ TEST_CASE("sparse MLA: planner choices at T = 8 (short / padded / empty rows, ev
     }
 }
 
-TEST_CASE("sparse MLA: the automatic plans and kernels session 30 changed (T = 2-5, top-k 2048)") {
+TEST_CASE("sparse MLA: the automatic plans and kernels session 30 changed (T = 2-5 and 40, top-k 2048)") {
   // On a 132-SM GPU these run the measured plans (kMeasuredPlans) taken from session 30's sweeps: 32-head bf16 CTAs
   // on variant 10 (T=2 H=128, T=3 / 4 H=64, T=5 H=32), 16-head ones where 8-head CTAs ran (T=2 / 4 H=16), bf16
   // partials (T=2 H=32), variant 14 at 64 x 32 for FP8 (T=2 H=128, T=3 / 4 H=64), and variant 2 for the 8-head CTAs
-  // of T x H <= 32 (T = 2-4 x H=8); elsewhere the model's plans of the same shapes.
+  // of T x H <= 32 (T = 2-4 x H=8); elsewhere the model's plans of the same shapes. FP8 at 32 heads from T = 32 up:
+  // two 16-head CTAs per token on variant 16 (sm_90).
   struct Shape {
     int T, H;
     MlaCacheFormat fmt;
@@ -613,7 +614,7 @@ TEST_CASE("sparse MLA: the automatic plans and kernels session 30 changed (T = 2
                           Shape{5, 32, MlaCacheFormat::kBf16}, Shape{2, 128, MlaCacheFormat::kBf16},
                           Shape{3, 64, MlaCacheFormat::kBf16}, Shape{4, 64, MlaCacheFormat::kBf16},
                           Shape{2, 128, MlaCacheFormat::kFp8}, Shape{3, 64, MlaCacheFormat::kFp8},
-                          Shape{4, 64, MlaCacheFormat::kFp8}}) {
+                          Shape{4, 64, MlaCacheFormat::kFp8}, Shape{40, 32, MlaCacheFormat::kFp8}}) {
     Problem pb = shape(sh.T, sh.H, 2048, sh.fmt, 9000);
     pb.scale = 0.0625f;  // GLM-5
     pb.use_lengths = true;
