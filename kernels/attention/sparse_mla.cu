@@ -103,7 +103,9 @@ int requested_heads_per_cta(const SparseMlaParams& p) {
       return 64;
   }
   // Session 30: FP8 records at 32 heads from T = 32 up (variant 16's range) in two 16-head CTAs per token on variant 16
-  // instead of one 32-head CTA on variant 7; GLM5RT_MLA_V16_H32=0 (read once) keeps the 32-head CTA.
+  // instead of one 32-head CTA on variant 7: T=32 1.07x, T = 64-256 1.13-1.14x, prefill 1024 / 4096 x 32 1.14x / 1.16x
+  // (H200, three alternating processes, docs/PERFORMANCE.md "Session 30, call 6"); GLM5RT_MLA_V16_H32=0 (read once)
+  // keeps the 32-head CTA.
   static const bool h32_on16 = env_not_off("GLM5RT_MLA_V16_H32");
   if (p.num_heads == 32 && p.kernel_variant == 0 && planner_mode(p) == 2 && h32_on16 && v16_auto(p, 16)) return 16;
   return sparse_mla_detail::heads_per_cta(p.num_heads);
