@@ -579,6 +579,12 @@ constexpr MeasuredPlan kMeasuredPlans[] = {
 constexpr int kMeasuredPlanTopk = 2048;
 constexpr int kMeasuredPlanSms = 132;
 
+// Whether the planner may give a small-T launch variant 14's 64-head CTAs: the automatic kernel choice, H a multiple
+// of 64, sm_90+ (its rows come by bulk copies), GLM5RT_MLA_V14 not off.
+bool small_t_v14_allowed(const SparseMlaParams& p) {
+  return p.kernel_variant == 0 && p.num_heads % 64 == 0 && cc_major() >= 9 && v14_enabled();
+}
+
 // Session 13: variant 14 (64 heads per CTA) at T <= kMlaJointPlanMaxTokens, first timed there with small-T split
 // counts in that session's plan sweeps (bench/results/s13/call1-3: both formats, T = 1-8 x H = 64, 128, 1-64 splits,
 // three processes at T = 1, 2, 4, 8 and two at 3, 5, 6, 7). It won wherever its grid of G = T * H / 64 head groups x
@@ -589,12 +595,8 @@ constexpr int kMeasuredPlanSms = 132;
 // at each of the 14 shapes where it won, the fastest variant-14 split count was the rule's.
 // Returns that split count, or 0 where the rule keeps the smaller CTAs. Only where variant 14 may run automatically
 // (sm_90+, GLM5RT_MLA_V14 not 0, no kernel forced); unmeasured on other SM counts (SM120 cards: 170-188 SMs).
-// Whether the planner may give a small-T launch variant 14's 64-head CTAs: the automatic kernel choice, H a multiple
-// of 64, sm_90+ (its rows come by bulk copies), GLM5RT_MLA_V14 not off.
-bool small_t_v14_allowed(const SparseMlaParams& p) {
-  return p.kernel_variant == 0 && p.num_heads % 64 == 0 && cc_major() >= 9 && v14_enabled();
-}
-
+// (Session 30: with its FP8 form's f16 rows and wide Q loads, 64 x 32 now wins at FP8 T = 2-4 x H = 64 / 128,
+// 1.05-1.08x, which this rule does not pick; those three are measured plans, kMeasuredPlans.)
 int small_t_v14_splits(const SparseMlaParams& p) {
   if (!small_t_v14_allowed(p)) return 0;
   const int groups = p.num_tokens * (p.num_heads / 64);
