@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 30's device call: the closing checks of issue 6 on the shipped kernels (run on the accelerator machine
-# from the repository root; bundles from scripts/pack_mla_bundle.sh, with SM120=1 for the record). PARTS (default
-# "tests record anyh"; call 1 ran "all record anyh", where "all" was the bundle's whole test binary, i.e. the same
-# cases as "tests"):
+# Session 30's device calls: issue 6's record and checks, and the measurements behind that session's planner changes
+# (run on the accelerator machine from the repository root; bundles from scripts/pack_mla_bundle.sh, with SM120=1 for
+# the record). PARTS (default "tests record anyh"; call 1 ran "all record anyh", where "all" was the bundle's whole
+# test binary, i.e. the same cases as "tests"):
 #   tests   the sparse MLA and multi-pool GPU tests as shipped (mla_tests_shipped); if they fail, nothing is timed;
 #   record  issue 6's benchmark of record (mla_record: tests, benchmark, Triton baseline, ceilings, sm_120 report);
 #   anyh    T=1 at every head count the interface takes (8, 16, 32, 64, 128), both record formats, automatic plans,
