@@ -23,20 +23,29 @@ set -uo pipefail
 source scripts/lib/device_prebuilt.sh
 PARTS=${PARTS:-tests record anyh}
 
+# One benchmark process: `bench <log> <prefix> <arguments...>` runs BIN (default the bundle's benchmark; BENCH_S
+# seconds at most, default 300) into $OUT/<log>.txt and prints its decode / prefill / plan rows, runs of spaces
+# squeezed and the per-variant columns cut (CUT set to empty keeps them), each prefixed by <prefix>.
+bench() {
+  local log=$OUT/$1.txt prefix=$2
+  shift 2
+  timeout "${BENCH_S:-300}" "${BIN:-$B/glm5rt_bench_sparse_mla}" "$@" > "$log" 2>&1
+  grep -E "^(decode|prefill|plan) " "$log" | sed "s/  */ /g; ${CUT-s/ v1 .*//}" | sed "s/^/$prefix /"
+}
+
 if [[ " $PARTS " == *" tests "* ]]; then
   mla_tests_shipped "${TESTS_S:-320}" || PARTS="tests"  # a failing kernel is not timed
 fi
 
 if [[ " $PARTS " == *" ab "* ]]; then
-  old=$OUT/../old_bench
+  old=$(mktemp -d)/old_bench  # outside $OUT: the binary itself need not come back
   case "${OLD_BENCH:?}" in *.xz) xz -dc "$OLD_BENCH" > "$old" ;; *) cp "$OLD_BENCH" "$old" ;; esac; chmod +x "$old"
   for run in $(seq 1 "${RUNS:-3}"); do
     for which in new old; do
       stamp "ab run $run $which"
       bin=$B/glm5rt_bench_sparse_mla; [ "$which" = old ] && bin=$old
-      timeout 300 "$bin" --no-sweep --quick --formats bf16,fp8 --variants 0 --T "${AB_T:-1,2,3,4,5,6,7,8,32,128}" \
-        --H 8,16,32,64,128 --prefill-T 1024 --prefill-H 32 --reps 9 > "$OUT/ab-$which-r$run.txt" 2>&1
-      grep -E "^(decode|prefill) " "$OUT/ab-$which-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/$which run=$run /"
+      BIN=$bin bench "ab-$which-r$run" "$which run=$run" --no-sweep --quick --formats bf16,fp8 --variants 0 \
+        --T "${AB_T:-1,2,3,4,5,6,7,8,32,128}" --H 8,16,32,64,128 --prefill-T 1024 --prefill-H 32 --reps 9
     done
   done > "$OUT/ab-log.txt"
   echo "ab rows: $(grep -c . "$OUT/ab-log.txt")"
@@ -46,9 +55,8 @@ if [[ " $PARTS " == *" h32 "* ]]; then
   for run in $(seq 1 "${RUNS:-3}"); do
     for on in 1 0; do
       stamp "h32 run $run GLM5RT_MLA_V16_H32=$on"
-      GLM5RT_MLA_V16_H32=$on timeout 300 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats fp8 --variants 0 \
-        --T 32,64,128,256 --H 32 --prefill-T 1024,4096 --prefill-H 32 --reps 9 > "$OUT/h32-$on-r$run.txt" 2>&1
-      grep -E "^(decode|prefill) " "$OUT/h32-$on-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/h32=$on run=$run /"
+      GLM5RT_MLA_V16_H32=$on bench "h32-$on-r$run" "h32=$on run=$run" --no-sweep --quick --formats fp8 --variants 0 \
+        --T 32,64,128,256 --H 32 --prefill-T 1024,4096 --prefill-H 32 --reps 9
     done
   done | tee "$OUT/h32-log.txt"
 fi
@@ -61,18 +69,16 @@ fi
 if [[ " $PARTS " == *" anyh "* ]]; then
   for run in $(seq 1 "${RUNS:-3}"); do
     stamp "T=1 any H, run $run"
-    timeout 240 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16,fp8 --variants 0 --T 1 \
-      --H 8,16,32,64,128 --reps 9 > "$OUT/anyh-r$run.txt" 2>&1
-    grep -E "^decode " "$OUT/anyh-r$run.txt" | sed 's/  */ /g; s/ v1 .*//' | sed "s/^/run=$run /"
+    BENCH_S=240 bench "anyh-r$run" "run=$run" --no-sweep --quick --formats bf16,fp8 --variants 0 --T 1 \
+      --H 8,16,32,64,128 --reps 9
   done | tee "$OUT/anyh-log.txt"
 fi
 if [[ " $PARTS " == *" kernels "* ]]; then
   for run in $(seq 1 "${RUNS:-3}"); do
     stamp "kernels run $run"
     pre=(--prefill-T "${KPT:-1024,4096}" --prefill-H 32); [ "${KPT:-}" = none ] && pre=()
-    timeout 300 "$B/glm5rt_bench_sparse_mla" --no-sweep --quick --formats bf16 --variants 0,2,5,10,11 \
-      --T "${KT:-2,4,8,32,128}" --H "${KH:-8,16,32,64,128}" "${pre[@]}" --reps 9 > "$OUT/kernels-r$run.txt" 2>&1
-    grep -E "^(decode|prefill) " "$OUT/kernels-r$run.txt" | sed 's/  */ /g' | sed "s/^/run=$run /"
+    CUT= bench "kernels-r$run" "run=$run" --no-sweep --quick --formats bf16 --variants 0,2,5,10,11 \
+      --T "${KT:-2,4,8,32,128}" --H "${KH:-8,16,32,64,128}" "${pre[@]}" --reps 9
   done > "$OUT/kernels-log.txt"
   tail -n 40 "$OUT/kernels-log.txt"
 fi
@@ -80,9 +86,8 @@ fi
 if [[ " $PARTS " == *" plans "* ]]; then
   for run in $(seq 1 "${PRUNS:-1}"); do
     stamp "plan sweep $run"
-    timeout 300 "$B/glm5rt_bench_sparse_mla" --plan-sweep --formats "${PF:-bf16}" --T "${PT:-1,2,4,8}" \
-      --H "${PH:-32,64,128}" --reps 9 > "$OUT/plans-r$run.txt" 2>&1
-    grep -E "^plan " "$OUT/plans-r$run.txt" | sed "s/^/run=$run /"
+    bench "plans-r$run" "run=$run" --plan-sweep --formats "${PF:-bf16}" --T "${PT:-1,2,4,8}" --H "${PH:-32,64,128}" \
+      --reps 9
   done
 fi
 # At most 8 files come back from a device call: everything as one archive.
