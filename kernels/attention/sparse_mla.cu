@@ -73,7 +73,8 @@ bool env_not_off(const char* name) {
   return !(e && std::atoi(e) == 0);
 }
 
-// Session 11: GLM5RT_MLA_V14=0 (read once) keeps variant 11 where the automatic choice would run variant 14.
+// Session 11: GLM5RT_MLA_V14=0 (read once) keeps 32-head CTAs (variant 11 until session 29, variant 10 since) where
+// the automatic choice would run variant 14.
 bool v14_enabled() {
   static const bool on = env_not_off("GLM5RT_MLA_V14");
   return on;
@@ -86,7 +87,7 @@ bool v14_enabled() {
 // of 64 (H200, graph time, against variant 11 in the record run: T=32 H=64 1.17x, T=128 H=64 1.39x, prefill 4096 x 64
 // 1.37x; an earlier form 1.04-1.32x at T = 12-256 x H = 64 / 128; docs/PERFORMANCE.md "Session 11"), on sm_90+ (its
 // rows come by bulk copies; the sm_80 build's cp.async path has not run on an sm_80 GPU). GLM5RT_MLA_V14=0 keeps
-// variant 11 there.
+// 32-head CTAs there.
 // Session 12: the same for FP8 records (variant 14 converts them to bf16 rows in shared memory; it replaces variant
 // 7 there: 1.47x at T=32 H=64, 1.73-1.75x at T=128 and prefill on the H200, docs/PERFORMANCE.md "Session 12");
 // GLM5RT_MLA_V14=0 keeps variant 7.
@@ -182,12 +183,13 @@ int kernel_variant(const SparseMlaParams& p, int hc) {
     // 4096 x 64 1.11x, T=8 H=64 1.08x over variant 5 (H200, docs/PERFORMANCE.md "Session 6"); at 16 heads per
     // CTA it was within -3% .. +2% of variant 5 / 2 (its 16-head build then spilled a little; session 9 gave it one CTA
     // per SM, no spill), so those keep theirs.
-    // Session 7: variant 11 (one 8-warp group for the CTA's 32 heads) over variant 10 where 32 heads share a CTA:
-    // T=128 H=64 1.03-1.04x, T=128 H=128 1.03x, T=8 H=64 1.03x, prefill 4096 x 64 1.01-1.03x (H200,
-    // docs/PERFORMANCE.md "Session 7"). Session 30: variant 10 again, since its later changes (four GEMM1 chains,
-    // stores from registers) 1.05-1.12x faster than variant 11 at every 32-head shape timed (H200, three processes
-    // at the same plans, docs/PERFORMANCE.md "Session 30, call 2": T=4 H=128 1.12x, T=8 H=64 1.12x, T=32 / 128 x H=32
-    // 1.06x / 1.08x, prefill 1024 x 32 1.11x, 4096 x 32 1.05x); GLM5RT_MLA_V11=1 keeps variant 11.
+    // Session 7: variant 11 (one 8-warp group for the CTA's 32 heads) over variant 10 where 32 heads share a CTA: T=128
+    // H=64 1.03-1.04x, T=128 H=128 1.03x, T=8 H=64 1.03x, prefill 4096 x 64 1.01-1.03x (H200, docs/PERFORMANCE.md
+    // "Session 7"). Session 30: variant 10 again, since its later changes (session 15's stores from registers among
+    // them; the four GEMM1 chains are its 16-head form's only) 1.05-1.12x faster than variant 11 at every 32-head shape
+    // timed (H200, three processes at the same plans, docs/PERFORMANCE.md "Session 30, call 2": T=4 H=128 1.12x, T=8
+    // H=64 1.12x, T=32 / 128 x H=32 1.06x / 1.08x, prefill 1024 x 32 1.11x, 4096 x 32 1.05x); GLM5RT_MLA_V11=1 keeps
+    // variant 11.
     if (hc == 32 && v10_enabled() && v11_enabled()) return 11;
     if (hc == 32 && v10_enabled()) return 10;
     // Session 7: variant 10 for the 16-head CTAs of the small-T plans (16 splits of 8 steps): T=1 H=128, T=2 H=64,

@@ -85,21 +85,21 @@ struct SparseMlaParams {
   // side, so a step's scores stay in the threads that multiply them; no group barrier, no P / rescale factors
   // through shared memory; the next step's GEMM1 overlapped with the softmax); bf16 records with 16 or 32 heads
   // per CTA, variant 5 elsewhere (8 heads per CTA would pad the M side; FP8 records). The automatic bf16
-  // kernel at 32 heads per CTA (1.08-1.13x over variant 5 on the H200) until session 7, and (session 9) at 16 heads
-  // per CTA up to T = 128.
-  // Appended in session 7: 11 = one consumer group of 8 warps for the CTA's 32 heads (each K / V fragment read
-  // from shared memory feeds both m16 tiles, each partial score read once, each head's softmax run by one warp,
-  // P handed over in shared memory in GEMM2's A-fragment order; its own producer loads the indices); bf16
-  // records with 32 heads per CTA, variant 10's choice elsewhere. The automatic bf16 kernel at 32 heads per CTA
-  // (1.01-1.04x over variant 10 on the H200; GLM5RT_MLA_V11=0 keeps variant 10). 12 (session 7's 16-warp form of
-  // 11, measured 0.74x of it and removed) is rejected as invalid, as 8 and 9. 13 (session 10's variant 10 16-head CTA
-  // with two consumer groups taking alternate steps, measured 0.76-0.83x of variant 10 and removed) likewise.
+  // kernel at 32 heads per CTA (1.08-1.13x over variant 5 on the H200) until session 7 and again since session 30
+  // (1.05-1.12x over variant 11), and (session 9) at 16 heads per CTA up to T = 128.
+  // Appended in session 7: 11 = one consumer group of 8 warps for the CTA's 32 heads (each K / V fragment read from
+  // shared memory feeds both m16 tiles, each partial score read once, each head's softmax run by one warp, P handed
+  // over in shared memory in GEMM2's A-fragment order; its own producer loads the indices); bf16 records with 32 heads
+  // per CTA, variant 10's choice elsewhere. The automatic bf16 kernel at 32 heads per CTA in sessions 7-29 (1.01-1.04x
+  // over variant 10 on the H200 then); since session 30 only with GLM5RT_MLA_V11=1. 12 (session 7's 16-warp form of 11,
+  // measured 0.74x of it and removed) is rejected as invalid, as 8 and 9. 13 (session 10's variant 10 16-head CTA with
+  // two consumer groups taking alternate steps, measured 0.76-0.83x of variant 10 and removed) likewise.
   // Appended in session 11: 14 = 64 heads per CTA in four independent warp pairs (each pair 16 heads: the two warps
   // split the scores' k and the output dims, swap their halves of the scores on a 64-thread barrier and run the
   // same register softmax; pair s % 4 bulk-copies step s: no producer warp); 64 heads per CTA (heads_per_cta 64, or
   // automatic: forcing 14 makes a CTA hold 64 heads where H allows it, else variant 11's choice runs). The
   // automatic bf16 kernel above kMlaJointPlanMaxTokens tokens where H is a multiple of 64, on sm_90+ (1.04-1.39x over
-  // variant 11 on the H200; GLM5RT_MLA_V14=0 keeps variant 11). Session 12: FP8 records too (the copying pair turns
+  // variant 11 on the H200; GLM5RT_MLA_V14=0 keeps 32-head CTAs). Session 12: FP8 records too (the copying pair turns
   // each step's records into bf16 rows in shared memory, e4m3 x scale rounded to bf16), the automatic FP8 kernel
   // there as well (1.2-1.75x over variant 7 on the H200; GLM5RT_MLA_V14=0 keeps variant 7). Session 13: also the
   // automatic plan at T <= kMlaJointPlanMaxTokens where T * H / 64 head groups x its splits fill the SMs (H200: FP8

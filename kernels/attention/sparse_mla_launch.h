@@ -128,7 +128,7 @@ cudaError_t launch_ws_one(const KernelArgs& a, cudaStream_t stream) {
 }
 template <int HC>
 cudaError_t launch_wsr_one(const KernelArgs& a, cudaStream_t stream) {
-  // (Four chains only at 16 heads: the 32-head kernel, which variant 11 replaces by default, would spill.)
+  // (Four chains only at 16 heads: the 32-head kernel, the automatic one at 32 heads since session 30, would spill.)
   return a.wsr_chains4 && HC == 16
              ? launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, HC == 16>, kCarveoutShared, a, stream)
              : launch_grid<WsrCfg<HC>, HC>(sparse_mla_wsr_kernel<HC, false>, kCarveoutShared, a, stream);
